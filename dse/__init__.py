@@ -1,0 +1,1 @@
+"""tensorforge.dse."""
