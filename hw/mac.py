@@ -1,0 +1,68 @@
+"""A signed multiply-accumulate with clear: the arithmetic core of every PE.
+
+Contract: one operand pair per cycle; ``acc`` shows the sum one cycle after the pair is
+presented with ``valid`` high (latency 1, throughput 1). ``clear`` with ``valid`` starts a new sum
+from this product; ``clear`` alone zeroes the sum. The sum wraps at ``acc_bits`` like the
+int32 arithmetic of the golden models.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, signed
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from tensorforge.errors import ConfigError
+
+
+class MultiplyAccumulate(wiring.Component):
+    """``acc <= (clear ? 0 : acc) + a * b`` when ``valid``; ``acc <= 0`` on ``clear`` alone."""
+
+    latency = 1
+
+    def __init__(self, in_bits: int = 8, acc_bits: int = 32) -> None:
+        if in_bits < 2 or acc_bits < 2 * in_bits:
+            raise ConfigError(
+                f"MultiplyAccumulate needs in_bits >= 2 and acc_bits >= 2 * in_bits, "
+                f"not in_bits={in_bits}, acc_bits={acc_bits}"
+            )
+        self.in_bits = in_bits
+        self.acc_bits = acc_bits
+        super().__init__(
+            {
+                "a": In(signed(in_bits)),
+                "b": In(signed(in_bits)),
+                "valid": In(1),
+                "clear": In(1),
+                "acc": Out(signed(acc_bits)),
+            }
+        )
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        product = self.a * self.b
+        base = Mux(self.clear, 0, self.acc)
+        with m.If(self.valid):
+            m.d.sync += self.acc.eq(base + product)  # .eq truncates: wrap-around like int32
+        with m.Elif(self.clear):
+            m.d.sync += self.acc.eq(0)
+        return m
+
+
+def mac_reference(a, b, valid, clear, acc_bits: int = 32):
+    """numpy golden model: the ``acc`` output after each cycle for the given input sequences."""
+    import numpy as np
+
+    acc = 0
+    out = np.zeros(len(a), dtype=np.int64)
+    mask = (1 << acc_bits) - 1
+    for i in range(len(a)):
+        if valid[i]:
+            acc = (0 if clear[i] else acc) + int(a[i]) * int(b[i])
+        elif clear[i]:
+            acc = 0
+        acc &= mask
+        if acc >= 1 << (acc_bits - 1):
+            acc -= 1 << acc_bits
+        out[i] = acc
+    return out
