@@ -1,0 +1,313 @@
+"""The task ISA (after VTA): LOAD, COMPUTE, STORE and FINISH, 128 bits each.
+
+This module is the single source of truth for instruction formats: the compiler encodes with
+`encode`, the hardware decoder builds its `amaranth.lib.data` layouts from `FORMATS`
+(``tensorforge.hw``), and ``docs/isa.md`` is printed by `markdown()`.
+
+Three units run concurrently (load, compute, store). Each instruction carries four dependency
+flags; the units exchange *tokens* through four queues exactly as in VTA:
+
+* ``push_next``: after finishing, send a token to the next unit (load→compute, compute→store);
+* ``push_prev``: after finishing, send a token to the previous unit (compute→load, store→compute);
+* ``pop_prev``: before starting, wait for a token from the previous unit;
+* ``pop_next``: before starting, wait for a token from the next unit.
+
+LOAD has no previous unit and STORE no next unit; setting those flags is an encoding error.
+
+Semantics (``line`` addresses count scratchpad/accumulator lines, see `tensorforge.intrinsics`):
+
+* ``LOAD``: for each row ``r < rows``: line ``line + pad_before + r`` receives ``row_len``
+  elements read from DRAM at byte ``dram_addr + r * stride * elem_bytes``, zero-filled past
+  ``row_len``; also ``pad_before`` zero lines before and ``pad_after`` zero lines after.
+  ``buffer`` selects the operand scratchpad (``in_bits`` elements) or the accumulator
+  (``acc_bits`` elements, e.g. a bias or a partial sum).
+* ``STORE``: for each row ``r < rows``: the first ``row_len`` elements of accumulator line
+  ``line + r`` are written to DRAM at byte ``dram_addr + r * stride * acc_bytes``.
+* ``COMPUTE``: the affine micro-loop ``for o < outer: for i < inner:`` runs one intrinsic
+  step with blocks at ``acc_base + o*acc_outer + i*acc_inner`` (accumulator) and
+  ``a_base + o*a_outer + i*a_inner``, ``b_base + o*b_outer + i*b_inner`` (scratchpad).
+  ``mode`` MAC accumulates the intrinsic into C; ZERO clears the C block instead.
+* ``FINISH``: waits until all units are idle, then raises ``done``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, fields
+from typing import ClassVar
+
+from tensorforge.errors import ConfigError
+
+INSTRUCTION_BITS = 128
+INSTRUCTION_BYTES = INSTRUCTION_BITS // 8
+
+
+class Opcode(enum.IntEnum):
+    LOAD = 0
+    STORE = 1
+    COMPUTE = 2
+    FINISH = 3
+
+
+class Buffer(enum.IntEnum):
+    SPAD = 0  # operand scratchpad, in_bits elements
+    ACC = 1  # accumulator buffer, acc_bits elements
+
+
+class ComputeMode(enum.IntEnum):
+    MAC = 0  # C += intrinsic(A, B)
+    ZERO = 1  # C = 0
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    bits: int
+    doc: str
+
+
+HEADER: tuple[Field, ...] = (
+    Field("opcode", 2, "LOAD=0, STORE=1, COMPUTE=2, FINISH=3"),
+    Field("pop_prev", 1, "wait for a token from the previous unit before starting"),
+    Field("pop_next", 1, "wait for a token from the next unit before starting"),
+    Field("push_prev", 1, "send a token to the previous unit when done"),
+    Field("push_next", 1, "send a token to the next unit when done"),
+)
+
+_DRAM_TILE: tuple[Field, ...] = (
+    Field("line", 14, "first scratchpad/accumulator line"),
+    Field("dram_addr", 32, "DRAM byte address of the first element"),
+    Field("rows", 12, "tile rows (one line each)"),
+    Field("row_len", 12, "elements per row"),
+    Field("stride", 20, "DRAM distance between rows, in elements"),
+)
+
+FORMATS: dict[Opcode, tuple[Field, ...]] = {
+    Opcode.LOAD: HEADER
+    + (Field("buffer", 1, "SPAD=0 (operands) or ACC=1 (accumulators)"),)
+    + _DRAM_TILE
+    + (
+        Field("pad_before", 6, "zero lines written before the tile"),
+        Field("pad_after", 6, "zero lines written after the tile"),
+    ),
+    Opcode.STORE: HEADER + _DRAM_TILE,
+    Opcode.COMPUTE: HEADER
+    + (
+        Field("mode", 1, "MAC=0 (accumulate) or ZERO=1 (clear the C blocks)"),
+        Field("outer", 11, "outer micro-loop extent"),
+        Field("inner", 11, "inner micro-loop extent"),
+        Field("acc_base", 14, "first accumulator line of the C block"),
+        Field("a_base", 14, "first scratchpad line of the A block"),
+        Field("b_base", 14, "first scratchpad line of the B block"),
+        Field("acc_outer", 9, "C line step per outer iteration"),
+        Field("acc_inner", 9, "C line step per inner iteration"),
+        Field("a_outer", 9, "A line step per outer iteration"),
+        Field("a_inner", 9, "A line step per inner iteration"),
+        Field("b_outer", 9, "B line step per outer iteration"),
+        Field("b_inner", 9, "B line step per inner iteration"),
+    ),
+    Opcode.FINISH: HEADER,
+}
+
+for _opcode, _format in FORMATS.items():
+    if sum(f.bits for f in _format) > INSTRUCTION_BITS:  # a bug in the definition above
+        raise RuntimeError(f"{_opcode.name} format is wider than {INSTRUCTION_BITS} bits")
+
+
+def field_offsets(opcode: Opcode) -> dict[str, tuple[int, int]]:
+    """``{field: (lsb, bits)}`` for one format, packed from bit 0 upwards."""
+    offsets, lsb = {}, 0
+    for f in FORMATS[opcode]:
+        offsets[f.name] = (lsb, f.bits)
+        lsb += f.bits
+    return offsets
+
+
+def _show(value: object) -> str:
+    return value.name if isinstance(value, enum.Enum) else hex(value) if isinstance(
+        value, int
+    ) and value >= 4096 else str(value)
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """Base of the four instruction kinds; fields mirror `FORMATS`."""
+
+    opcode: ClassVar[Opcode]
+    pop_prev: bool = False
+    pop_next: bool = False
+    push_prev: bool = False
+    push_next: bool = False
+
+    def __post_init__(self) -> None:
+        for name, (_, bits) in field_offsets(self.opcode).items():
+            if name == "opcode":
+                continue
+            value = int(getattr(self, name))
+            if not 0 <= value < (1 << bits):
+                raise ConfigError(
+                    f"{self.opcode.name}.{name} = {value} does not fit its {bits}-bit field "
+                    f"(0..{(1 << bits) - 1}); split the instruction"
+                )
+        if self.opcode is Opcode.LOAD and (self.pop_prev or self.push_prev):
+            raise ConfigError("LOAD has no previous unit: pop_prev/push_prev must be 0")
+        if self.opcode is Opcode.STORE and (self.pop_next or self.push_next):
+            raise ConfigError("STORE has no next unit: pop_next/push_next must be 0")
+
+    def encode(self) -> int:
+        word = 0
+        for name, (lsb, _) in field_offsets(self.opcode).items():
+            value = int(self.opcode) if name == "opcode" else int(getattr(self, name))
+            word |= value << lsb
+        return word
+
+    def to_bytes(self) -> bytes:
+        return self.encode().to_bytes(INSTRUCTION_BYTES, "little")
+
+    def describe(self) -> str:
+        """Assembly-like text, e.g. ``LOAD  spad line=0 dram=0x100 rows=8 ...``."""
+        flags = "".join(
+            tag
+            for tag, on in (
+                ("<p", self.pop_prev),
+                ("<n", self.pop_next),
+                (">p", self.push_prev),
+                (">n", self.push_next),
+            )
+            if on
+        )
+        body = " ".join(
+            f"{f.name}={_show(getattr(self, f.name))}"
+            for f in fields(self)
+            if f.name not in {"pop_prev", "pop_next", "push_prev", "push_next"}
+        )
+        return f"{self.opcode.name:<7} {body} {flags}".rstrip()
+
+
+@dataclass(frozen=True)
+class Load(Instruction):
+    opcode: ClassVar[Opcode] = Opcode.LOAD
+    buffer: Buffer = Buffer.SPAD
+    line: int = 0
+    dram_addr: int = 0
+    rows: int = 0
+    row_len: int = 0
+    stride: int = 0
+    pad_before: int = 0
+    pad_after: int = 0
+
+
+@dataclass(frozen=True)
+class Store(Instruction):
+    opcode: ClassVar[Opcode] = Opcode.STORE
+    line: int = 0
+    dram_addr: int = 0
+    rows: int = 0
+    row_len: int = 0
+    stride: int = 0
+
+
+@dataclass(frozen=True)
+class Compute(Instruction):
+    opcode: ClassVar[Opcode] = Opcode.COMPUTE
+    mode: ComputeMode = ComputeMode.MAC
+    outer: int = 1
+    inner: int = 1
+    acc_base: int = 0
+    a_base: int = 0
+    b_base: int = 0
+    acc_outer: int = 0
+    acc_inner: int = 0
+    a_outer: int = 0
+    a_inner: int = 0
+    b_outer: int = 0
+    b_inner: int = 0
+
+
+@dataclass(frozen=True)
+class Finish(Instruction):
+    opcode: ClassVar[Opcode] = Opcode.FINISH
+
+
+INSTRUCTION_TYPES: dict[Opcode, type[Instruction]] = {
+    Opcode.LOAD: Load,
+    Opcode.STORE: Store,
+    Opcode.COMPUTE: Compute,
+    Opcode.FINISH: Finish,
+}
+
+_ENUM_FIELDS = {"buffer": Buffer, "mode": ComputeMode}
+_FLAG_FIELDS = {"pop_prev", "pop_next", "push_prev", "push_next"}
+
+
+def decode(word: int) -> Instruction:
+    """The instruction encoded in the 128-bit integer ``word``."""
+    opcode = Opcode(word & 0b11)
+    values = {}
+    for name, (lsb, bits) in field_offsets(opcode).items():
+        if name == "opcode":
+            continue
+        value = (word >> lsb) & ((1 << bits) - 1)
+        if name in _ENUM_FIELDS:
+            value = _ENUM_FIELDS[name](value)
+        elif name in _FLAG_FIELDS:
+            value = bool(value)
+        values[name] = value
+    return INSTRUCTION_TYPES[opcode](**values)
+
+
+def encode_program(instructions: list[Instruction]) -> bytes:
+    """Little-endian 16-byte words, in program order, as the controller fetches them."""
+    return b"".join(instruction.to_bytes() for instruction in instructions)
+
+
+def decode_program(blob: bytes) -> list[Instruction]:
+    if len(blob) % INSTRUCTION_BYTES:
+        raise ConfigError(
+            f"a program is a whole number of {INSTRUCTION_BYTES}-byte instructions; "
+            f"this one has {len(blob)} bytes"
+        )
+    return [
+        decode(int.from_bytes(blob[i : i + INSTRUCTION_BYTES], "little"))
+        for i in range(0, len(blob), INSTRUCTION_BYTES)
+    ]
+
+
+def disassemble(blob_or_program: bytes | list[Instruction]) -> str:
+    program = (
+        decode_program(blob_or_program)
+        if isinstance(blob_or_program, bytes | bytearray)
+        else blob_or_program
+    )
+    return "\n".join(f"{pc:5d}  {ins.describe()}" for pc, ins in enumerate(program))
+
+
+def markdown() -> str:
+    """The ISA reference, ``docs/isa.md``, printed from `FORMATS` and this module's docstring."""
+    lines = [
+        "# tensorforge ISA",
+        "",
+        "Generated by `python -m tensorforge.isa > docs/isa.md` from `tensorforge/isa.py`; "
+        "do not edit by hand.",
+        "",
+        f"Every instruction is {INSTRUCTION_BITS} bits, stored little-endian in DRAM "
+        f"({INSTRUCTION_BYTES} bytes). Fields are packed from bit 0 upwards in the order listed.",
+        "",
+        "```text",
+        (__doc__ or "").strip(),
+        "```",
+    ]
+    for opcode, fmt in FORMATS.items():
+        lines += ["", f"## {opcode.name} (opcode {int(opcode)})", ""]
+        lines += ["| bits | field | width | meaning |", "|---|---|---|---|"]
+        for name, (lsb, bits) in field_offsets(opcode).items():
+            doc = next(f.doc for f in fmt if f.name == name)
+            lines.append(f"| {lsb + bits - 1}:{lsb} | `{name}` | {bits} | {doc} |")
+        used = sum(f.bits for f in fmt)
+        lines.append(f"| {INSTRUCTION_BITS - 1}:{used} | reserved | "
+                     f"{INSTRUCTION_BITS - used} | zero |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")
