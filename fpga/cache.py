@@ -1,0 +1,91 @@
+"""Synthesis results through the result store: run a flow once per (Verilog, flow, options).
+
+A synthesis run is a pure function of the Verilog text, the flow and its options, so its report
+is stored under `stable_hash` of exactly those; asking again returns the stored report (with
+``cached=True``) without starting any tool. ``FLOW_REVISION`` is part of the key so that a
+change to how a flow runs or reads its tools invalidates old reports instead of mixing them in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from tensorforge.hashing import stable_hash
+from tensorforge.paths import cache_subdir
+from tensorforge.store import ResultStore
+
+logger = logging.getLogger(__name__)
+
+FLOW_REVISION = 1
+
+
+class SynthesisReport(Protocol):
+    cached: bool
+    key: str
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any]) -> SynthesisReport: ...
+
+
+ReportT = TypeVar("ReportT", bound=SynthesisReport)
+
+
+def synthesis_key(verilog: str, flow: str, options: Any) -> str:
+    """The store key of one synthesis: the hash of everything its result depends on."""
+    return stable_hash(verilog, flow, options, FLOW_REVISION)
+
+
+def cached_synthesis(
+    flow: str,
+    verilog: str,
+    options: Any,
+    run: Callable[[str], ReportT],
+    report_type: type[ReportT],
+    *,
+    store: ResultStore | None,
+    use_cache: bool,
+) -> ReportT:
+    """The stored report of this synthesis, or ``run(key)``'s, which is then stored.
+
+    With ``use_cache=False`` the flow always runs (the fresh report replaces the stored one).
+    """
+    store = store if store is not None else ResultStore()
+    kind = f"synth_{flow}"
+    key = synthesis_key(verilog, flow, options)
+    if use_cache:
+        stored = store.get(kind, key)
+        if stored is not None:
+            logger.info("%s synthesis %s found in %s", flow, key, store.path)
+            return dataclasses.replace(report_type.from_payload(stored.payload), cached=True)
+    report = run(key)
+    inputs = {
+        "flow": flow,
+        "options": dataclasses.asdict(options) if dataclasses.is_dataclass(options) else options,
+        "verilog_hash": stable_hash(verilog),
+        "verilog_chars": len(verilog),
+        "flow_revision": FLOW_REVISION,
+    }
+    store.put(kind, key, dataclasses.asdict(report), inputs=inputs)
+    return report
+
+
+@contextmanager
+def run_directory(flow: str, key: str) -> Iterator[Path]:
+    """A fresh directory for one run: removed after success, kept after a failure.
+
+    Kept on failure because the error message points at the full logs inside it.
+    """
+    path = Path(tempfile.mkdtemp(prefix=f"{flow}-{key}-", dir=cache_subdir("synth-runs")))
+    try:
+        yield path
+    except BaseException:
+        logger.warning("%s run failed; its files are kept in %s", flow, path)
+        raise
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,226 @@
+"""The ECP5 FPGA flow: Yosys ``synth_ecp5`` then nextpnr-ecp5 place-and-route.
+
+What a hardware engineer asks of a generated accelerator is how much of the part it takes
+(LUTs, flip-flops, DSP multipliers, block RAMs) and how fast it runs. Utilization is read from
+nextpnr's JSON report after packing, which is what the device really holds; Fmax is the
+achieved frequency of each clock after routing. A design without a clock has no Fmax
+(``fmax_mhz`` is None); its ``critical_path_ns`` is then the longest input-to-output delay.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tensorforge.errors import ConfigError, ToolError
+from tensorforge.fpga.cache import cached_synthesis, run_directory
+from tensorforge.fpga.tools import NEXTPNR_ECP5, YOSYS, log_tail, run_tool, tool_version
+from tensorforge.fpga.yosys import check_top_name, read_stat, run_yosys, stat_command
+from tensorforge.store import ResultStore
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_S = 1800.0
+
+_PART = re.compile(r"LFE5U(?P<family>M5G|M)?-(?P<size>12|25|45|85)F")
+_ASYNC = "<async>"
+
+
+@dataclass(frozen=True)
+class Ecp5Options:
+    """Everything besides the Verilog that an ECP5 result depends on (part of the cache key)."""
+
+    top: str
+    part: str = "LFE5U-85F"
+    package: str = "CABGA381"
+    clock_ns: float = 10.0
+    speed: int = 6
+    seed: int = 1
+    out_of_context: bool = False
+
+    def __post_init__(self) -> None:
+        nextpnr_device_flag(self.part)
+        if not self.clock_ns > 0:
+            raise ConfigError(f"clock_ns must be a positive period in ns, not {self.clock_ns}")
+        if self.speed not in (6, 7, 8):
+            raise ConfigError(f"ECP5 speed grade must be 6, 7 or 8, not {self.speed}")
+
+
+def nextpnr_device_flag(part: str) -> str:
+    """The nextpnr-ecp5 device option for a Lattice part name (``LFE5U-85F`` -> ``--85k``)."""
+    match = _PART.fullmatch(part.upper())
+    # Only the plain LFE5U comes in a 12k size.
+    if not match or (match["family"] and match["size"] == "12"):
+        raise ConfigError(
+            f"unknown ECP5 part {part!r}; use one of LFE5U-12F/25F/45F/85F, "
+            f"LFE5UM-25F/45F/85F or LFE5UM5G-25F/45F/85F"
+        )
+    prefix = {None: "", "M": "um-", "M5G": "um5g-"}[match["family"]]
+    return f"--{prefix}{match['size']}k"
+
+
+@dataclass(frozen=True)
+class Ecp5Report:
+    """Utilization and timing of one design on one ECP5 part.
+
+    ``luts`` counts packed LUT4s (``TRELLIS_COMB``, carry halves included), ``dsps`` 18x18
+    multipliers (``MULT18X18D``), ``brams`` 18 Kib block RAMs (``DP16KD``). ``fmax_mhz`` is the
+    slowest clock's achieved Fmax, None without a clock.
+    """
+
+    top: str
+    part: str
+    package: str
+    clock_ns: float
+    luts: int
+    ffs: int
+    dsps: int
+    brams: int
+    fmax_mhz: float | None
+    critical_path_ns: float | None
+    fmax_by_clock: dict[str, float] = field(default_factory=dict)
+    utilization: dict[str, int] = field(default_factory=dict)
+    yosys_cells: dict[str, int] = field(default_factory=dict)
+    tool_seconds: dict[str, float] = field(default_factory=dict)
+    tool_versions: dict[str, str] = field(default_factory=dict)
+    logs: dict[str, str] = field(default_factory=dict)
+    key: str = ""
+    cached: bool = False
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any]) -> Ecp5Report:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in payload.items() if k in names})
+
+    def summary(self) -> dict[str, Any]:
+        """The flat, stable JSON view the CLI prints (``flow``..``fmax_mhz`` are a contract)."""
+        return {
+            "flow": "ecp5",
+            "part": self.part,
+            "luts": self.luts,
+            "ffs": self.ffs,
+            "dsps": self.dsps,
+            "brams": self.brams,
+            "fmax_mhz": self.fmax_mhz,
+            "critical_path_ns": self.critical_path_ns,
+            "clock_ns": self.clock_ns,
+            "package": self.package,
+            "top": self.top,
+            "cells": self.yosys_cells,
+            "cached": self.cached,
+            "key": self.key,
+        }
+
+
+def synthesize_ecp5(
+    verilog: str,
+    top: str,
+    *,
+    part: str = "LFE5U-85F",
+    package: str = "CABGA381",
+    clock_ns: float = 10.0,
+    speed: int = 6,
+    seed: int = 1,
+    out_of_context: bool = False,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    store: ResultStore | None = None,
+    use_cache: bool = True,
+) -> Ecp5Report:
+    """Synthesize and place-and-route ``verilog`` (top module ``top``) on an ECP5 part.
+
+    ``clock_ns`` is the target period nextpnr optimizes for; a design that misses it still
+    reports its achieved Fmax (timing failure is a result here, not an error). ``out_of_context``
+    skips I/O buffers, for blocks with more ports than the package has pins. ``timeout_s``
+    bounds each tool run. The result is stored and returned from the store on later calls.
+    """
+    check_top_name(top)
+    options = Ecp5Options(top, part, package, clock_ns, speed, seed, out_of_context)
+
+    def run(key: str) -> Ecp5Report:
+        with run_directory("ecp5", key) as run_dir:
+            return _run_flow(verilog, options, run_dir, timeout_s, key)
+
+    return cached_synthesis(
+        "ecp5", verilog, options, run, Ecp5Report, store=store, use_cache=use_cache
+    )
+
+
+def _run_flow(
+    verilog: str, options: Ecp5Options, run_dir: Path, timeout_s: float, key: str
+) -> Ecp5Report:
+    yosys = run_yosys(
+        verilog,
+        [f"synth_ecp5 -top {options.top} -json netlist.json", stat_command()],
+        run_dir=run_dir,
+        timeout_s=timeout_s,
+    )
+    stat = read_stat(run_dir, options.top)
+    args = [
+        nextpnr_device_flag(options.part),
+        "--package", options.package,
+        "--speed", str(options.speed),
+        "--freq", f"{1000.0 / options.clock_ns:.6g}",
+        "--seed", str(options.seed),
+        "--json", "netlist.json",
+        "--report", "report.json",
+        "--timing-allow-fail",
+    ]
+    if options.out_of_context:
+        args.append("--out-of-context")
+    nextpnr = run_tool(NEXTPNR_ECP5, args, cwd=run_dir, log_name="nextpnr.log",
+                       timeout_s=timeout_s)
+    fmax_by_clock, critical_path_ns, utilization = _read_nextpnr_report(
+        run_dir / "report.json", nextpnr.log()
+    )
+    fmax = min(fmax_by_clock.values()) if fmax_by_clock else None
+    if fmax is None:
+        logger.info("%s has no clock: Fmax is not defined, reporting the critical path", key)
+    return Ecp5Report(
+        top=options.top,
+        part=options.part,
+        package=options.package,
+        clock_ns=options.clock_ns,
+        luts=utilization.get("TRELLIS_COMB", 0),
+        ffs=utilization.get("TRELLIS_FF", 0),
+        dsps=utilization.get("MULT18X18D", 0),
+        brams=utilization.get("DP16KD", 0),
+        fmax_mhz=fmax,
+        critical_path_ns=1000.0 / fmax if fmax else critical_path_ns,
+        fmax_by_clock=fmax_by_clock,
+        utilization=utilization,
+        yosys_cells=stat.cells_by_type,
+        tool_seconds={"yosys": round(yosys.seconds, 3), "nextpnr": round(nextpnr.seconds, 3)},
+        tool_versions={"yosys": tool_version(YOSYS), "nextpnr": tool_version(NEXTPNR_ECP5)},
+        logs={"yosys": log_tail(yosys.log()), "nextpnr": log_tail(nextpnr.log())},
+        key=key,
+    )
+
+
+def _read_nextpnr_report(
+    path: Path, log: str
+) -> tuple[dict[str, float], float | None, dict[str, int]]:
+    """Fmax per clock, the longest reported path (ns) and the used resources per cell type."""
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise ToolError(
+            "nextpnr-ecp5", f"did not write a readable report ({path}): {error}", log
+        ) from None
+    fmax_by_clock = {
+        clock: float(entry["achieved"]) for clock, entry in report.get("fmax", {}).items()
+    }
+    path_delays = [
+        sum(float(step.get("delay", 0.0)) for step in critical.get("path", []))
+        for critical in report.get("critical_paths", [])
+    ]
+    utilization = {
+        cell: int(entry["used"])
+        for cell, entry in report.get("utilization", {}).items()
+        if int(entry.get("used", 0))
+    }
+    return fmax_by_clock, (max(path_delays) if path_delays else None), utilization

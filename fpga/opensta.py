@@ -1,0 +1,140 @@
+"""Static timing and power of a mapped netlist with OpenSTA.
+
+The script constrains every input and output against one clock (the design's clock port, or a
+virtual clock for purely combinational logic, so input-to-output paths are still timed), then
+asks for the worst setup path and the power at a given switching activity.
+
+Activity is set on the inputs (``set_power_activity -input``) and propagated through the logic
+by OpenSTA, rather than forced onto every net with ``-global``: in OpenSTA 2.0 a global activity
+overrides the per-port ones, and propagation lets a quiet port really be quiet. Activity is in
+transitions per clock period.
+
+OpenSTA 2.0 prints ``report_power`` in watts without a unit column and keeps going after an
+``Error:`` line, so both are handled here: values are converted to mW (or taken in the unit a
+newer version names in its header) and any ``Error`` line fails the run.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from tensorforge.errors import ToolError
+from tensorforge.fpga.tools import OPENSTA, ToolRun, run_tool
+
+VIRTUAL_CLOCK = "tensorforge_virtual_clk"
+SCRIPT_FILE = "sta.tcl"
+
+_ARRIVAL = re.compile(r"^\s*(-?[\d.]+(?:[eE][-+]?\d+)?)\s+data arrival time", re.MULTILINE)
+_SLACK = re.compile(r"^\s*(-?[\d.]+(?:[eE][-+]?\d+)?)\s+slack \((MET|VIOLATED)\)", re.MULTILINE)
+_NUMBER = r"(-?[\d.]+(?:[eE][-+]?\d+)?)"
+_POWER_TOTAL = re.compile(rf"^Total\s+{_NUMBER}\s+{_NUMBER}\s+{_NUMBER}\s+{_NUMBER}", re.MULTILINE)
+_POWER_UNIT = re.compile(r"\((W|Watts|mW|uW|nW)\)")
+_TO_MILLIWATTS = {"W": 1e3, "Watts": 1e3, "mW": 1.0, "uW": 1e-3, "nW": 1e-6}
+
+
+@dataclass(frozen=True)
+class PowerReport:
+    """Power by kind, in milliwatts."""
+
+    internal: float
+    switching: float
+    leakage: float
+    total: float
+
+
+@dataclass(frozen=True)
+class StaResult:
+    critical_path_ns: float
+    slack_ns: float
+    power_mw: PowerReport
+    run: ToolRun
+
+
+def sta_script(
+    *,
+    liberty: Path,
+    netlist: str,
+    top: str,
+    clock_port: str | None,
+    clock_ns: float,
+    activity: float,
+    port_activity: dict[str, float],
+) -> str:
+    """The Tcl script that times ``netlist`` and estimates its power."""
+    clock = clock_port or VIRTUAL_CLOCK
+    lines = [
+        f"read_liberty {{{liberty}}}",
+        f"read_verilog {{{netlist}}}",
+        f"link_design {{{top}}}",
+        "set_cmd_units -time ns",
+    ]
+    if clock_port:
+        lines += [
+            f"create_clock -name {clock} -period {clock_ns} [get_ports {{{clock_port}}}]",
+            f"set data_inputs [delete_from_list [all_inputs] [get_ports {{{clock_port}}}]]",
+        ]
+    else:
+        lines += [
+            f"create_clock -name {clock} -period {clock_ns}",
+            "set data_inputs [all_inputs]",
+        ]
+    lines += [
+        f"set_input_delay 0 -clock {clock} $data_inputs",
+        f"set_output_delay 0 -clock {clock} [all_outputs]",
+        "report_checks -path_delay max -group_count 1 -digits 6",
+        f"set_power_activity -input -activity {activity}",
+    ]
+    for port, port_value in sorted(port_activity.items()):
+        lines.append(
+            f"set_power_activity -input_ports [get_ports {{{port}}}] -activity {port_value}"
+        )
+    lines.append("report_power -digits 6")
+    return "\n".join(lines) + "\n"
+
+
+def run_sta(script: str, *, run_dir: Path, clock_ns: float, timeout_s: float) -> StaResult:
+    """Run ``script`` in ``run_dir`` and read the worst path and the power from its log."""
+    (run_dir / SCRIPT_FILE).write_text(script)
+    run = run_tool(
+        OPENSTA, ["-no_init", "-exit", SCRIPT_FILE], cwd=run_dir, log_name="sta.log",
+        timeout_s=timeout_s,
+    )
+    log = run.log()
+    errors = [line for line in log.splitlines() if line.startswith("Error")]
+    if errors:
+        raise ToolError("sta", f"reported {len(errors)} error(s), first: {errors[0]}", log)
+    critical_path_ns, slack_ns = parse_timing(log, clock_ns)
+    return StaResult(critical_path_ns, slack_ns, parse_power(log), run)
+
+
+def parse_timing(log: str, clock_ns: float) -> tuple[float, float]:
+    """The worst path's data arrival time and its slack, in ns.
+
+    A design with no timed path at all (constant outputs) has a zero-length critical path and
+    the whole period as slack.
+    """
+    arrival = _ARRIVAL.search(log)
+    slack = _SLACK.search(log)
+    if arrival is None or slack is None:
+        if "No paths found" in log:
+            return 0.0, clock_ns
+        raise ToolError("sta", "the timing report has no data arrival time or slack", log)
+    return float(arrival[1]), float(slack[1])
+
+
+def parse_power(log: str) -> PowerReport:
+    """The ``Total`` row of ``report_power``, converted to mW."""
+    start = log.rfind("Internal")
+    total = _POWER_TOTAL.search(log, max(start, 0))
+    if start < 0 or total is None:
+        raise ToolError("sta", "the power report has no Total row", log)
+    header = log[start:total.start()]
+    unit = _POWER_UNIT.search(header)
+    scale = _TO_MILLIWATTS[unit[1]] if unit else _TO_MILLIWATTS["W"]
+    # Six significant digits: what sta printed, without float noise from the unit scaling.
+    internal, switching, leakage, overall = (
+        float(f"{float(total[i]) * scale:.6g}") for i in range(1, 5)
+    )
+    return PowerReport(internal, switching, leakage, overall)

