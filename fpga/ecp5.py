@@ -190,7 +190,7 @@ def _run_flow(
         dsps=utilization.get("MULT18X18D", 0),
         brams=utilization.get("DP16KD", 0),
         fmax_mhz=fmax,
-        critical_path_ns=1000.0 / fmax if fmax else critical_path_ns,
+        critical_path_ns=round(1000.0 / fmax, 4) if fmax else critical_path_ns,
         fmax_by_clock=fmax_by_clock,
         utilization=utilization,
         yosys_cells=stat.cells_by_type,
@@ -212,7 +212,7 @@ def _read_nextpnr_report(
             "nextpnr-ecp5", f"did not write a readable report ({path}): {error}", log
         ) from None
     fmax_by_clock = {
-        clock: float(entry["achieved"]) for clock, entry in report.get("fmax", {}).items()
+        clock: round(float(entry["achieved"]), 3) for clock, entry in report.get("fmax", {}).items()
     }
     path_delays = [
         sum(float(step.get("delay", 0.0)) for step in critical.get("path", []))
@@ -223,4 +223,5 @@ def _read_nextpnr_report(
         for cell, entry in report.get("utilization", {}).items()
         if int(entry.get("used", 0))
     }
-    return fmax_by_clock, (max(path_delays) if path_delays else None), utilization
+    critical_path_ns = round(max(path_delays), 4) if path_delays else None
+    return fmax_by_clock, critical_path_ns, utilization

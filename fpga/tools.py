@@ -180,10 +180,11 @@ def run_tool(
             ) from None
     seconds = time.monotonic() - start
     if returncode != 0:
+        log = log_path.read_text(errors="replace")
+        first_error = next((line.strip() for line in log.splitlines() if "ERROR" in line), "")
+        reason = f": {first_error}" if first_error else ""
         raise ToolError(
-            spec.name,
-            f"exited with status {returncode} (full log: {log_path})",
-            log_path.read_text(errors="replace"),
+            spec.name, f"exited with status {returncode}{reason} (full log: {log_path})", log
         )
     logger.info("%s finished in %.1f s", spec.name, seconds)
     return ToolRun(spec.name, tuple(argv), log_path, seconds)

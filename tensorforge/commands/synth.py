@@ -1,0 +1,119 @@
+"""`tensorforge synth`: synthesize one Verilog file with the ECP5 or the ASIC flow.
+
+Prints a table for people, or with ``--json`` one JSON object for scripts. The keys of that
+object are a contract: ecp5 gives ``flow, part, luts, ffs, dsps, brams, fmax_mhz``; asic gives
+``flow, area_um2, cells, critical_path_ns, slack_ns, power_mw{internal, switching, leakage,
+total}``. More keys may follow; these keep their names and meaning.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from tensorforge.errors import ConfigError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "synth",
+        help="synthesize a Verilog file (ECP5 FPGA or OSU 0.18um ASIC flow)",
+        description="Synthesize a Verilog file and report its resources, timing and power.",
+    )
+    parser.add_argument("verilog", type=Path, metavar="FILE.v", help="the Verilog source")
+    parser.add_argument("--top", required=True, help="name of the top module")
+    parser.add_argument("--flow", choices=("ecp5", "asic"), default="ecp5",
+                        help="ecp5: Yosys + nextpnr; asic: Yosys + OSU018 cells + OpenSTA")
+    parser.add_argument("--part", default="LFE5U-85F", help="ECP5 part (default LFE5U-85F)")
+    parser.add_argument("--package", default="CABGA381", help="ECP5 package (default CABGA381)")
+    parser.add_argument("--clock-ns", type=float, default=10.0,
+                        help="target clock period in ns (default 10)")
+    parser.add_argument("--activity", type=float, default=0.1,
+                        help="asic: input switching activity per clock period (default 0.1)")
+    parser.add_argument("--clock-port", default=None,
+                        help="asic: the clock input (default: clk or clock if present)")
+    parser.add_argument("--out-of-context", action="store_true",
+                        help="ecp5: no I/O buffers, for blocks with more ports than pins")
+    parser.add_argument("--timeout", type=float, default=1800.0,
+                        help="seconds each tool may run (default 1800)")
+    parser.add_argument("--store", type=Path, default=None,
+                        help="result store file (default $TENSORFORGE_STORE or the cache)")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="run the tools even when the store has this result")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tensorforge.fpga.asic import synthesize_asic
+    from tensorforge.fpga.ecp5 import synthesize_ecp5
+    from tensorforge.store import ResultStore
+
+    try:
+        verilog = args.verilog.read_text()
+    except OSError as error:
+        raise ConfigError(
+            f"cannot read the Verilog file {args.verilog}: {error.strerror}"
+        ) from None
+    store = ResultStore(args.store)
+    common = {"timeout_s": args.timeout, "store": store, "use_cache": not args.no_cache}
+    if args.flow == "ecp5":
+        report = synthesize_ecp5(
+            verilog, args.top, part=args.part, package=args.package, clock_ns=args.clock_ns,
+            out_of_context=args.out_of_context, **common,
+        )
+    else:
+        report = synthesize_asic(
+            verilog, args.top, clock_ns=args.clock_ns, activity=args.activity,
+            clock_port=args.clock_port, **common,
+        )
+    summary = report.summary()
+    if args.json:
+        print(json.dumps(summary, sort_keys=False))
+    else:
+        _print_table(summary, args.verilog)
+    return 0
+
+
+def _print_table(summary: dict[str, Any], source: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    cached = " (from the result store)" if summary["cached"] else ""
+    table = Table(title=f"{summary['flow']} synthesis of {summary['top']} in {source}{cached}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for name, value in _rows(summary):
+        table.add_row(name, value)
+    Console().print(table)
+
+
+def _rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    if summary["flow"] == "ecp5":
+        fmax = summary["fmax_mhz"]
+        critical = summary["critical_path_ns"]
+        return [
+            ("part", f"{summary['part']} ({summary['package']})"),
+            ("LUT4", str(summary["luts"])),
+            ("flip-flops", str(summary["ffs"])),
+            ("DSP (MULT18X18D)", str(summary["dsps"])),
+            ("block RAM (DP16KD)", str(summary["brams"])),
+            ("Fmax", f"{fmax:.1f} MHz" if fmax else "no clock"),
+            ("critical path", f"{critical:.3f} ns" if critical is not None else "none"),
+            ("target clock", f"{summary['clock_ns']:g} ns"),
+        ]
+    power = summary["power_mw"]
+    clock = summary["clock_port"] or "virtual"
+    return [
+        ("cell area", f"{summary['area_um2']:.0f} um^2"),
+        ("cells", str(summary["cells"])),
+        ("critical path", f"{summary['critical_path_ns']:.3f} ns"),
+        ("slack", f"{summary['slack_ns']:.3f} ns at {summary['clock_ns']:g} ns ({clock})"),
+        ("input activity", f"{summary['activity']:g}"),
+        ("internal power", f"{power['internal']:.4g} mW"),
+        ("switching power", f"{power['switching']:.4g} mW"),
+        ("leakage power", f"{power['leakage']:.4g} mW"),
+        ("total power", f"{power['total']:.4g} mW"),
+    ]
