@@ -56,9 +56,10 @@ def parse_workload(text: str, sizes: SizeSpec | str, *, name: str = "") -> Workl
     _check_tensors(text, parser, output, inputs)
     index_sizes: dict[str, int] = {}
     shapes: dict[str, tuple[int, ...]] = {}
+    tensors = {a.tensor for a in inputs} | {output.tensor}
     for key, value in sizes.items():
-        if isinstance(value, tuple):
-            shapes[key] = value
+        if isinstance(value, tuple) or key in tensors:
+            shapes[key] = value if isinstance(value, tuple) else (value,)
         else:
             index_sizes[key] = value
     for index, column in parser.first_use.items():

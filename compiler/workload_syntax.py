@@ -142,7 +142,8 @@ class Parser:
 
     def access(self, output: bool) -> Access:
         _, tensor, column = self.take("name", expected="a tensor name")
-        self.tensor_columns.setdefault(tensor, column)
+        if not output:  # inputs: where a clash with the output name is shown
+            self.tensor_columns.setdefault(tensor, column)
         self.take("op", "[", expected=f"'[' after {tensor}")
         dims: list[AffineExpr] = []
         if self.peek()[1] != "]":
@@ -212,8 +213,8 @@ class Parser:
 def parse_sizes(text: str) -> dict[str, int | tuple[int, ...]]:
     """``"k=64,c=64,A=64x56x56"`` -> ``{"k": 64, "c": 64, "A": (64, 56, 56)}``.
 
-    Integers are index sizes; ``AxBxC`` values are the true shape of an input tensor (needed only
-    when an access reaches past the tensor, i.e. for zero padding).
+    Index names get sizes; a tensor name gets its true shape (``A=64x56x56``, ``A=5`` for a
+    vector), needed only when an access reaches past the tensor, i.e. for zero padding.
     """
     sizes: dict[str, int | tuple[int, ...]] = {}
     column = 0
