@@ -1,1 +1,12 @@
-"""tensorforge.fpga."""
+"""tensorforge.fpga: synthesis flows that turn Verilog into area, Fmax and power.
+
+`synthesize_ecp5` (Yosys + nextpnr on a Lattice ECP5) and `synthesize_asic` (Yosys onto the
+OSU 0.18um cells + OpenSTA) each return a frozen report and keep it in the result store, keyed
+by the hash of the Verilog, the flow and its options.
+"""
+
+from tensorforge.fpga.asic import AsicReport, synthesize_asic
+from tensorforge.fpga.ecp5 import Ecp5Report, synthesize_ecp5
+from tensorforge.fpga.opensta import PowerReport
+
+__all__ = ["AsicReport", "Ecp5Report", "PowerReport", "synthesize_asic", "synthesize_ecp5"]

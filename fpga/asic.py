@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tensorforge.errors import ConfigError
-from tensorforge.fpga.cache import cached_synthesis, run_directory
+from tensorforge.fpga.cache import SynthesisReport, cached_synthesis, run_directory
 from tensorforge.fpga.opensta import PowerReport, run_sta, sta_script
 from tensorforge.fpga.tools import (
     OPENSTA,
@@ -62,7 +62,7 @@ class AsicOptions:
 
 
 @dataclass(frozen=True)
-class AsicReport:
+class AsicReport(SynthesisReport):
     """Cell area, worst setup path and power of one design in OSU 0.18um cells."""
 
     top: str
@@ -76,18 +76,10 @@ class AsicReport:
     clock_port: str | None = None
     cells_by_type: dict[str, int] = field(default_factory=dict)
     port_activity: dict[str, float] = field(default_factory=dict)
-    tool_seconds: dict[str, float] = field(default_factory=dict)
-    tool_versions: dict[str, str] = field(default_factory=dict)
-    logs: dict[str, str] = field(default_factory=dict)
-    key: str = ""
-    cached: bool = False
 
     @classmethod
-    def from_payload(cls, payload: dict[str, Any]) -> AsicReport:
-        names = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in payload.items() if k in names}
-        values["power_mw"] = PowerReport(**values["power_mw"])
-        return cls(**values)
+    def _decode(cls, values: dict[str, Any]) -> dict[str, Any]:
+        return {**values, "power_mw": PowerReport(**values["power_mw"])}
 
     def summary(self) -> dict[str, Any]:
         """The flat, stable JSON view the CLI prints (the first six keys are a contract)."""

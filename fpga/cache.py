@@ -14,8 +14,9 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Self, TypeVar
 
 from tensorforge.hashing import stable_hash
 from tensorforge.paths import cache_subdir
@@ -26,12 +27,29 @@ logger = logging.getLogger(__name__)
 FLOW_REVISION = 1
 
 
-class SynthesisReport(Protocol):
-    cached: bool
-    key: str
+@dataclass(frozen=True, kw_only=True)
+class SynthesisReport:
+    """What every flow's report carries besides its results: provenance and logs.
+
+    Keyword-only so that each flow's own (positional) result fields come first.
+    """
+
+    tool_seconds: dict[str, float] = field(default_factory=dict)
+    tool_versions: dict[str, str] = field(default_factory=dict)
+    logs: dict[str, str] = field(default_factory=dict)
+    key: str = ""
+    cached: bool = False
 
     @classmethod
-    def from_payload(cls, payload: dict[str, Any]) -> SynthesisReport: ...
+    def from_payload(cls, payload: dict[str, Any]) -> Self:
+        """Rebuild a report from its stored `dataclasses.asdict` form (unknown keys dropped)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**cls._decode({k: v for k, v in payload.items() if k in names}))
+
+    @classmethod
+    def _decode(cls, values: dict[str, Any]) -> dict[str, Any]:
+        """Turn nested payload dicts back into their dataclasses; flows with some override."""
+        return values
 
 
 ReportT = TypeVar("ReportT", bound=SynthesisReport)

@@ -9,7 +9,6 @@ achieved frequency of each clock after routing. A design without a clock has no 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import re
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tensorforge.errors import ConfigError, ToolError
-from tensorforge.fpga.cache import cached_synthesis, run_directory
+from tensorforge.fpga.cache import SynthesisReport, cached_synthesis, run_directory
 from tensorforge.fpga.tools import NEXTPNR_ECP5, YOSYS, log_tail, run_tool, tool_version
 from tensorforge.fpga.yosys import check_top_name, read_stat, run_yosys, stat_command
 from tensorforge.store import ResultStore
@@ -65,7 +64,7 @@ def nextpnr_device_flag(part: str) -> str:
 
 
 @dataclass(frozen=True)
-class Ecp5Report:
+class Ecp5Report(SynthesisReport):
     """Utilization and timing of one design on one ECP5 part.
 
     ``luts`` counts packed LUT4s (``TRELLIS_COMB``, carry halves included), ``dsps`` 18x18
@@ -86,16 +85,6 @@ class Ecp5Report:
     fmax_by_clock: dict[str, float] = field(default_factory=dict)
     utilization: dict[str, int] = field(default_factory=dict)
     yosys_cells: dict[str, int] = field(default_factory=dict)
-    tool_seconds: dict[str, float] = field(default_factory=dict)
-    tool_versions: dict[str, str] = field(default_factory=dict)
-    logs: dict[str, str] = field(default_factory=dict)
-    key: str = ""
-    cached: bool = False
-
-    @classmethod
-    def from_payload(cls, payload: dict[str, Any]) -> Ecp5Report:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in payload.items() if k in names})
 
     def summary(self) -> dict[str, Any]:
         """The flat, stable JSON view the CLI prints (``flow``..``fmax_mhz`` are a contract)."""
