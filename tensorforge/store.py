@@ -47,6 +47,31 @@ def default_store_path() -> Path:
     return cache_dir() / STORE_FILENAME
 
 
+@contextlib.contextmanager
+def sqlite_connection(
+    path: Path, timeout_s: float, *, what: str = "result store"
+) -> Iterator[sqlite3.Connection]:
+    """A short-lived connection to the SQLite file at ``path``, committed on success.
+
+    One connection per operation: nothing is shared between threads or forked workers, no
+    connection is left open for a ResourceWarning, and a writer holding the lock is waited for
+    (``timeout_s``) instead of failing. Other stores (sweeps) open their files through this too.
+    """
+    try:
+        connection = sqlite3.connect(path, timeout=timeout_s)
+    except sqlite3.Error as error:
+        raise TensorforgeError(
+            f"cannot open the {what} {path}: {error}; check the directory is writable or "
+            f"set ${STORE_ENV} / pass another path"
+        ) from error
+    try:
+        connection.execute(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
+        with connection:  # commits, or rolls back on an exception
+            yield connection
+    finally:
+        connection.close()
+
+
 @dataclass(frozen=True)
 class StoredResult:
     """One row of the store."""
@@ -84,23 +109,8 @@ class ResultStore:
     def __repr__(self) -> str:
         return f"ResultStore({str(self.path)!r})"
 
-    @contextlib.contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        # One connection per operation: nothing is shared between threads or forked workers,
-        # and no connection is left open for a ResourceWarning.
-        try:
-            connection = sqlite3.connect(self.path, timeout=self.timeout_s)
-        except sqlite3.Error as error:
-            raise TensorforgeError(
-                f"cannot open the result store {self.path}: {error}; check the directory is "
-                f"writable or set ${STORE_ENV} to another path"
-            ) from error
-        try:
-            connection.execute(f"PRAGMA busy_timeout={int(self.timeout_s * 1000)}")
-            with connection:  # commits, or rolls back on an exception
-                yield connection
-        finally:
-            connection.close()
+    def _connect(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        return sqlite_connection(self.path, self.timeout_s, what="result store")
 
     @staticmethod
     def _table(kind: str) -> str:

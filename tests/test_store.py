@@ -127,3 +127,10 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path):
     keys = ResultStore(path).keys("points")
     assert len(keys) == 300
     assert {key.split("-")[0] for key in keys} == {"p", "q"}
+
+
+def test_unopenable_file_is_a_clear_error(tmp_path):
+    directory = tmp_path / "a-directory.sqlite"
+    directory.mkdir()
+    with pytest.raises(TensorforgeError, match="cannot open the result store"):
+        ResultStore(directory)
