@@ -1,0 +1,398 @@
+"""The co-design loop: hardware search outside, per-layer evaluation inside (HASCO Fig. 5).
+
+For each hardware trial the optimizer asks for, every distinct layer of the workload is
+evaluated on that accelerator by the pluggable `LayerEvaluator` (identical layers are merged
+and their counts multiplied), in worker processes; latency and energy are summed, power and
+area come from the `AreaPowerModel`, and the optimizer is told the objectives (latency ms,
+power W, area mm^2) and the constraint margins of the `Scenario`.
+
+Points that are not valid accelerators and trials whose evaluation failed are told as well,
+with penalty values (objectives at twice the reference point, every constraint violated by
+100 %), because NSGA-II cannot move on with members of its generation unanswered and a
+surrogate should learn where invalid designs lie. A ``valid`` constraint (0 for a real design,
+1 otherwise) makes them infeasible for every method.
+
+Every trial lands in the `SweepStore` as it finishes. Running the same sweep again (same
+`SweepSpec`, hence the same sweep id) replays the stored trials into a fresh optimizer in the
+same ask/tell batches instead of evaluating them, so its random stream and state continue
+exactly where the killed run stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from tensorforge.compiler.workload import Workload
+from tensorforge.config import AcceleratorConfig
+from tensorforge.dse.evaluate import (
+    AreaPowerModel,
+    FirstOrderAreaPower,
+    LayerEvaluator,
+    LayerMetrics,
+    aggregate,
+)
+from tensorforge.dse.evaluate_first_order import FirstOrderEvaluator
+from tensorforge.dse.hwspace import HardwareSpace
+from tensorforge.dse.layer_pool import LayerJob, LayerPool
+from tensorforge.dse.optimizers import make_optimizer
+from tensorforge.dse.pareto import pareto_indices, total_violation
+from tensorforge.dse.problem import Constraint, Problem
+from tensorforge.dse.scenarios import Scenario
+from tensorforge.dse.sweep_store import FAILED, INFEASIBLE, OK, SweepStore, TrialRecord
+from tensorforge.errors import ConfigError, TensorforgeError
+from tensorforge.hashing import stable_hash
+
+logger = logging.getLogger(__name__)
+
+OBJECTIVES = ("latency_ms", "power_w", "area_mm2")
+VALID = "invalid"  # the penalty constraint's metric: 0 for a real design, 1 otherwise
+
+
+@dataclass(frozen=True)
+class SweepLayer:
+    """One distinct layer of the workload and how often the workload runs it."""
+
+    name: str
+    workload: Workload
+    count: int
+
+
+def merge_layers(layers: Sequence[tuple[str, Workload, int]]) -> tuple[SweepLayer, ...]:
+    """Identical workloads (same text and sizes) merged into one layer, counts summed."""
+    merged: dict[tuple[str, str], SweepLayer] = {}
+    for name, workload, count in layers:
+        if count < 1:
+            raise ConfigError(f"layer {name} has count {count}; counts must be positive")
+        key = (workload.text, workload.sizes_text)
+        if key in merged:
+            first = merged[key]
+            merged[key] = SweepLayer(first.name, first.workload, first.count + count)
+        else:
+            merged[key] = SweepLayer(name, workload, count)
+    if not merged:
+        raise ConfigError("the workload has no layers to evaluate")
+    return tuple(merged.values())
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """Everything that determines a sweep's results; its hash is the sweep id."""
+
+    workload_name: str
+    layers: tuple[SweepLayer, ...]
+    space: HardwareSpace = field(default_factory=HardwareSpace)
+    scenario: Scenario = field(default_factory=Scenario)
+    method: str = "random"
+    trials: int = 40
+    seed: int = 0
+    batch_size: int = 1
+    method_options: dict[str, Any] = field(default_factory=dict)
+    evaluator: LayerEvaluator = field(default_factory=FirstOrderEvaluator)
+    hardware_model: AreaPowerModel = field(default_factory=FirstOrderAreaPower)
+
+    def __post_init__(self) -> None:
+        if self.trials < 1:
+            raise ConfigError(f"trials must be a positive integer, not {self.trials}")
+        if self.batch_size < 1:
+            raise ConfigError(f"batch_size must be a positive integer, not {self.batch_size}")
+
+    def description(self) -> dict[str, Any]:
+        """The JSON identity of the sweep (stored next to its trials)."""
+        return {
+            "workload": self.workload_name,
+            "layers": [
+                [la.name, la.workload.text, la.workload.sizes_text, la.count] for la in self.layers
+            ],
+            "space": self.space.spec,
+            "constraints": [str(c) for c in self.scenario.constraints()],
+            "method": self.method,
+            "method_options": self.method_options,
+            "seed": self.seed,
+            "trials": self.trials,
+            "batch_size": self.batch_size,
+            "evaluator": _version(self.evaluator),
+            "hardware_model": _version(self.hardware_model),
+        }
+
+    @property
+    def sweep_id(self) -> str:
+        return stable_hash(self.description())
+
+
+def _version(model: object) -> str:
+    return str(getattr(model, "version", None) or type(model).__qualname__)
+
+
+def layer_seed(seed: int, layer: SweepLayer) -> int:
+    """The evaluator's seed for a layer: fixed by the sweep seed and the layer, not the trial."""
+    return int(stable_hash(seed, layer.workload.text, layer.workload.sizes_text)[:8], 16)
+
+
+def reference_point(spec: SweepSpec) -> tuple[float, ...]:
+    """Hypervolume reference: the scenario's bounds, else loose bounds from the space.
+
+    Area and power: 1.1x the largest area and peak power of 64 designs sampled from the space
+    (a fixed sample, so the reference is part of the sweep's identity). Latency: the whole
+    workload at 10 % utilization of the smallest array at the slowest clock in that sample.
+    """
+    rng = np.random.default_rng(20240)
+    costs, pes = [], []
+    for point in spec.space.space.sample(64, rng):
+        try:
+            config = spec.space.to_config(point)
+        except ConfigError:
+            continue
+        costs.append(spec.hardware_model(config))
+        pes.append(config.array.pes)
+    macs = sum(layer.workload.macs * layer.count for layer in spec.layers)
+    if costs:
+        area = 1.1 * max(c.area_mm2 for c in costs)
+        power = 1.1 * max(c.peak_power_w for c in costs)
+        clock_hz = min(c.clock_mhz for c in costs) * 1e6
+        latency = 10 * macs / (min(pes) * clock_hz) * 1e3
+    else:  # nothing valid sampled: every trial will say why; any finite box will do
+        area, power, latency = 1e3, 1e3, 1e3
+    defaults = {"latency_ms": latency, "power_w": power, "area_mm2": area}
+    return tuple(spec.scenario.bound(name) or defaults[name] for name in OBJECTIVES)
+
+
+def make_problem(spec: SweepSpec) -> Problem:
+    constraints = (*spec.scenario.constraints(), Constraint(VALID, 0.0))
+    return Problem(spec.space.space, OBJECTIVES, reference_point(spec), constraints)
+
+
+@dataclass(frozen=True)
+class SweepProgress:
+    """What a progress display needs after each trial."""
+
+    trial: TrialRecord
+    done: int
+    total: int
+    replayed: bool
+    hypervolume: float
+    pareto_size: int
+    elapsed_s: float
+
+
+@dataclass
+class SweepResult:
+    """The finished (or exhausted) sweep: every trial, the optimizer's history, the Pareto set."""
+
+    spec: SweepSpec
+    sweep_id: str
+    problem: Problem
+    trials: list[TrialRecord]
+    hypervolumes: list[float]
+    replayed: int = 0
+    evaluated: int = 0
+
+    def feasible(self, trial: TrialRecord) -> bool:
+        return trial.status == OK and all(v <= 0 for v in trial.constraint_values)
+
+    @property
+    def any_feasible(self) -> bool:
+        return any(self.feasible(t) for t in self.trials)
+
+    def pareto(self) -> list[TrialRecord]:
+        """Non-dominated feasible trials; when none is feasible, the least-violating ones."""
+        ok = [t for t in self.trials if t.status == OK]
+        if not ok:
+            return []
+        objectives = np.array([t.objectives for t in ok], dtype=float)
+        values = np.array([t.constraint_values for t in ok], dtype=float)
+        chosen = pareto_indices(objectives, values)
+        return sorted((ok[i] for i in chosen), key=lambda t: t.objectives)
+
+    def violation(self, trial: TrialRecord) -> float:
+        return float(total_violation(np.array([trial.constraint_values]))[0])
+
+
+ProgressCallback = Callable[[SweepProgress], None]
+
+
+def run_sweep(
+    spec: SweepSpec,
+    *,
+    store: SweepStore | None = None,
+    workers: int = 1,
+    on_trial: ProgressCallback | None = None,
+) -> SweepResult:
+    """Run (or resume) ``spec``; every trial is stored in ``store`` as it finishes."""
+    store = store if store is not None else SweepStore()
+    sweep_id = spec.sweep_id
+    store.open_sweep(sweep_id, spec.description())
+    stored = {t.index: t for t in store.trials(sweep_id)}
+    problem = make_problem(spec)
+    optimizer = make_optimizer(spec.method, problem, seed=spec.seed, **spec.method_options)
+    result = SweepResult(spec, sweep_id, problem, [], [])
+    started = time.monotonic()
+    with LayerPool(workers) as pool:
+        while len(result.trials) < spec.trials:
+            first = len(result.trials)
+            points = optimizer.ask(min(spec.batch_size, spec.trials - first))
+            if not points:
+                logger.info("the optimizer has no new design to propose; stopping early")
+                break
+            batch: dict[int, TrialRecord] = {}
+            fresh: list[tuple[int, dict[str, Any]]] = []
+            for index, point in enumerate(points, start=first):
+                if index in stored:
+                    if stored[index].point != point:
+                        raise TensorforgeError(
+                            f"sweep {sweep_id} in {store.path} diverges at trial {index}: it "
+                            f"stored {stored[index].point} but the optimizer now proposes "
+                            f"{point}; the search code changed. Delete the sweep or use "
+                            "another --store."
+                        )
+                    batch[index] = stored[index]
+                else:
+                    fresh.append((index, point))
+            for trial in _evaluate(spec, problem, fresh, pool):
+                store.put_trial(sweep_id, trial)
+                batch[trial.index] = trial
+            ordered = [batch[i] for i in range(first, first + len(points))]
+            optimizer.tell(
+                points,
+                np.array([t.objectives for t in ordered], dtype=float),
+                np.array([t.constraint_values for t in ordered], dtype=float),
+            )
+            result.trials.extend(ordered)
+            result.hypervolumes = [float(h) for h in optimizer.history.hypervolumes]
+            result.replayed += len(points) - len(fresh)
+            result.evaluated += len(fresh)
+            if on_trial is not None:
+                pareto_size = len(result.pareto())
+                for trial in ordered:
+                    on_trial(
+                        SweepProgress(
+                            trial,
+                            trial.index + 1,
+                            spec.trials,
+                            trial.index in stored,
+                            optimizer.history.hypervolume,
+                            pareto_size,
+                            time.monotonic() - started,
+                        )
+                    )
+    return result
+
+
+def _evaluate(
+    spec: SweepSpec,
+    problem: Problem,
+    fresh: list[tuple[int, dict[str, Any]]],
+    pool: LayerPool,
+) -> list[TrialRecord]:
+    """Evaluate new trials; each is returned (to be stored) as soon as its last layer is in."""
+    started = time.monotonic()
+    finished: list[TrialRecord] = []
+    jobs: list[LayerJob] = []
+    pending: dict[int, dict[int, tuple[str, Any]]] = {}
+    configs = {}
+    for index, point in fresh:
+        try:
+            configs[index] = spec.space.to_config(point)
+        except ConfigError as error:
+            finished.append(_penalty(problem, index, point, None, INFEASIBLE, str(error), []))
+            continue
+        pending[index] = {}
+        for number, layer in enumerate(spec.layers):
+            jobs.append(
+                LayerJob(
+                    (index, number),
+                    spec.evaluator,
+                    layer.workload,
+                    configs[index],
+                    layer_seed(spec.seed, layer),
+                )
+            )
+    points = dict(fresh)
+    for job, outcome in pool.run(jobs):
+        index, number = job.key
+        pending[index][number] = outcome
+        if len(pending[index]) == len(spec.layers):
+            trial = _finish(spec, problem, index, points[index], configs[index], pending.pop(index))
+            finished.append(replace(trial, seconds=time.monotonic() - started))
+    return finished
+
+
+def _finish(
+    spec: SweepSpec,
+    problem: Problem,
+    index: int,
+    point: dict[str, Any],
+    config: AcceleratorConfig,
+    outcomes: dict[int, tuple[str, Any]],
+) -> TrialRecord:
+    """The trial record once every layer of ``index`` has an outcome."""
+    layers, errors, measured = [], [], []
+    for number, layer in enumerate(spec.layers):
+        status, value = outcomes[number]
+        entry: dict[str, Any] = {"name": layer.name, "count": layer.count}
+        if status == "ok":
+            entry.update(value)
+            measured.append((LayerMetrics.from_dict(value), layer.count))
+        else:
+            entry["error"] = value
+            errors.append(f"{layer.name}: {value}")
+        layers.append(entry)
+    config_dict = config.to_dict()
+    if errors:
+        return _penalty(problem, index, point, config_dict, FAILED, "; ".join(errors), layers)
+    try:
+        metrics = aggregate(measured, spec.hardware_model(config)).to_dict()
+    except Exception as error:  # noqa: BLE001 -- a broken hardware model fails this trial only
+        return _penalty(
+            problem,
+            index,
+            point,
+            config_dict,
+            FAILED,
+            f"hardware model: {type(error).__name__}: {error}",
+            layers,
+        )
+    if not all(math.isfinite(metrics[name]) for name in OBJECTIVES):
+        return _penalty(
+            problem, index, point, config_dict, FAILED, f"non-finite objectives {metrics}", layers
+        )
+    metrics[VALID] = 0.0
+    return TrialRecord(
+        index=index,
+        point=point,
+        status=OK,
+        config=config_dict,
+        metrics=metrics,
+        layers=layers,
+        objectives=[float(metrics[name]) for name in OBJECTIVES],
+        constraint_values=[float(v) for v in problem.constraint_values([metrics])[0]],
+        seconds=0.0,
+    )
+
+
+def _penalty(
+    problem: Problem,
+    index: int,
+    point: dict[str, Any],
+    config: dict[str, Any] | None,
+    status: str,
+    error: str,
+    layers: list[dict[str, Any]],
+) -> TrialRecord:
+    """A failed or infeasible trial, with the penalty values the optimizer is told."""
+    return TrialRecord(
+        index=index,
+        point=point,
+        status=status,
+        config=config,
+        layers=layers,
+        error=error,
+        objectives=[2.0 * r for r in problem.reference_point],
+        constraint_values=[1.0] * problem.n_constraints,
+    )
