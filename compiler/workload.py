@@ -49,10 +49,10 @@ SizeSpec = Mapping[str, int | tuple[int, ...]]
 
 def parse_workload(text: str, sizes: SizeSpec | str, *, name: str = "") -> Workload:
     """Parse ``text`` with ``sizes`` (a mapping or a ``parse_sizes`` string) into a Workload."""
-    if isinstance(sizes, str):
-        sizes = parse_sizes(sizes)
     parser = Parser(text)
     output, inputs = parser.statement()
+    if isinstance(sizes, str):
+        sizes = parse_sizes(sizes)
     _check_tensors(text, parser, output, inputs)
     index_sizes: dict[str, int] = {}
     shapes: dict[str, tuple[int, ...]] = {}

@@ -217,6 +217,8 @@ def parse_sizes(text: str) -> dict[str, int | tuple[int, ...]]:
     vector), needed only when an access reaches past the tensor, i.e. for zero padding.
     """
     sizes: dict[str, int | tuple[int, ...]] = {}
+    if not text.strip():
+        return sizes
     column = 0
     for item in text.split(","):
         stripped = item.strip()

@@ -236,3 +236,17 @@ def test_describe_and_tst_render():
     assert choice.describe() == "gemv: i->j k->k | C=L[i,j] A=N[k,j]^T B=M[i,k] | outer loops: i"
     text = build_tst(CONV_W).render()
     assert "add" in text and text.splitlines()[0] == "accumulate +="
+
+
+def test_cli_lists_choices_as_json(capsys):
+    import json
+
+    from tensorforge.cli import main
+
+    argv = ["choices", "--workload", "L[i,j] += M[i,k] * N[k,j]", "--sizes", "i=4,j=4,k=4"]
+    assert main([*argv, "--intrinsic", "gemv", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [row["indices"] for row in rows] == [{"i": "i", "k": "k"}, {"i": "j", "k": "k"}]
+    assert rows[1]["transposed"] == ["A"] and rows[1]["outer"] == ["i"]
+    assert main(["choices", "--workload", "C[i] += A[i*k]", "--intrinsic", "dot"]) == 1
+    assert "^" in capsys.readouterr().err
