@@ -1,0 +1,94 @@
+"""Synthesize the best designs of a sweep, so the report sets real area/Fmax/power beside the
+model's figures (the truth the cost model is judged against, DESIGN.md "Truth and models").
+
+For each of the K fastest Pareto designs: generate Verilog with ``hw.accelerator.Accelerator``,
+run the ECP5 flow (LUTs, DSPs, Fmax) and the ASIC flow (OSU 0.18um area, power, critical path).
+This takes minutes per design; results are cached in the shared result store by the flows
+themselves. Anything missing (the accelerator template not built yet, a tool not installed, a
+flow that fails) becomes a note in that design's row rather than an error: the sweep's results
+stand without synthesis.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from tensorforge.config import AcceleratorConfig
+from tensorforge.dse.codesign import SweepResult
+from tensorforge.dse.sweep_store import TrialRecord
+from tensorforge.errors import TensorforgeError
+
+logger = logging.getLogger(__name__)
+
+TOP = "tf_accelerator"
+
+
+@dataclass
+class SynthesisRow:
+    """Model figures and synthesized figures of one design (None where a flow did not run)."""
+
+    trial: int
+    model: dict[str, float]
+    ecp5: dict[str, Any] | None = None
+    asic: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def accelerator_verilog(config: AcceleratorConfig) -> str:
+    """Verilog of the accelerator template for ``config``; TensorforgeError if hw lacks it."""
+    try:
+        module = importlib.import_module("tensorforge.hw.accelerator")
+    except ModuleNotFoundError as error:
+        if error.name != "tensorforge.hw.accelerator":
+            raise
+        raise TensorforgeError(
+            "hw/accelerator.py (the top-level accelerator template) has not landed yet; "
+            "synthesis of the chosen designs is skipped"
+        ) from None
+    from amaranth.back import verilog
+
+    component = module.Accelerator(config)
+    return verilog.convert(component, name=TOP)
+
+
+def synthesize_top(result: SweepResult, k: int, *, clock_ns: float = 10.0) -> list[SynthesisRow]:
+    """Synthesize the ``k`` lowest-latency Pareto designs through both flows."""
+    rows = []
+    for trial in result.pareto()[: max(k, 0)]:
+        rows.append(_synthesize(trial, clock_ns))
+    return rows
+
+
+def _synthesize(trial: TrialRecord, clock_ns: float) -> SynthesisRow:
+    from tensorforge.fpga import synthesize_asic, synthesize_ecp5
+
+    row = SynthesisRow(
+        trial.index,
+        {k: trial.metrics[k] for k in ("area_mm2", "power_w", "clock_mhz") if k in trial.metrics},
+    )
+    if trial.config is None:
+        row.notes.append("no configuration to synthesize")
+        return row
+    try:
+        text = accelerator_verilog(AcceleratorConfig.from_dict(trial.config))
+    except TensorforgeError as error:
+        row.notes.append(str(error))
+        return row
+    try:
+        ecp5 = synthesize_ecp5(text, TOP, clock_ns=clock_ns, out_of_context=True)
+        row.ecp5 = {"luts": ecp5.luts, "dsps": ecp5.dsps, "fmax_mhz": ecp5.fmax_mhz}
+    except TensorforgeError as error:
+        row.notes.append(f"ECP5 flow: {error}")
+    try:
+        asic = synthesize_asic(text, TOP, clock_ns=clock_ns)
+        row.asic = {
+            "area_mm2": asic.area_um2 * 1e-6,
+            "power_w": asic.power_mw.total * 1e-3,
+            "critical_path_ns": asic.critical_path_ns,
+        }
+    except TensorforgeError as error:
+        row.notes.append(f"ASIC flow: {error}")
+    return row
