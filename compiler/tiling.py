@@ -1,0 +1,191 @@
+"""Tile geometry: how a tile of each operand is laid out in the scratchpad or accumulator.
+
+A tile holds ``tiles[n]`` consecutive values of every device index ``n`` (fewer in the last,
+partial tile). An index the tensorize choice maps to intrinsic index ``ι`` advances in *blocks*
+of the intrinsic size ``s[ι]``; an unmatched (outer) index advances one value at a time.
+
+Each operand tile is a row-major array of buffer lines (`TileDim`, outermost first):
+
+* one *group* dimension per unmatched index of the operand (one slot per value), then one for
+  the blocks of the index that runs along a line (`BLOCK_LAYOUTS`' ``elem_axis``);
+* one *axis* dimension per line axis of the intrinsic block. A sliding-window axis such as
+  CONV2D's ``y+s`` keeps one strip of ``Y*nb_y + S*nb_s - 1`` lines in which consecutive
+  blocks overlap (the halo is loaded once and shared).
+
+So the block an intrinsic step reads is ``base + sum(coordinate[n] * block_coef[n])``: affine in
+the step coordinates, which is what the COMPUTE micro-loop needs. Elements and lines of a block
+past the valid data are zero (loaded with shorter rows and pad lines), per the intrinsic
+contract.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from tensorforge.compiler.matching import TensorizeChoice
+from tensorforge.compiler.workload import Access, Workload
+from tensorforge.config import AcceleratorConfig
+from tensorforge.errors import MappingError
+from tensorforge.intrinsics import BLOCK_LAYOUTS, Intrinsic
+
+ROLES = ("A", "B", "C")
+
+
+@dataclass(frozen=True)
+class TileDim:
+    """One dimension of an operand tile: a run of buffer lines."""
+
+    kind: str  # "group" (unmatched index or line-index blocks) or "axis" (intrinsic line axis)
+    # (device index or None if unmatched, intrinsic index or None, block size) per entry;
+    # a group has one entry, an axis one per intrinsic index it sums (y+s has two)
+    entries: tuple[tuple[str | None, str | None, int], ...]
+    lines: int  # extent of the full tile
+    step: int  # buffer lines between neighbouring positions
+
+    @property
+    def indices(self) -> tuple[str, ...]:
+        return tuple(n for n, _, _ in self.entries if n is not None)
+
+
+@dataclass(frozen=True)
+class OperandTile:
+    role: str
+    access: Access
+    dims: tuple[TileDim, ...]
+    lines: int
+    block_coef: tuple[tuple[str, int], ...]  # buffer lines per block (or value) of each index
+    elem: str | None  # device index along a line, if the intrinsic's elem axis is matched
+    elem_size: int
+
+    @property
+    def coef(self) -> dict[str, int]:
+        return dict(self.block_coef)
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """The tiles of one mapping on one configuration, checked to fit."""
+
+    intrinsic: Intrinsic
+    sizes: tuple[tuple[str, int], ...]  # device index sizes
+    tiles: tuple[tuple[str, int], ...]  # device index -> tile size in elements
+    block: tuple[tuple[str, int], ...]  # device index -> block size (1 if unmatched)
+    operands: tuple[OperandTile, ...]  # A, B, C
+    slots: tuple[tuple[str, int], ...]  # buffers per operand: 2 double-buffers, 1 if loaded once
+
+    def operand(self, role: str) -> OperandTile:
+        return self.operands[ROLES.index(role)]
+
+    def count(self, index: str) -> int:
+        """How many tiles the index has."""
+        return -(-dict(self.sizes)[index] // dict(self.tiles)[index])
+
+    def spad_lines(self) -> int:
+        slots = dict(self.slots)
+        return sum(self.operand(r).lines * slots[r] for r in ("A", "B"))
+
+    def acc_lines(self) -> int:
+        return self.operand("C").lines * dict(self.slots)["C"]
+
+
+def operand_accesses(choice: TensorizeChoice) -> dict[str, Access]:
+    return {name: access for name, access in choice.operands}
+
+
+def build_tiling(device: Workload, choice: TensorizeChoice, tiles: Mapping[str, int],
+                 config: AcceleratorConfig) -> Tiling:
+    """Geometry of ``tiles`` (elements per device index) under ``choice``; checks it fits.
+
+    Raises `MappingError` saying what does not fit and by how much.
+    """
+    intrinsic = Intrinsic(choice.intrinsic)
+    if intrinsic is not config.intrinsic:
+        raise MappingError(f"the tensorize choice uses the {intrinsic.value} intrinsic but the "
+                           f"accelerator implements {config.intrinsic.value}")
+    sizes = device.sizes
+    unknown = set(tiles) ^ set(sizes)
+    if unknown:
+        raise MappingError(f"tile sizes must name each index of {device.text} once "
+                           f"({', '.join(sizes)}); wrong or missing: {sorted(unknown)}")
+    isizes = config.intrinsic_sizes
+    imap = choice.index_map
+    block = {n: 1 for n in sizes}
+    for iota, n in imap.items():
+        block[n] = isizes[iota]
+    fixed = {}
+    for n, size in sizes.items():
+        tile = tiles[n]
+        if isinstance(tile, bool) or not isinstance(tile, int) or tile < 1:
+            raise MappingError(f"tile size of {n} must be a positive integer, not {tile!r}")
+        tile = min(tile, size) if tile >= size else tile
+        if tile < size and tile % block[n]:
+            raise MappingError(f"tile size {tile} of {n} must be a multiple of its intrinsic "
+                               f"block {block[n]} (or cover all {size})")
+        fixed[n] = tile
+    accesses = operand_accesses(choice)
+    operands = tuple(_operand_tile(role, accesses[role], intrinsic, isizes, imap, fixed, block)
+                     for role in ROLES)
+    slots = {}
+    for tile in operands:
+        count = math.prod(-(-sizes[n] // fixed[n]) for n in tile.access.indices)
+        slots[tile.role] = 1 if count == 1 else 2
+    tiling = Tiling(intrinsic, tuple(sizes.items()), tuple(fixed.items()), tuple(block.items()),
+                    operands, tuple(slots.items()))
+    _check_capacity(tiling, config)
+    return tiling
+
+
+def _operand_tile(role, access, intrinsic, isizes, imap, tiles, block) -> OperandTile:
+    layout = BLOCK_LAYOUTS[intrinsic][role]
+    back = {n: iota for iota, n in imap.items()}
+    blocks = {n: -(-tiles[n] // block[n]) for n in tiles}
+    raw: list[tuple[str, tuple[tuple[str | None, str | None, int], ...], int]] = []
+    on_axes = {imap[i] for axis in layout.line_axes for i in axis if i in imap}
+    elem = imap.get(layout.elem_axis) if layout.elem_axis else None
+    for n in access.indices:
+        if n in on_axes or n == elem:
+            continue
+        if n in back:
+            raise MappingError(f"index {n} of {access} is matched to intrinsic index {back[n]}, "
+                               f"which the intrinsic's {role} does not use")
+        raw.append(("group", ((n, None, 1),), tiles[n]))
+    if elem is not None:
+        raw.append(("group", ((elem, layout.elem_axis, block[elem]),), blocks[elem]))
+    for axis in layout.line_axes:
+        extent = sum(isizes[i] * (blocks[imap[i]] if i in imap else 1) for i in axis)
+        entries = tuple((imap.get(i), i, isizes[i]) for i in axis)
+        raw.append(("axis", entries, extent - (len(axis) - 1)))
+    dims, step = [], 1
+    for kind, entries, lines in reversed(raw):
+        dims.append(TileDim(kind, entries, lines, step))
+        step *= lines
+    dims.reverse()
+    coef: dict[str, int] = {}
+    for dim in dims:
+        for n, _, size in dim.entries:
+            if n is not None:
+                coef[n] = dim.step if dim.kind == "group" else size * dim.step
+    elem_size = isizes[layout.elem_axis] if layout.elem_axis else 1
+    return OperandTile(role, access, tuple(dims), step, tuple(coef.items()), elem, elem_size)
+
+
+def _check_capacity(tiling: Tiling, config: AcceleratorConfig) -> None:
+    slots = dict(tiling.slots)
+    need = tiling.spad_lines()
+    if need > config.spad_lines:
+        parts = " + ".join(f"{tiling.operand(r).lines} lines of {r} x{slots[r]}"
+                           for r in ("A", "B"))
+        raise MappingError(
+            f"the A and B tiles do not fit the scratchpad: {parts} = {need} lines, but it has "
+            f"{config.spad_lines} ({need - config.spad_lines} too many, "
+            f"{(need - config.spad_lines) * config.spad_line_bytes} B); use smaller tiles")
+    need = tiling.acc_lines()
+    if need > config.acc_lines:
+        raise MappingError(
+            f"the C tile does not fit the accumulator: {tiling.operand('C').lines} lines "
+            f"x{slots['C']} = {need}, but it has {config.acc_lines} "
+            f"({need - config.acc_lines} too many, "
+            f"{(need - config.acc_lines) * config.acc_line_bytes} B); use smaller tiles of the "
+            "output indices")

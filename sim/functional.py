@@ -1,0 +1,396 @@
+"""The functional simulator: runs a task-ISA program on numpy models of DRAM and the buffers.
+
+It implements exactly the semantics written in `tensorforge.isa`'s docstring and uses
+`tensorforge.intrinsics.apply_intrinsic` for every COMPUTE step, so the golden model and the
+encoder cannot disagree. Results are bit-exact (operands sign-extended from ``in_bits``,
+accumulators wrapped to ``acc_bits``).
+
+The three units (load, compute, store) run their own instruction queues, which the fetch unit
+fills in program order (queues are modelled as unbounded). A unit starts its head instruction
+only when every token it pops is available; the simulator picks runnable units round-robin, so
+the results do not depend on a particular interleaving *if* the program's tokens order every
+conflicting access. That is checked too: each instruction gets a vector clock from program
+order and the tokens it popped, and two instructions of different units that touch the same
+scratchpad line, accumulator line or DRAM byte (one of them writing) without being ordered are
+reported as an unprotected hazard. A pop that can never be satisfied is a deadlock. Both raise
+`SimulationError` naming the instruction index and its text, as do out-of-range addresses.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tensorforge.config import AcceleratorConfig
+from tensorforge.errors import SimulationError
+from tensorforge.intrinsics import apply_intrinsic, wrap
+from tensorforge.isa import (
+    Buffer,
+    Compute,
+    ComputeMode,
+    Finish,
+    Instruction,
+    Load,
+    Store,
+    decode_program,
+)
+
+
+class Unit(enum.IntEnum):
+    LOAD = 0
+    COMPUTE = 1
+    STORE = 2
+
+
+# (producer, consumer) token queues, VTA-style.
+_QUEUES = (
+    (Unit.LOAD, Unit.COMPUTE),
+    (Unit.COMPUTE, Unit.LOAD),
+    (Unit.COMPUTE, Unit.STORE),
+    (Unit.STORE, Unit.COMPUTE),
+)
+
+
+@dataclass
+class Statistics:
+    """What one run did: instruction counts, DRAM traffic and work issued."""
+
+    instructions: Counter = field(default_factory=Counter)
+    dram_bytes_read: int = 0
+    dram_bytes_written: int = 0
+    macs: int = 0  # multiply-accumulates issued by MAC steps, padding included
+    mac_steps: int = 0
+    zero_steps: int = 0
+    tokens: Counter = field(default_factory=Counter)  # pushes per queue, "load->compute"
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "instructions": dict(sorted(self.instructions.items())),
+            "dram_bytes_read": self.dram_bytes_read,
+            "dram_bytes_written": self.dram_bytes_written,
+            "macs": self.macs,
+            "mac_steps": self.mac_steps,
+            "zero_steps": self.zero_steps,
+            "tokens": dict(sorted(self.tokens.items())),
+        }
+
+
+def _unit_of(instruction: Instruction) -> Unit | None:
+    return {Load: Unit.LOAD, Compute: Unit.COMPUTE, Store: Unit.STORE}.get(type(instruction))
+
+
+class _Tracker:
+    """Last access position per unit for every line/byte of one memory, for hazard checks."""
+
+    def __init__(self, name: str, size: int) -> None:
+        self.name = name
+        self.size = size
+        # 1-based position of the last access per unit; 0: never. Allocated on first use.
+        self.writes: dict[Unit, np.ndarray] = {}
+        self.reads: dict[Unit, np.ndarray] = {}
+
+    def _last(self, table: dict[Unit, np.ndarray], unit: Unit) -> np.ndarray:
+        if unit not in table:
+            table[unit] = np.zeros(self.size, dtype=np.int32)
+        return table[unit]
+
+    def touch(
+        self,
+        unit: Unit,
+        position: int,
+        clock: np.ndarray,
+        ranges: list[tuple[int, int]],
+        write: bool,
+    ) -> tuple[Unit, int, str] | None:
+        """Record accesses to ``[start, stop)`` ranges; (unit, position, what) of a conflict."""
+        for start, stop in ranges:
+            if start >= stop:
+                continue
+            for other in Unit:
+                if other is unit:
+                    continue
+                seen = 0
+                if other in self.writes:
+                    seen = int(self.writes[other][start:stop].max())
+                if write and other in self.reads:
+                    seen = max(seen, int(self.reads[other][start:stop].max()))
+                if seen > clock[other]:
+                    kind = "writes" if write else "reads"
+                    return other, seen, f"{kind} {self.name} [{start}, {stop})"
+            self._last(self.writes if write else self.reads, unit)[start:stop] = position
+        return None
+
+
+class FunctionalSimulator:
+    """Executes programs for one `AcceleratorConfig`; holds the scratchpad and accumulator.
+
+    ``spad`` is ``spad_lines x spad_line_elems`` and ``acc`` is ``acc_lines x acc_line_elems``
+    (int64 arrays holding ``in_bits``/``acc_bits`` values). ``check_hazards`` turns the token
+    race detector off for speed; deadlocks and bounds are always checked.
+    """
+
+    def __init__(self, config: AcceleratorConfig, *, check_hazards: bool = True) -> None:
+        self.config = config
+        self.check_hazards = check_hazards
+        self.spad = np.zeros((config.spad_lines, config.spad_line_elems), dtype=np.int64)
+        self.acc = np.zeros((config.acc_lines, config.acc_line_elems), dtype=np.int64)
+
+    # ------------------------------------------------------------------ the run loop
+
+    def run(self, program: bytes | list[Instruction], dram: bytearray) -> Statistics:
+        """Run ``program`` to its FINISH against ``dram`` (modified in place)."""
+        instructions = (
+            decode_program(bytes(program))
+            if isinstance(program, bytes | bytearray)
+            else list(program)
+        )
+        queues = self._queues(instructions)
+        self._instructions = instructions
+        memory = np.frombuffer(dram, dtype=np.uint8) if len(dram) else np.zeros(0, np.uint8)
+        if not memory.flags.writeable:
+            raise SimulationError("dram must be a writable buffer such as a bytearray")
+        stats = Statistics()
+        tokens = Counter()
+        heads = [0, 0, 0]
+        last_clock = [np.zeros(3, dtype=np.int64) for _ in Unit]
+        pending: dict[tuple[Unit, Unit], list[np.ndarray]] = {q: [] for q in _QUEUES}
+        trackers = self._trackers(len(memory)) if self.check_hazards else None
+        while any(heads[u] < len(queues[u]) for u in Unit):
+            progressed = False
+            for unit in Unit:
+                while heads[unit] < len(queues[unit]):
+                    pc = queues[unit][heads[unit]]
+                    instruction = instructions[pc]
+                    pops = self._pops(unit, instruction)
+                    if any(tokens[q] == 0 for q in pops):
+                        break
+                    clock = last_clock[unit].copy()
+                    for queue in pops:
+                        tokens[queue] -= 1
+                        clock = np.maximum(clock, pending[queue].pop(0))
+                    heads[unit] += 1
+                    clock[unit] = heads[unit]
+                    self._execute(pc, instruction, memory, stats, trackers, unit, clock, queues)
+                    last_clock[unit] = clock
+                    for queue in self._pushes(unit, instruction):
+                        tokens[queue] += 1
+                        pending[queue].append(clock)
+                        stats.tokens[f"{queue[0].name.lower()}->{queue[1].name.lower()}"] += 1
+                    progressed = True
+            if not progressed:
+                raise SimulationError(self._deadlock(instructions, queues, heads, tokens))
+        stats.instructions["FINISH"] += 1
+        return stats
+
+    def _queues(self, instructions: list[Instruction]) -> list[list[int]]:
+        finish = next((pc for pc, ins in enumerate(instructions) if isinstance(ins, Finish)), None)
+        if finish is None:
+            raise SimulationError(
+                "the program has no FINISH; the accelerator would never raise "
+                "done. End every program with Finish()."
+            )
+        if finish != len(instructions) - 1:
+            raise SimulationError(
+                f"instruction {finish + 1} ({instructions[finish + 1].describe()}) follows "
+                "FINISH and would never run"
+            )
+        queues: list[list[int]] = [[], [], []]
+        for pc, instruction in enumerate(instructions[:finish]):
+            queues[_unit_of(instruction)].append(pc)
+        return queues
+
+    @staticmethod
+    def _pops(unit: Unit, ins: Instruction) -> list[tuple[Unit, Unit]]:
+        found = []
+        if ins.pop_prev:
+            found.append((Unit(unit - 1), unit))
+        if ins.pop_next:
+            found.append((Unit(unit + 1), unit))
+        return found
+
+    @staticmethod
+    def _pushes(unit: Unit, ins: Instruction) -> list[tuple[Unit, Unit]]:
+        found = []
+        if ins.push_prev:
+            found.append((unit, Unit(unit - 1)))
+        if ins.push_next:
+            found.append((unit, Unit(unit + 1)))
+        return found
+
+    @staticmethod
+    def _deadlock(instructions, queues, heads, tokens) -> str:
+        lines = ["deadlock: no unit can start its next instruction"]
+        for unit in Unit:
+            if heads[unit] < len(queues[unit]):
+                pc = queues[unit][heads[unit]]
+                waits = [
+                    f"{q[0].name.lower()}->{q[1].name.lower()}"
+                    for q in FunctionalSimulator._pops(unit, instructions[pc])
+                    if tokens[q] == 0
+                ]
+                lines.append(
+                    f"  {unit.name.lower()} unit waits at instruction {pc} "
+                    f"({instructions[pc].describe()}) for a {' and '.join(waits)} "
+                    "token that is never pushed"
+                )
+        return "\n".join(lines)
+
+    def _trackers(self, dram_size: int) -> dict[str, _Tracker]:
+        return {
+            "spad": _Tracker("scratchpad lines", self.config.spad_lines),
+            "acc": _Tracker("accumulator lines", self.config.acc_lines),
+            "dram": _Tracker("DRAM bytes", dram_size),
+        }
+
+    # ------------------------------------------------------------------ semantics
+
+    def _execute(self, pc, instruction, memory, stats, trackers, unit, clock, queues) -> None:
+        stats.instructions[type(instruction).__name__.upper()] += 1
+        try:
+            if isinstance(instruction, Load):
+                accesses = self._load(instruction, memory, stats)
+            elif isinstance(instruction, Store):
+                accesses = self._store(instruction, memory, stats)
+            else:
+                accesses = self._compute(instruction, stats)
+        except SimulationError as error:
+            raise SimulationError(f"instruction {pc} ({instruction.describe()}): {error}") from None
+        if trackers is None:
+            return
+        for memory_name, ranges, write in accesses:
+            problem = trackers[memory_name].touch(unit, int(clock[unit]), clock, ranges, write)
+            if problem:
+                other, seen, what = problem
+                other_pc = queues[other][seen - 1]
+                raise SimulationError(
+                    f"unprotected hazard: instruction {pc} ({instruction.describe()}) {what}, "
+                    f"which instruction {other_pc} ({self._instructions[other_pc].describe()}) "
+                    f"of the {other.name.lower()} unit also uses, and no token orders them"
+                )
+
+    def _dram_rows(self, ins: Load | Store, elem_bytes: int, size: int) -> list[tuple[int, int]]:
+        rows = (
+            [
+                (
+                    ins.dram_addr + r * ins.stride * elem_bytes,
+                    ins.dram_addr + (r * ins.stride + ins.row_len) * elem_bytes,
+                )
+                for r in range(ins.rows)
+            ]
+            if ins.row_len
+            else []
+        )
+        if rows and max(stop for _, stop in rows) > size:
+            raise SimulationError(
+                f"DRAM bytes up to {max(s for _, s in rows)} are outside the {size}-byte DRAM"
+            )
+        return rows
+
+    def _load(self, ins: Load, memory: np.ndarray, stats: Statistics):
+        to_acc = ins.buffer is Buffer.ACC
+        target, name = (self.acc, "acc") if to_acc else (self.spad, "spad")
+        bits = self.config.precision.acc_bits if to_acc else self.config.precision.in_bits
+        elem_bytes = bits // 8
+        first, last = ins.line, ins.line + ins.pad_before + ins.rows + ins.pad_after
+        if last > target.shape[0]:
+            raise SimulationError(
+                f"writes {name} lines {first}..{last - 1}, past its {target.shape[0]} lines"
+            )
+        if ins.row_len > target.shape[1]:
+            raise SimulationError(
+                f"row_len {ins.row_len} is wider than a {name} line ({target.shape[1]} elements)"
+            )
+        rows = self._dram_rows(ins, elem_bytes, len(memory))
+        target[first:last] = 0
+        dtype = np.dtype(f"<i{elem_bytes}")
+        for r, (start, stop) in enumerate(rows):
+            values = memory[start:stop].view(dtype)
+            target[first + ins.pad_before + r, : ins.row_len] = values
+        stats.dram_bytes_read += ins.rows * ins.row_len * elem_bytes
+        return [(name, [(first, last)], True), ("dram", rows, False)]
+
+    def _store(self, ins: Store, memory: np.ndarray, stats: Statistics):
+        elem_bytes = self.config.precision.acc_bytes
+        if ins.line + ins.rows > self.acc.shape[0]:
+            raise SimulationError(
+                f"reads accumulator lines {ins.line}..{ins.line + ins.rows - 1}"
+                f", past its {self.acc.shape[0]} lines"
+            )
+        if ins.row_len > self.acc.shape[1]:
+            raise SimulationError(
+                f"row_len {ins.row_len} is wider than an accumulator line "
+                f"({self.acc.shape[1]} elements)"
+            )
+        rows = self._dram_rows(ins, elem_bytes, len(memory))
+        dtype = np.dtype(f"<i{elem_bytes}")
+        for r, (start, stop) in enumerate(rows):
+            line = wrap(self.acc[ins.line + r, : ins.row_len], self.config.precision.acc_bits)
+            memory[start:stop] = line.astype(dtype).view(np.uint8)
+        stats.dram_bytes_written += ins.rows * ins.row_len * elem_bytes
+        return [("acc", [(ins.line, ins.line + ins.rows)], False), ("dram", rows, True)]
+
+    def _compute(self, ins: Compute, stats: Statistics):
+        config = self.config
+        blocks = config.blocks
+        sizes = config.intrinsic_sizes
+        steps = [(o, i) for o in range(ins.outer) for i in range(ins.inner)]
+        reads, writes = [], []
+
+        def span(base: int, outer: int, inner: int, lines: int, limit: int, what: str):
+            top = base + (ins.outer - 1) * outer + (ins.inner - 1) * inner + lines
+            if steps and top > limit:
+                raise SimulationError(
+                    f"its {what} blocks reach line {top - 1}, past the {limit} lines of the buffer"
+                )
+
+        span(ins.acc_base, ins.acc_outer, ins.acc_inner, blocks["C"].lines, len(self.acc), "C")
+        if ins.mode is ComputeMode.MAC:
+            span(ins.a_base, ins.a_outer, ins.a_inner, blocks["A"].lines, len(self.spad), "A")
+            span(ins.b_base, ins.b_outer, ins.b_inner, blocks["B"].lines, len(self.spad), "B")
+        for o, i in steps:
+            c = ins.acc_base + o * ins.acc_outer + i * ins.acc_inner
+            c_lines = slice(c, c + blocks["C"].lines)
+            writes.append((c_lines.start, c_lines.stop))
+            if ins.mode is ComputeMode.ZERO:
+                self.acc[c_lines] = 0
+                stats.zero_steps += 1
+                continue
+            a = ins.a_base + o * ins.a_outer + i * ins.a_inner
+            b = ins.b_base + o * ins.b_outer + i * ins.b_inner
+            reads += [(a, a + blocks["A"].lines), (b, b + blocks["B"].lines)]
+            self.acc[c_lines] = apply_intrinsic(
+                config.intrinsic,
+                sizes,
+                self.spad[a : a + blocks["A"].lines],
+                self.spad[b : b + blocks["B"].lines],
+                self.acc[c_lines],
+                config.precision.acc_bits,
+            )
+            stats.mac_steps += 1
+            stats.macs += config.macs_per_step
+        return [("spad", _merge(reads), False), ("acc", _merge(writes), True)]
+
+
+def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Union of half-open ranges, so the hazard check touches each line once."""
+    merged: list[tuple[int, int]] = []
+    for start, stop in sorted(ranges):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], stop))
+        else:
+            merged.append((start, stop))
+    return merged
+
+
+def run_program(
+    config: AcceleratorConfig,
+    program: bytes | list[Instruction],
+    dram: bytearray,
+    *,
+    check_hazards: bool = True,
+) -> Statistics:
+    """Run ``program`` on a fresh accelerator (zeroed buffers) against ``dram`` (in place)."""
+    return FunctionalSimulator(config, check_hazards=check_hazards).run(program, dram)
