@@ -1,0 +1,394 @@
+"""The analytical cost model: cycles and energy of a batch of mappings, vectorized with numpy.
+
+A batch is struct-of-arrays: ``tiles`` (``n x D`` elements per tile of each device index) and
+``order`` (``n x D`` index positions, outermost tile loop first) over one `LayerSpace` (one
+workload, fusion, tensorize choice and accelerator). `evaluate` returns a `CostBatch` of ``n``
+values per quantity; `evaluate_mapping` wraps one `compiler.mapping.Mapping`.
+
+What is counted (following the code generator, `tensorforge.compiler.codegen`, step by step):
+
+* **steps**: every index advances in intrinsic blocks; a partial last tile pads its blocks with
+  zeros, so MAC steps are the product over indices of the blocks of every tile (padding waste is
+  the executed-to-useful MAC ratio). ZERO steps clear each output tile's accumulator blocks.
+* **step cost** (`StepPlan`, from `hw.dataflow_plan`): ``beats`` streamed lines, one per cycle;
+  when the stationary block changes (the micro-loop's inner index is one it uses) its lines are
+  read on the other scratchpad port while the previous step streams (double-banked PE stores),
+  so the step takes ``max(beats, stationary_lines)`` plus the bank-conflict cycles of the two
+  concurrent line streams (line ``n`` in bank ``n % banks``); per COMPUTE instruction the first
+  stationary load and the array pipeline (`hw.pe_array.array_latency`) are exposed, plus
+  ``issue_cycles``.
+* **DRAM**: an operand tile is reloaded each time its tile coordinates change in loop order (an
+  operand the inner loops do not use stays resident). Each LOAD row is one scratchpad line:
+  ``ceil(row bytes / bus bytes)`` beats (partial beats count whole), split into bursts of at
+  most ``max_burst`` beats that each pay ``burst_latency_cycles``, then one line write; pad lines
+  cost a cycle each. STOREs move ``acc_bits`` elements the same way. Bytes are exact.
+* **overlap** (the VTA dependency tokens of the generated program): A, B and C are
+  double-buffered, so per tile step the load of the next tile, the compute of this one and the
+  store of the previous one run concurrently: the step costs the slowest of the three. The
+  three event streams are periodic with nested periods (suffix products of the loop counts), so
+  the sum over steps is exact without enumerating them. Fill (first loads) and drain (last
+  store) are added. Host-side fusion (im2col/col2im) or gathered layouts are charged as a
+  serial DRAM copy at full bus rate.
+* **energy**: per executed MAC, per scratchpad/accumulator byte read or written, per DRAM byte,
+  and per operand byte moved between PEs (hops by interconnect: `cost_space.movement_hops`),
+  with the constants of an `EnergyTable`.
+
+Checked against: the functional simulator's MAC/ZERO step counts and DRAM bytes of compiled
+programs (``tests/test_cost_model.py``). **No latency term is checked against RTL cycle counts
+yet** (the RTL runner is another issue); the per-burst latency, issue cost and the arbitration
+model are stated assumptions (`CostParameters`) until it lands.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tensorforge.config import AcceleratorConfig
+from tensorforge.dse.cost_space import ELEM, GROUP, LayerSpace, OperandSpec, movement_hops
+from tensorforge.dse.evaluate import TECH_45NM, Technology
+
+I64 = np.int64
+
+
+@dataclass(frozen=True)
+class CostParameters:
+    """Timing assumptions not (yet) measured on RTL; named so calibration can fit them."""
+
+    burst_latency_cycles: int = 8  # address handshake to first data beat, per AXI burst
+    line_write_cycles: int = 1  # the load unit writes each filled line (LoadUnit contract)
+    acc_read_cycles: int = 1  # the store unit reads each line before its bursts (StoreUnit)
+    issue_cycles: int = 1  # per instruction: decode and dispatch to its unit
+
+
+@dataclass(frozen=True)
+class EnergyTable:
+    """Energy per event in pJ (see `energy_table` for where the numbers come from)."""
+
+    mac_pj: float
+    spad_pj_per_byte: float
+    acc_pj_per_byte: float
+    dram_pj_per_byte: float
+    hop_pj_per_byte: float
+
+
+def energy_table(config: AcceleratorConfig, technology: Technology = TECH_45NM) -> EnergyTable:
+    """Per-event energies of ``config`` from a `Technology` (45 nm figures by default).
+
+    SRAM energy follows the bank size (square-root law), the accumulator its whole size.
+    """
+    bank_bytes = config.scratchpad.capacity / config.scratchpad.banks
+    return EnergyTable(
+        mac_pj=technology.mac_pj(config.precision.in_bits, config.precision.acc_bits),
+        spad_pj_per_byte=technology.sram_pj_per_byte(bank_bytes),
+        acc_pj_per_byte=technology.sram_pj_per_byte(config.scratchpad.accumulator),
+        dram_pj_per_byte=technology.dram_pj_per_byte,
+        hop_pj_per_byte=technology.register_pj_per_byte,
+    )
+
+
+@dataclass(frozen=True)
+class CostBatch:
+    """Per-mapping results, each an ``n``-vector. ``legal`` is False where a tile is not a
+    block multiple or the tiles do not fit the buffers double-buffered; their cycles are inf."""
+
+    legal: np.ndarray
+    cycles: np.ndarray
+    energy_pj: np.ndarray
+    compute_cycles: np.ndarray
+    load_cycles: np.ndarray
+    store_cycles: np.ndarray
+    host_cycles: np.ndarray
+    mac_steps: np.ndarray
+    zero_steps: np.ndarray
+    dram_read_bytes: np.ndarray
+    dram_write_bytes: np.ndarray
+    spad_lines: np.ndarray
+    acc_lines: np.ndarray
+    utilization: np.ndarray  # useful MACs / executed MACs (padding waste)
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def row(self, i: int) -> dict[str, float]:
+        """Mapping ``i``'s numbers as a plain dict (for reports and `LayerMetrics.details`)."""
+        names = [n for n in self.__dataclass_fields__ if n != "extra"]
+        return {n: float(getattr(self, n)[i]) for n in names}
+
+
+def _ceil(a: np.ndarray, b) -> np.ndarray:
+    return -(-a // b)
+
+
+class _Geometry:
+    """Per-index quantities of a batch: counts, remainders, block counts."""
+
+    def __init__(self, space: LayerSpace, tiles: np.ndarray) -> None:
+        sizes, block = space.sizes, space.block
+        self.tile = np.minimum(tiles, sizes)
+        self.count = _ceil(sizes, self.tile)
+        self.rem = sizes - (self.count - 1) * self.tile
+        self.full_blocks = _ceil(self.tile, block)
+        self.rem_blocks = _ceil(self.rem, block)
+        self.total_blocks = (self.count - 1) * self.full_blocks + self.rem_blocks
+        self.legal = np.all((self.tile % block == 0) | (self.tile == sizes), axis=1)
+        self.sizes, self.block = sizes, block
+
+    def col(self, name: str, position: int, default: int = 1) -> np.ndarray:
+        if position < 0:
+            return np.full(self.tile.shape[0], default, dtype=I64)
+        return getattr(self, name)[:, position]
+
+
+def _tile_lines(g: _Geometry, spec: OperandSpec) -> np.ndarray:
+    """Buffer lines of one full tile (as `compiler.tiling` allocates)."""
+    lines = np.ones(g.tile.shape[0], dtype=I64)
+    for dim in spec.dims:
+        p = dim.positions[0]
+        if dim.kind == GROUP:
+            lines *= g.tile[:, p]
+        elif dim.kind == ELEM:
+            lines *= g.full_blocks[:, p]
+        else:
+            extent = sum(s * g.col("full_blocks", q) for q, s in zip(dim.positions, dim.sizes,
+                                                                      strict=True))
+            lines *= extent - (len(dim.positions) - 1)
+    return lines
+
+
+def _row_sums(g: _Geometry, per_row, position: int, size: int) -> np.ndarray:
+    """Sum over the tiles of index ``position`` of ``per_row(elements)`` for each LOAD/STORE
+    row (full rows of ``size`` elements, then the remainder row) of one tile."""
+    def one_tile(valid: np.ndarray) -> np.ndarray:
+        part = valid % size
+        return (valid // size) * per_row(np.full_like(valid, size)) + np.where(
+            part > 0, per_row(part), 0)
+    return (g.count[:, position] - 1) * one_tile(g.tile[:, position]) + one_tile(
+        g.rem[:, position])
+
+
+def _sweep_sums(g: _Geometry, spec: OperandSpec, elem_bytes: int, bus_bytes: int,
+                max_burst: int) -> dict[str, np.ndarray]:
+    """Totals over one pass through every distinct tile of the operand: DRAM elements, data
+    rows, beats, bursts and buffer lines (pad lines included)."""
+    n = g.tile.shape[0]
+    others = {k: np.ones(n, dtype=I64) for k in ("elements", "rows", "lines")}
+    elem_rows = elem_beats = elem_bursts = None
+    for dim in spec.dims:
+        p = dim.positions[0]
+        if dim.kind == GROUP:
+            for k in others:
+                others[k] = others[k] * g.sizes[p]
+        elif dim.kind == ELEM:
+            others["elements"] = others["elements"] * g.sizes[p]
+            size = dim.sizes[0]
+            elem_rows = _row_sums(g, np.ones_like, p, size)
+            elem_beats = _row_sums(g, lambda v: _ceil(v * elem_bytes, bus_bytes), p, size)
+            elem_bursts = _row_sums(
+                g, lambda v: _ceil(_ceil(v * elem_bytes, bus_bytes), max_burst), p, size)
+            others["lines"] = others["lines"] * g.total_blocks[:, p]
+        else:
+            counts = [g.col("count", q) for q in dim.positions]
+            sizes = [g.sizes[q] if q >= 0 else 1 for q in dim.positions]
+            blocks = [g.col("total_blocks", q) for q in dim.positions]
+            keys = np.prod(counts, axis=0)
+            data = sum(sizes[e] * keys // counts[e] for e in range(len(counts)))
+            data = data - (len(counts) - 1) * keys
+            need = sum(dim.sizes[e] * blocks[e] * keys // counts[e] for e in range(len(counts)))
+            need = need - (len(counts) - 1) * keys
+            others["elements"] = others["elements"] * data
+            others["rows"] = others["rows"] * data
+            others["lines"] = others["lines"] * need
+    if elem_rows is None:  # one element per line: every data row is one beat, one burst
+        rows = others["rows"]
+        return {"elements": others["elements"], "rows": rows, "beats": rows, "bursts": rows,
+                "lines": others["lines"]}
+    rows = others["rows"]
+    return {"elements": others["elements"], "rows": rows * elem_rows,
+            "beats": rows * elem_beats, "bursts": rows * elem_bursts, "lines": others["lines"]}
+
+
+def _periods(g: _Geometry, space: LayerSpace, order: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Tile steps between reloads of A, B and between stores of C (suffix count products)."""
+    counts = np.take_along_axis(g.count, order, axis=1)  # (n x D), outermost first
+    suffix = np.cumprod(counts[:, ::-1], axis=1)[:, ::-1]  # product of this loop and inner
+    inner = np.concatenate([suffix[:, 1:], np.ones((len(order), 1), dtype=I64)], axis=1)
+    total = suffix[:, 0]
+    periods = []
+    for row in range(3):
+        uses = space.dependence[row][order] & (counts > 1)
+        last = np.where(uses.any(axis=1), uses.shape[1] - 1 - np.argmax(uses[:, ::-1], axis=1),
+                        -1)
+        period = np.where(last >= 0, np.take_along_axis(inner, np.maximum(last, 0)[:, None],
+                                                         axis=1)[:, 0], total)
+        periods.append(period)
+    return total, periods[0], periods[1], periods[2]
+
+
+def _micro_loops(g: _Geometry, space: LayerSpace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per full tile: MAC COMPUTE instructions, inner micro-loop extent, and whether the
+    stationary operand uses the inner index (the codegen loops the two largest block counts)."""
+    blocks = g.full_blocks
+    ranked = np.argsort(-blocks, axis=1, kind="stable")
+    inner = ranked[:, 0]
+    top1 = np.take_along_axis(blocks, ranked[:, :1], axis=1)[:, 0]
+    top2 = np.take_along_axis(blocks, ranked[:, 1:2], axis=1)[:, 0] if blocks.shape[1] > 1 else 1
+    instructions = np.prod(blocks, axis=1) // (top1 * top2)
+    stationary_row = 0 if space.step.stationary_role == "A" else 1
+    stationary_uses_inner = space.dependence[stationary_row][inner] & (top1 > 1)
+    return instructions, top1, stationary_uses_inner
+
+
+def _overlapped(steps, compute, loads, load_events, store, store_events) -> np.ndarray:
+    """Sum over tile steps of max(compute, this step's loads, this step's store).
+
+    Event streams have nested periods, so sorting them by frequency, the steps with the j most
+    frequent events are ``events[j-1] - events[j]`` (``events[-1]`` = all steps).
+    """
+    n = len(steps)
+    events = np.stack([load_events[0], load_events[1], store_events], axis=1).astype(float)
+    costs = np.stack([loads[0], loads[1], np.zeros(n)], axis=1)
+    is_store = np.array([0.0, 0.0, 1.0])
+    rank = np.argsort(-events, axis=1, kind="stable")
+    events = np.take_along_axis(events, rank, axis=1)
+    costs = np.take_along_axis(costs, rank, axis=1)
+    stores = is_store[rank] * store[:, None]
+    load_sum = np.cumsum(costs, axis=1)
+    store_max = np.maximum.accumulate(stores, axis=1)
+    bounds = np.concatenate([steps[:, None].astype(float), events, np.zeros((n, 1))], axis=1)
+    total = (bounds[:, 0] - bounds[:, 1]) * compute
+    for j in range(3):
+        share = bounds[:, j + 1] - bounds[:, j + 2]
+        total += share * np.maximum(compute, np.maximum(load_sum[:, j], store_max[:, j]))
+    return total
+
+
+def evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
+             parameters: CostParameters = CostParameters(),
+             energy: EnergyTable | None = None) -> CostBatch:
+    """Cycles, energy and counts of ``n`` mappings of ``space``.
+
+    ``tiles``: ``n x D`` int, elements per tile of each device index (clipped to the size).
+    ``order``: ``n x D`` int, a permutation of ``0..D-1`` per row, outermost tile loop first.
+    """
+    tiles = np.atleast_2d(np.asarray(tiles, dtype=I64))
+    order = np.atleast_2d(np.asarray(order, dtype=I64))
+    if tiles.shape != order.shape or tiles.shape[1] != space.dims:
+        raise ValueError(f"tiles {tiles.shape} and order {order.shape} must both be "
+                         f"n x {space.dims} ({', '.join(space.names)})")
+    config, step, p = space.config, space.step, parameters
+    energy = energy or energy_table(config)
+    g = _Geometry(space, tiles)
+    n = len(tiles)
+    lines = {s.role: _tile_lines(g, s) for s in space.operands}
+    slots = {s.role: np.where(np.prod(g.count[:, list(s.indices)], axis=1) > 1, 2, 1)
+             for s in space.operands}
+    spad_lines = lines["A"] * slots["A"] + lines["B"] * slots["B"]
+    acc_lines = lines["C"] * slots["C"]
+    legal = g.legal & (spad_lines <= config.spad_lines) & (acc_lines <= config.acc_lines)
+
+    steps, *periods = _periods(g, space, order)
+    bus, burst = config.dma.bus_bytes, config.dma.max_burst
+    in_bytes, acc_bytes = config.precision.in_bytes, config.precision.acc_bytes
+    load_cycles, read_bytes, loads, spad_written = [], np.zeros(n, dtype=I64), [], np.zeros(n)
+    for row, spec in enumerate(space.operands[:2]):
+        sums = _sweep_sums(g, spec, in_bytes, bus, burst)
+        keys = np.prod(g.count[:, list(spec.indices)], axis=1)
+        count = steps // periods[row]
+        sweeps = count // keys
+        runs = lines[spec.role] // _last_dim_lines(g, spec)
+        cycles = sweeps * (sums["rows"] * p.line_write_cycles + sums["beats"]
+                           + sums["bursts"] * p.burst_latency_cycles
+                           + (sums["lines"] - sums["rows"])) + count * runs * p.issue_cycles
+        load_cycles.append(cycles)
+        loads.append(count)
+        read_bytes = read_bytes + sweeps * sums["elements"] * in_bytes
+        spad_written = spad_written + sweeps * sums["lines"] * config.spad_line_bytes
+    out = _sweep_sums(g, space.operand("C"), acc_bytes, bus, burst)
+    stores = steps // periods[2]
+    store_cycles = (out["rows"] * p.acc_read_cycles + out["beats"]
+                    + out["bursts"] * p.burst_latency_cycles
+                    + stores * (lines["C"] // _last_dim_lines(g, space.operand("C")))
+                    * p.issue_cycles)
+    write_bytes = out["elements"] * acc_bytes
+
+    mac_steps = np.prod(g.total_blocks, axis=1)
+    c_block_lines = config.blocks["C"].lines
+    zero_steps = stores * (lines["C"] // c_block_lines)
+    instructions, inner, reloads_every_step = _micro_loops(g, space)
+    mac_instructions = steps * instructions
+    reload_share = np.where(reloads_every_step, 1.0, 1.0 / inner)
+    banks = config.scratchpad.banks
+    a_first = space.step.stationary_role == "B"
+    residue = (-(lines["A"] * slots["A"]) if a_first else lines["A"] * slots["A"]) % banks
+    conflicts = np.asarray(step.conflicts_by_residue)[residue]
+    reload_step = np.maximum(step.beats, step.stationary_lines) + conflicts
+    step_cycles = reload_share * reload_step + (1 - reload_share) * step.beats
+    compute_cycles = (mac_steps * step_cycles
+                      + mac_instructions * (step.stationary_lines + step.array_latency
+                                            + p.issue_cycles)
+                      + zero_steps * c_block_lines + stores * p.issue_cycles)
+
+    per_step_compute = compute_cycles / steps
+    per_load = [c / np.maximum(k, 1) for c, k in zip(load_cycles, loads, strict=True)]
+    per_store = store_cycles / np.maximum(stores, 1)
+    overlapped = _overlapped(steps, per_step_compute, per_load,
+                             [np.maximum(k - 1, 0) for k in loads], per_store,
+                             np.maximum(stores - 1, 0))
+    host_cycles = np.full(n, space.host_bytes / bus)
+    cycles = (per_load[0] + per_load[1] + overlapped + per_store + step.array_latency
+              + host_cycles)
+    cycles = np.where(legal, np.ceil(cycles), np.inf)
+
+    executed = mac_steps * config.macs_per_step
+    line_bytes = config.spad_line_bytes
+    stationary_reads = mac_steps * reload_share * step.stationary_lines + (
+        mac_instructions * step.stationary_lines)
+    spad_bytes = (mac_steps * step.beats + stationary_reads) * line_bytes + spad_written
+    acc_bytes_moved = (2 * mac_steps * step.output_lines + zero_steps * c_block_lines
+                       + out["rows"]) * config.acc_line_bytes
+    hop_bytes = mac_steps * step.beats * config.spad_line_elems * in_bytes * movement_hops(config)
+    energy_pj = (executed * energy.mac_pj + spad_bytes * energy.spad_pj_per_byte
+                 + acc_bytes_moved * energy.acc_pj_per_byte
+                 + (read_bytes + write_bytes + space.host_bytes) * energy.dram_pj_per_byte
+                 + hop_bytes * energy.hop_pj_per_byte)
+    useful = float(np.prod(space.sizes.astype(float)))
+    return CostBatch(
+        legal=legal, cycles=cycles, energy_pj=energy_pj, compute_cycles=compute_cycles,
+        load_cycles=load_cycles[0] + load_cycles[1], store_cycles=store_cycles,
+        host_cycles=host_cycles, mac_steps=mac_steps, zero_steps=zero_steps,
+        dram_read_bytes=read_bytes, dram_write_bytes=write_bytes, spad_lines=spad_lines,
+        acc_lines=acc_lines, utilization=useful / executed,
+        extra={"mac_instructions": mac_instructions, "tile_steps": steps,
+               "loads_A": loads[0], "loads_B": loads[1], "stores": stores})
+
+
+def _last_dim_lines(g: _Geometry, spec: OperandSpec) -> np.ndarray:
+    """Lines of the innermost tile dimension (one LOAD/STORE run covers them)."""
+    if not spec.dims:
+        return np.ones(g.tile.shape[0], dtype=I64)
+    last = spec.dims[-1]
+    if last.kind == GROUP:
+        return g.tile[:, last.positions[0]]
+    if last.kind == ELEM:
+        return g.full_blocks[:, last.positions[0]]
+    extent = sum(s * g.col("full_blocks", q) for q, s in zip(last.positions, last.sizes,
+                                                              strict=True))
+    return extent - (len(last.positions) - 1)
+
+
+def mapping_arrays(space: LayerSpace, tiles: dict[str, int], order: tuple[str, ...]
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """``(1 x D tiles, 1 x D order)`` for one mapping given by names."""
+    position = {name: p for p, name in enumerate(space.names)}
+    return (np.array([[tiles[n] for n in space.names]], dtype=I64),
+            np.array([[position[n] for n in order]], dtype=I64))
+
+
+def evaluate_mapping(workload, mapping, config: AcceleratorConfig,
+                     parameters: CostParameters = CostParameters()) -> dict[str, float]:
+    """The cost model's numbers for one `compiler.mapping.Mapping` of ``workload``."""
+    from tensorforge.dse.cost_space import build_space
+
+    space = build_space(workload, mapping.choice, config, mapping.groups)
+    tiles, order = mapping_arrays(space, mapping.tile_sizes, mapping.order)
+    return evaluate(space, tiles, order, parameters).row(0)
