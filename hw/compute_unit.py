@@ -1,0 +1,414 @@
+"""The COMPUTE unit: walks a COMPUTE instruction's micro-loop over the PE array.
+
+Three walkers go over the same ``for o < outer: for i < inner:`` steps, each at its own pace:
+
+* the *stationary* walker reads the stationary block (`ArrayPlan.stationary`) into a bank of the
+  PE stores, unless a bank already holds that block (so weights stay put while ``b_inner == 0``
+  under ``ws``); loading one bank overlaps the beats that compute on another;
+* the *stream* walker reads the streamed lines and feeds one beat per cycle into the array once
+  the step's stationary block is in;
+* the *accumulator* walker reads the C lines the array will produce (for the read-modify-write),
+  never a line that is still waiting for its write (read-after-write across steps).
+
+The writer adds each output line of the array to its old C line and writes it back; when it
+cannot (old line not back, write port stalled) it freezes the whole array. ZERO instructions
+only write zero lines.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal
+from amaranth.hdl import EnableInserter
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.wiring import In, Out
+
+from tensorforge import isa
+from tensorforge.config import AcceleratorConfig
+from tensorforge.hw.dataflow_plan import Operand, local_banks, plan_for
+from tensorforge.hw.pe_array import PEArray, array_latency
+from tensorforge.hw.ports import (
+    ACC_ADDR_BITS,
+    SPAD_ADDR_BITS,
+    acc_read_port,
+    acc_write_port,
+    instruction_layout,
+    spad_read_port,
+)
+
+#: Read requests each walker keeps in flight: enough for one beat per cycle from a memory that
+#: answers up to ``OUTSTANDING - 1`` cycles after the request.
+OUTSTANDING = 4
+SEQ_BITS = 16
+
+
+class _Walk:
+    """One pass over the micro-loop: step counters and the addresses each step names."""
+
+    def __init__(self, m: Module, name: str, instr, operands: dict[str, tuple], bits: int):
+        self.advance = Signal(name=f"{name}_advance")
+        self.done = Signal(name=f"{name}_done", init=1)
+        self.start = Signal(name=f"{name}_start")
+        outer_index = Signal(11, name=f"{name}_o")
+        inner_index = Signal(11, name=f"{name}_i")
+        last_inner = inner_index == instr.inner - 1
+        self.last_step = last_inner & (outer_index == instr.outer - 1)
+        self.first_step = (outer_index == 0) & (inner_index == 0)
+        self.addr, self.next_addr = {}, {}
+        for operand, (base, outer, inner) in operands.items():
+            row = Signal(bits, name=f"{name}_{operand}_row")
+            addr = Signal(bits, name=f"{name}_{operand}_addr")
+            following = Signal(bits, name=f"{name}_{operand}_next")
+            m.d.comb += following.eq(Mux(last_inner, row + outer, addr + inner))
+            with m.If(self.start):
+                m.d.sync += [row.eq(base), addr.eq(base)]
+            with m.Elif(self.advance):
+                m.d.sync += addr.eq(following)
+                with m.If(last_inner):
+                    m.d.sync += row.eq(row + outer)
+            self.addr[operand], self.next_addr[operand] = addr, following
+        with m.If(self.start):
+            m.d.sync += [outer_index.eq(0), inner_index.eq(0),
+                         self.done.eq((instr.outer == 0) | (instr.inner == 0))]
+        with m.Elif(self.advance):
+            m.d.sync += inner_index.eq(Mux(last_inner, 0, inner_index + 1))
+            with m.If(last_inner):
+                m.d.sync += outer_index.eq(outer_index + 1)
+            with m.If(self.last_step):
+                m.d.sync += self.done.eq(1)
+
+
+def step_latency(config: AcceleratorConfig, read_latency: int = 1) -> int:
+    """Cycles from the edge that accepts a one-step MAC COMPUTE (outer = inner = 1) to the
+    first cycle with ``idle`` high again.
+
+    Assumes memories that never stall and answer ``read_latency`` cycles after a request
+    (``read_latency <= OUTSTANDING - 1``): the stationary lines stream in one per cycle, then
+    the beats one per cycle, then the array drains the last group and the writer writes its
+    lines one per cycle.
+    """
+    plan = plan_for(config)
+    return (
+        1  # the walkers start from the latched instruction
+        + 1  # the stationary walker picks a bank
+        + plan.stationary_lines  # stationary lines requested one per cycle
+        + 1  # the step, queued with its last request, reaches the stream walker
+        + read_latency  # its first streamed line comes back (the block is in by then)
+        + len(plan.beats)  # one beat per cycle
+        + array_latency(config) - 1  # the last group's first line leaves the array
+        + plan.lines_per_group  # its lines are written one per cycle
+        + 1  # idle is a register
+    )
+
+
+class ComputeUnit(wiring.Component):
+    """Executes COMPUTE instructions on the PE array of ``config``.
+
+    Contract: ``cmd`` is accepted only while ``idle``; ``idle`` rises again the cycle after the
+    instruction's last C line was written. Steady state: one beat per cycle, i.e. one MAC step
+    every ``len(plan.beats)`` cycles, while the memories keep up and the stationary block of
+    the next step is loaded while the current one computes (two or more PE store banks). One
+    isolated step takes `step_latency` cycles (``step_latency`` attribute: with 1-cycle reads).
+    Reads are answered in order, one response per request (``ports`` module contract).
+    """
+
+    def __init__(self, config: AcceleratorConfig) -> None:
+        self.config = config
+        self.step_latency = step_latency(config)
+        super().__init__(
+            {
+                "cmd": In(stream.Signature(instruction_layout(isa.Opcode.COMPUTE))),
+                "idle": Out(1, init=1),
+                "busy": Out(1),
+                "stall": Out(1),
+                "a_read": Out(spad_read_port(config)),
+                "b_read": Out(spad_read_port(config)),
+                "acc_read": Out(acc_read_port(config)),
+                "acc_write": Out(acc_write_port(config)),
+            }
+        )
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        config = self.config
+        self.array = array = PEArray(config)
+        self.plan, self.banks = array.plan, array.banks
+        self.freeze = freeze = Signal()
+        m.submodules.array = EnableInserter(~freeze)(array)
+
+        self.instr = instr = Signal(instruction_layout(isa.Opcode.COMPUTE))
+        running = Signal()
+        start, kick = Signal(), Signal()  # kick: the cycle after start, fields latched
+        m.d.comb += [self.cmd.ready.eq(~running), start.eq(self.cmd.valid & ~running),
+                     self.idle.eq(~running), self.busy.eq(running)]
+        m.d.sync += kick.eq(start)
+        with m.If(start):
+            m.d.sync += [instr.eq(self.cmd.payload), running.eq(1)]
+        zero_mode = instr.mode == isa.ComputeMode.ZERO
+        self.kick_mac = kick & ~zero_mode
+
+        stationary_done = self._stationary_walker(m)
+        stream_done = self._stream_walker(m)
+        acc_done, pending_empty = self._accumulator_walker_and_writer(m, kick, zero_mode)
+
+        with m.If(running & ~kick & stationary_done & stream_done & acc_done & pending_empty):
+            m.d.sync += running.eq(0)
+        waiting = [port.req.valid & ~port.req.ready
+                   for port in (self.a_read, self.b_read, self.acc_read)]
+        m.d.comb += self.stall.eq(running & (freeze | waiting[0] | waiting[1] | waiting[2]))
+        return m
+
+    def _operand_fields(self, operand: Operand) -> tuple:
+        instr = self.instr
+        if operand is Operand.A:
+            return instr.a_base, instr.a_outer, instr.a_inner
+        return instr.b_base, instr.b_outer, instr.b_inner
+
+    def _stationary_walker(self, m: Module):
+        """Reads each step's stationary block into a bank, unless a bank already holds it."""
+        plan, banks, array, freeze = self.plan, self.banks, self.array, self.freeze
+        port = {Operand.A: self.a_read, Operand.B: self.b_read}[plan.stationary]
+        walk = _Walk(m, "load", self.instr, {"s": self._operand_fields(plan.stationary)},
+                     SPAD_ADDR_BITS)
+        address = walk.addr["s"]
+        tags = [Signal(SPAD_ADDR_BITS, name=f"tag_{b}") for b in range(banks)]
+        tag_valid = [Signal(name=f"tag_valid_{b}") for b in range(banks)]
+        ready_seq = [Signal(SEQ_BITS, name=f"ready_seq_{b}") for b in range(banks)]
+        self.users = [Signal(range(64), name=f"users_{b}") for b in range(banks)]
+        self.cooling = [Signal(range(array.latency + 3), name=f"cooling_{b}")
+                        for b in range(banks)]
+        self.user_add = user_add = Signal(banks)
+        self.user_sub = Signal(banks)
+        victim = Signal(range(banks))
+        issued_seq = Signal(SEQ_BITS)  # stationary lines requested so far
+        self.loaded_seq = loaded_seq = Signal(SEQ_BITS)  # ... and written into the PE stores
+        line = Signal(range(max(plan.stationary_lines, 2)))
+        loading = Signal()
+        bank = Signal(range(banks))
+        entry = data.StructLayout({"bank": range(banks), "ready": SEQ_BITS})
+        self.steps = steps = SyncFIFO(width=entry.size, depth=4)
+        meta_layout = data.StructLayout({"bank": range(banks), "index": range(max(
+            plan.stationary_lines, 2))})
+        meta = SyncFIFO(width=meta_layout.size, depth=OUTSTANDING)
+        m.submodules.steps, m.submodules.load_meta = steps, meta
+        self.step_entry = entry
+        step_in = Signal(entry)
+        meta_in, meta_out = Signal(meta_layout), data.View(meta_layout, meta.r_data)
+        m.d.comb += [steps.w_data.eq(step_in), meta.w_data.eq(meta_in),
+                     walk.start.eq(self.kick_mac)]
+
+        hit, hit_bank = Signal(), Signal(range(banks))
+        for b in range(banks):
+            with m.If(tag_valid[b] & (tags[b] == address)):
+                m.d.comb += [hit.eq(1), hit_bank.eq(b)]
+        victim_free = Signal()
+        for b in range(banks):
+            with m.If(victim == b):
+                m.d.comb += victim_free.eq((self.users[b] == 0) & (self.cooling[b] == 0))
+
+        with m.If(self.kick_mac):
+            m.d.sync += [valid.eq(0) for valid in tag_valid]
+        with m.Elif(~walk.done & ~loading & steps.w_rdy):
+            with m.If(hit):  # the block is (or is being) loaded: reuse it
+                m.d.comb += [steps.w_en.eq(1), walk.advance.eq(1), step_in.bank.eq(hit_bank),
+                             user_add.bit_select(hit_bank, 1).eq(1)]
+                m.d.comb += step_in.ready.eq(Mux(hit_bank == 0, ready_seq[0], 0))
+                for b in range(1, banks):
+                    with m.If(hit_bank == b):
+                        m.d.comb += step_in.ready.eq(ready_seq[b])
+            with m.Elif(victim_free):
+                m.d.sync += [loading.eq(1), line.eq(0), bank.eq(victim),
+                             victim.eq(Mux(victim == banks - 1, 0, victim + 1))]
+                for b in range(banks):
+                    with m.If(victim == b):
+                        m.d.sync += [tags[b].eq(address), tag_valid[b].eq(1),
+                                     ready_seq[b].eq(issued_seq + plan.stationary_lines)]
+        with m.If(loading):
+            m.d.comb += [port.req.valid.eq(meta.w_rdy), port.req.payload.eq(address + line),
+                         meta_in.bank.eq(bank), meta_in.index.eq(line),
+                         meta.w_en.eq(port.req.valid & port.req.ready)]
+            with m.If(port.req.valid & port.req.ready):
+                m.d.sync += [issued_seq.eq(issued_seq + 1), line.eq(line + 1)]
+                with m.If(line == plan.stationary_lines - 1):
+                    m.d.sync += loading.eq(0)
+                    m.d.comb += [steps.w_en.eq(1), walk.advance.eq(1), step_in.bank.eq(bank),
+                                 step_in.ready.eq(issued_seq + 1),
+                                 user_add.bit_select(bank, 1).eq(1)]
+        take = port.resp.valid & meta.r_rdy & ~freeze  # straight into the PE stores
+        m.d.comb += [array.load.valid.eq(take), array.load.payload.bank.eq(meta_out.bank),
+                     array.load.payload.index.eq(meta_out.index),
+                     array.load.payload.line.eq(port.resp.payload),
+                     port.resp.ready.eq(meta.r_rdy & ~freeze), meta.r_en.eq(take)]
+        with m.If(take):
+            m.d.sync += loaded_seq.eq(loaded_seq + 1)
+        for b in range(banks):
+            m.d.sync += self.users[b].eq(self.users[b] + user_add[b] - self.user_sub[b])
+        return walk.done & ~loading
+
+    def _stream_walker(self, m: Module):
+        """Reads the streamed lines and feeds them to the array as beats, one per cycle."""
+        plan, banks, array, freeze = self.plan, self.banks, self.array, self.freeze
+        port = {Operand.A: self.a_read, Operand.B: self.b_read}[plan.streamed]
+        walk = _Walk(m, "stream", self.instr,
+                     {"t": self._operand_fields(plan.streamed),
+                      "c": (self.instr.acc_base, self.instr.acc_outer, self.instr.acc_inner)},
+                     SPAD_ADDR_BITS)
+        m.d.comb += walk.start.eq(self.kick_mac)
+        beat_index = Signal(range(len(plan.beats)))
+        step = data.View(self.step_entry, self.steps.r_data)
+        meta_layout = data.StructLayout({
+            "first": 1, "last": 1, "slot": range(plan.slots), "columns": plan.cols,
+            "bank": range(banks), "ready": SEQ_BITS, "step_end": 1})
+        meta = SyncFIFO(width=meta_layout.size, depth=OUTSTANDING)
+        m.submodules.beat_meta = meta
+        meta_in, meta_out = Signal(meta_layout), data.View(meta_layout, meta.r_data)
+        m.d.comb += meta.w_data.eq(meta_in)
+
+        line_offset = Signal(range(max(beat.line for beat in plan.beats) + 1))
+        with m.Switch(beat_index):
+            for index, beat in enumerate(plan.beats):
+                with m.Case(index):
+                    m.d.comb += [line_offset.eq(beat.line), meta_in.first.eq(beat.first),
+                                 meta_in.last.eq(beat.last), meta_in.slot.eq(beat.slot),
+                                 meta_in.columns.eq(beat.columns)]
+        step_end = beat_index == len(plan.beats) - 1
+        if plan.groups_span_steps:  # os: the outputs stay in the PEs while C does not move
+            previous_acc = Signal(ACC_ADDR_BITS)
+            continues = ~walk.first_step & (previous_acc == walk.addr["c"])
+            continued = ~walk.last_step & (walk.next_addr["c"] == walk.addr["c"])
+            with m.If(continues):
+                m.d.comb += meta_in.first.eq(0)
+            with m.If(continued):
+                m.d.comb += meta_in.last.eq(0)
+            with m.If(walk.advance):
+                m.d.sync += previous_acc.eq(walk.addr["c"])
+        m.d.comb += [meta_in.bank.eq(step.bank), meta_in.ready.eq(step.ready),
+                     meta_in.step_end.eq(step_end)]
+        with m.If(~walk.done & self.steps.r_rdy & ~self.kick_mac):
+            m.d.comb += [port.req.valid.eq(meta.w_rdy),
+                         port.req.payload.eq(walk.addr["t"] + line_offset),
+                         meta.w_en.eq(port.req.valid & port.req.ready)]
+            with m.If(port.req.valid & port.req.ready):
+                m.d.sync += beat_index.eq(Mux(step_end, 0, beat_index + 1))
+                with m.If(step_end):
+                    m.d.comb += [walk.advance.eq(1), self.steps.r_en.eq(1)]
+
+        lead = Signal(SEQ_BITS)  # stationary lines loaded beyond what this beat needs
+        m.d.comb += lead.eq(self.loaded_seq - meta_out.ready)
+        ahead = ~lead[-1]
+        take = port.resp.valid & meta.r_rdy & ahead & ~freeze
+        m.d.comb += [
+            port.resp.ready.eq(take), meta.r_en.eq(take),
+            array.beat.valid.eq(take),
+            array.beat.payload.first.eq(meta_out.first), array.beat.payload.last.eq(meta_out.last),
+            array.beat.payload.slot.eq(meta_out.slot), array.beat.payload.bank.eq(meta_out.bank),
+            array.beat.payload.columns.eq(meta_out.columns),
+            array.beat.payload.line.eq(port.resp.payload),
+        ]
+        for b in range(banks):
+            with m.If(take & (meta_out.bank == b)):
+                m.d.sync += self.cooling[b].eq(array.latency + 2)
+                m.d.comb += self.user_sub[b].eq(meta_out.step_end)
+            with m.Elif(~freeze & (self.cooling[b] != 0)):
+                m.d.sync += self.cooling[b].eq(self.cooling[b] - 1)
+        return walk.done & ~meta.r_rdy
+
+    def _accumulator_walker_and_writer(self, m: Module, kick, zero_mode):
+        """Reads old C lines (never one still waiting for its write); writes the sums back.
+
+        ZERO instructions use the same walker to write zero lines instead.
+        """
+        plan, array, freeze = self.plan, self.array, self.freeze
+        config = self.config
+        walk = _Walk(m, "acc", self.instr,
+                     {"c": (self.instr.acc_base, self.instr.acc_outer, self.instr.acc_inner)},
+                     ACC_ADDR_BITS)
+        m.d.comb += walk.start.eq(kick)
+        address = walk.addr["c"]
+        produces = Signal()  # this step ends its groups (os: the next step moves C)
+        continued = ~walk.last_step & (walk.next_addr["c"] == address)
+        m.d.comb += produces.eq(~continued if plan.groups_span_steps else 1)
+        zero_lines = config.blocks["C"].lines
+        count = max(len(plan.output_lines), zero_lines)
+        index = Signal(range(count + 1))
+        offset = Signal(range(count + 1))
+        with m.Switch(index):
+            for i, line in enumerate(plan.output_lines):
+                with m.Case(i):
+                    m.d.comb += offset.eq(line)
+        lines_in_step = Mux(zero_mode, zero_lines, len(plan.output_lines))
+        advance_line = Signal()
+        with m.If(advance_line):
+            with m.If(index == lines_in_step - 1):
+                m.d.sync += index.eq(0)
+                m.d.comb += walk.advance.eq(1)
+            with m.Else():
+                m.d.sync += index.eq(index + 1)
+        with m.If(kick):
+            m.d.sync += index.eq(0)
+
+        # lines read but not yet written back: their addresses, oldest first
+        depth = max(4, 2 * plan.lines_per_group) + OUTSTANDING
+        pending = [Signal(ACC_ADDR_BITS, name=f"pending_{i}") for i in range(depth)]
+        pending_valid = Signal(depth)
+        head, tail = Signal(range(depth)), Signal(range(depth))
+        old = SyncFIFO(width=len(self.acc_read.resp.payload.as_value()), depth=depth)
+        m.submodules.old_lines = old
+
+        target = Signal(ACC_ADDR_BITS)
+        m.d.comb += target.eq(address + Mux(zero_mode, index, offset))
+        hazard = Signal()
+        for i in range(depth):
+            with m.If(pending_valid[i] & (pending[i] == target)):
+                m.d.comb += hazard.eq(1)
+        full = pending_valid.bit_select(tail, 1)
+        push, pop = Signal(), Signal()
+        active = ~walk.done & ~kick
+        with m.If(active & zero_mode):
+            m.d.comb += [self.acc_write.req.valid.eq(1),
+                         self.acc_write.req.payload.addr.eq(target),
+                         self.acc_write.req.payload.mask.eq(-1),
+                         advance_line.eq(self.acc_write.req.ready)]
+        with m.Elif(active & ~produces):
+            m.d.comb += walk.advance.eq(1)  # os: the group goes on in the next step
+        with m.Elif(active):
+            m.d.comb += [self.acc_read.req.valid.eq(~hazard & ~full),
+                         self.acc_read.req.payload.eq(target)]
+            with m.If(self.acc_read.req.valid & self.acc_read.req.ready):
+                m.d.comb += [push.eq(1), advance_line.eq(1)]
+        m.d.comb += [old.w_data.eq(self.acc_read.resp.payload),
+                     old.w_en.eq(self.acc_read.resp.valid),
+                     self.acc_read.resp.ready.eq(old.w_rdy)]
+
+        # the writer: array line + old line -> accumulator
+        old_line = data.View(self.acc_read.resp.payload.shape(), old.r_data)
+        with m.If(~zero_mode):
+            m.d.comb += [
+                self.acc_write.req.valid.eq(array.out.valid & old.r_rdy),
+                self.acc_write.req.payload.addr.eq(Mux(head == 0, pending[0], 0)),
+                self.acc_write.req.payload.mask.eq(-1),
+            ]
+            for i in range(1, depth):
+                with m.If(head == i):
+                    m.d.comb += self.acc_write.req.payload.addr.eq(pending[i])
+            for e in range(config.acc_line_elems):
+                m.d.comb += self.acc_write.req.payload.data[e].eq(
+                    array.out.payload[e] + old_line[e])
+            with m.If(self.acc_write.req.valid & self.acc_write.req.ready):
+                m.d.comb += [pop.eq(1), old.r_en.eq(1)]
+            m.d.comb += freeze.eq(array.out.valid & ~(old.r_rdy & self.acc_write.req.ready))
+
+        def step(pointer):
+            return Mux(pointer == depth - 1, 0, pointer + 1)
+
+        with m.If(push):
+            m.d.sync += [tail.eq(step(tail))]
+            for i in range(depth):
+                with m.If(tail == i):
+                    m.d.sync += pending[i].eq(target)
+        set_bits = Mux(push, 1 << tail, 0)
+        clear_bits = Mux(pop, 1 << head, 0)
+        m.d.sync += pending_valid.eq((pending_valid | set_bits) & ~clear_bits)
+        with m.If(pop):
+            m.d.sync += head.eq(step(head))
+        return walk.done, pending_valid == 0
