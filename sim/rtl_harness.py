@@ -30,7 +30,8 @@ Usage (a test module; the bench is an ordinary cocotb module)::
         assert len(results.passed) == 1
 
 ``run`` raises :class:`SimulationError` naming each failing cocotb test, its message and the
-seed to rerun with. On the cocotb side, :func:`bench_config` returns the ``config`` mapping.
+seed to rerun with. On the cocotb side, ``tensorforge.sim.bench_support.bench_config()``
+returns the ``config`` mapping.
 Waveforms: ``WAVES=1`` in the environment (it wins, as in cocotb) or ``waves=True`` builds a
 separate model with ``--trace-fst``; each run then writes ``dump.fst`` into its test directory
 and ``results.waveform`` is its path. Verilator's FST writer needs ``lz4.h`` (Debian
@@ -40,8 +41,6 @@ and ``results.waveform`` is its path. Verilator's FST writer needs ``lz4.h`` (De
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import importlib.metadata
 import json
 import logging
 import os
@@ -58,30 +57,18 @@ from typing import Any
 from amaranth.back import verilog
 from amaranth.lib import wiring
 
-from tensorforge.errors import SimulationError, ToolError
-from tensorforge.hashing import stable_hash
-from tensorforge.paths import cache_subdir
-from tensorforge.sim.rtl_results import RtlResults, crashed_run_error, log_tail, parse_results
-from tensorforge.sim.verilator_env import (
-    VerilatorInstall,
-    build_make_variables,
-    ensure_verilator_env,
-    fst_supported,
+from tensorforge.errors import SimulationError
+from tensorforge.sim.bench_support import CONFIG_ENV
+from tensorforge.sim.rtl_build import (
+    DEFAULT_BUILD_OPTIONS,
+    build_into_cache,
+    cocotb_runner,
+    read_manifest,
 )
+from tensorforge.sim.rtl_results import RtlResults, crashed_run_error, parse_results
+from tensorforge.sim.verilator_env import VerilatorInstall, ensure_verilator_env, fst_supported
 
 logger = logging.getLogger(__name__)
-
-#: Bumped when the layout of a cached model changes, so old entries are not trusted.
-_CACHE_FORMAT = "rtl-model-1"
-_MANIFEST = "model.json"
-#: The environment variable that carries ``run(config=...)`` to the cocotb side, as JSON.
-CONFIG_ENV = "TENSORFORGE_BENCH_CONFIG"
-
-#: Verilator options for every build. Amaranth's netlists trip style lints that are not bugs,
-#: so warnings are reported but not fatal. ``-O2`` on the C++ (instead of Verilator's ``-Os``)
-#: measured faster to build (MAC: ~6.5 s vs ~9 s on 2 cores) and as fast to run; ``-O0``
-#: builds in ~4 s but simulates ~40% slower, which larger designs would feel.
-DEFAULT_BUILD_OPTIONS: tuple[str, ...] = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "-CFLAGS", "-O2")
 
 Design = wiring.Component | Path | str
 
@@ -114,42 +101,6 @@ def waves_requested(waves: bool | None = None) -> bool:
     return bool(waves)
 
 
-def bench_config() -> dict[str, Any]:
-    """On the cocotb side: the ``config`` mapping given to :meth:`RtlModel.run` (empty if none)."""
-    text = os.environ.get(CONFIG_ENV, "")
-    return json.loads(text) if text else {}
-
-
-@contextlib.contextmanager
-def _exclusive_lock(lock_path: Path) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``lock_path``; other processes wait until it is released."""
-    with open(lock_path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-@contextlib.contextmanager
-def _environment(updates: Mapping[str, str]) -> Iterator[None]:
-    """Set environment variables for the duration of a runner call.
-
-    cocotb's runner copies ``os.environ`` into its subprocesses and offers no other way in
-    for ``make`` variables at build time.
-    """
-    saved = {name: os.environ.get(name) for name in updates}
-    os.environ.update(updates)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
 @contextlib.contextmanager
 def _importable_from(directory: Path | None) -> Iterator[None]:
     """Put ``directory`` on ``sys.path`` while the runner reads it to set the sim's PYTHONPATH."""
@@ -162,21 +113,6 @@ def _importable_from(directory: Path | None) -> Iterator[None]:
     finally:
         with contextlib.suppress(ValueError):
             sys.path.remove(str(directory))
-
-
-def _makeflags(install: VerilatorInstall) -> str:
-    variables = " ".join(
-        f"{name}={value.replace(' ', chr(92) + ' ')}"
-        for name, value in build_make_variables(install).items()
-    )
-    existing = os.environ.get("MAKEFLAGS", "").strip()
-    return f"{existing} {variables}".strip()
-
-
-def _runner() -> Any:
-    from cocotb_tools.runner import get_runner  # imported late: costs ~0.2 s
-
-    return get_runner("verilator")
 
 
 @dataclass(frozen=True)
@@ -219,9 +155,10 @@ class RtlModel:
         """Run the cocotb tests of ``test_module`` on this model; raise if any fails.
 
         ``test_module`` is an importable module name or the path of a ``.py`` bench. ``config``
-        reaches the bench as :func:`bench_config`; ``seed`` becomes ``COCOTB_RANDOM_SEED``
-        (a fresh one is drawn, and reported on failure, when it is None). ``testcase`` selects
-        tests by name, including tests marked ``skip=True`` (cocotb runs those when named).
+        reaches the bench as ``bench_support.bench_config()``; ``seed`` becomes
+        ``COCOTB_RANDOM_SEED`` (a fresh one is drawn, and reported on failure, when it is None).
+        ``testcase`` selects tests by name, including tests marked ``skip=True`` (cocotb runs
+        those when named).
         Without ``test_dir`` the run uses a temporary directory, removed after a passing run
         that recorded no waveform.
         """
@@ -229,8 +166,11 @@ class RtlModel:
         if seed is None:
             seed = random.SystemRandom().randrange(1 << 31)
         own_test_dir = test_dir is None
-        test_dir = Path(tempfile.mkdtemp(prefix=f"tensorforge-rtl-{self.top}-")) if own_test_dir \
+        test_dir = (
+            Path(tempfile.mkdtemp(prefix=f"tensorforge-rtl-{self.top}-"))
+            if own_test_dir
             else Path(test_dir).resolve()
+        )
         test_dir.mkdir(parents=True, exist_ok=True)
         module_dir = None
         if isinstance(test_module, Path):
@@ -242,7 +182,7 @@ class RtlModel:
         log_path = test_dir / "sim.log"
         waveform = test_dir / f"dump.{self.trace_format}" if self.trace_format else None
 
-        runner = _runner()
+        runner = cocotb_runner()
         started = time.perf_counter()
         failure_cause = ""
         with _importable_from(module_dir):
@@ -264,8 +204,9 @@ class RtlModel:
             except (RuntimeError, SystemExit) as error:
                 # Under pytest the runner exits on failed tests; the results file says which.
                 failure_cause = f"{type(error).__name__}: {error}"
-        logger.info("%s: cocotb run took %.2f s (%s)", self.top, time.perf_counter() - started,
-                    log_path)
+        logger.info(
+            "%s: cocotb run took %.2f s (%s)", self.top, time.perf_counter() - started, log_path
+        )
         if not results_xml.is_file():
             raise crashed_run_error(self.top, seed, log_path, failure_cause or "no results")
         results = RtlResults(
@@ -284,61 +225,11 @@ class RtlModel:
         return results
 
 
-def model_key(verilog_text: str, top: str, build_options: Sequence[str],
-              trace_format: str | None, install: VerilatorInstall) -> str:
-    """The cache key of a model: everything that changes the compiled binary."""
-    return stable_hash(
-        _CACHE_FORMAT,
-        verilog_text,
-        top,
-        list(build_options),
-        trace_format,
-        install.version,
-        importlib.metadata.version("cocotb"),
-    )
-
-
-def _load_model(directory: Path, top: str, key: str, was_built: bool) -> RtlModel:
-    manifest = json.loads((directory / _MANIFEST).read_text())
-    return RtlModel(top=top, directory=directory, key=key, trace_format=manifest["trace_format"],
-                    was_built=was_built, build_seconds=float(manifest["build_seconds"]))
-
-
 def _trace_format(install: VerilatorInstall) -> str:
     if fst_supported(install.cxx):
         return "fst"
     logger.warning("lz4.h not found (apt-get install liblz4-dev): waveforms are VCD, not FST")
     return "vcd"
-
-
-def _compile(staging: Path, verilog_text: str, top: str, build_options: Sequence[str],
-             trace_format: str | None, install: VerilatorInstall) -> float:
-    """Run Verilator and make in ``staging``; return the seconds it took."""
-    source = staging / f"{top}.v"
-    source.write_text(verilog_text)
-    build_log = staging / "build.log"
-    # cocotb's runner adds --trace (VCD) for waves=True; --trace-fst switches the format.
-    options = [*build_options, *(["--trace-fst"] if trace_format == "fst" else [])]
-    started = time.perf_counter()
-    try:
-        with _environment({"MAKEFLAGS": _makeflags(install)}):
-            _runner().build(
-                sources=[source],
-                hdl_toplevel=top,
-                build_args=options,
-                build_dir=staging,
-                waves=trace_format is not None,
-                timescale=("1ns", "1ps"),
-                log_file=build_log,
-            )
-    except (RuntimeError, SystemExit) as error:
-        raise ToolError(
-            "verilator",
-            f"building the model of {top} failed ({error}); options {options}",
-            log_tail(build_log, 60),
-            log_lines=60,
-        ) from error
-    return time.perf_counter() - started
 
 
 def build_model(
@@ -357,28 +248,15 @@ def build_model(
     install = ensure_verilator_env()
     trace_format = _trace_format(install) if waves_requested(waves) else None
     verilog_text = design_verilog(design, top)
-    key = model_key(verilog_text, top, build_options, trace_format, install)
-    cache = cache_subdir("verilator")
-    directory = cache / f"{top}-{key}"
-    if (directory / _MANIFEST).is_file():
-        return _load_model(directory, top, key, was_built=False)
-
-    with _exclusive_lock(cache / f"{top}-{key}.lock"):
-        if (directory / _MANIFEST).is_file():  # another process built it while we waited
-            return _load_model(directory, top, key, was_built=False)
-        staging = Path(tempfile.mkdtemp(prefix=f".{top}-{key}.", dir=cache))
-        try:
-            seconds = _compile(staging, verilog_text, top, build_options, trace_format, install)
-            manifest = {"top": top, "key": key, "build_seconds": round(seconds, 3),
-                        "build_options": list(build_options), "trace_format": trace_format,
-                        "verilator": install.version}
-            (staging / _MANIFEST).write_text(json.dumps(manifest, indent=2))
-            if directory.exists():  # debris of a build killed before the manifest existed
-                shutil.rmtree(directory)
-            staging.rename(directory)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-    logger.info("built Verilator model %s in %.1f s (%s)", top, seconds, directory)
-    return RtlModel(top=top, directory=directory, key=key, trace_format=trace_format,
-                    was_built=True, build_seconds=seconds)
+    directory, key, was_built = build_into_cache(
+        verilog_text, top, build_options, trace_format, install
+    )
+    manifest = read_manifest(directory)
+    return RtlModel(
+        top=top,
+        directory=directory,
+        key=key,
+        trace_format=manifest["trace_format"],
+        was_built=was_built,
+        build_seconds=float(manifest["build_seconds"]),
+    )

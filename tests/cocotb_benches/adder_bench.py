@@ -8,7 +8,7 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge
 
-from tensorforge.sim.rtl_harness import bench_config
+from tensorforge.sim.bench_support import bench_config
 
 
 @cocotb.test()

@@ -16,7 +16,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge
 
 from tensorforge.hw.mac import mac_reference
-from tensorforge.sim.rtl_harness import bench_config
+from tensorforge.sim.bench_support import bench_config
 
 CLOCK_PERIOD_NS = 10
 
@@ -74,8 +74,12 @@ class MacTestbench:
                     f"valid={stimulus.valid[cycle - 1]}, clear={stimulus.clear[cycle - 1]})"
                 )
             if cycle < cycles:
-                self._drive(int(stimulus.a[cycle]), int(stimulus.b[cycle]),
-                            bool(stimulus.valid[cycle]), bool(stimulus.clear[cycle]))
+                self._drive(
+                    int(stimulus.a[cycle]),
+                    int(stimulus.b[cycle]),
+                    bool(stimulus.valid[cycle]),
+                    bool(stimulus.clear[cycle]),
+                )
             await FallingEdge(self.dut.clk)
         return cycles
 
