@@ -1,0 +1,276 @@
+"""AXI4 and AXI4-Lite signatures, the INCR burst planner and the read-channel arbiter.
+
+Signatures are flat (one member per AXI signal, named exactly as in the AXI spec), written from
+the manager's side. Amaranth flattens a port ``m_axi`` of such a signature into Verilog ports
+``m_axi__araddr``, ``m_axi__rdata``, ..., which cocotbext-axi finds with
+``AxiBus.from_prefix(dut, "m_axi", bus_separator="__")``.
+
+Only the INCR burst type is used. Every burst the DMA issues starts on a bus-aligned address,
+has at most ``max_burst`` beats and never crosses a 4 KiB boundary (AXI4 A3.4.1).
+"""
+
+from __future__ import annotations
+
+import enum
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import enum as hdl_enum
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+ADDR_BITS = 32
+BOUNDARY_BYTES = 4096  # an AXI burst must not cross a 4 KiB address boundary
+
+
+class Burst(hdl_enum.Enum, shape=2):
+    FIXED = 0
+    INCR = 1
+    WRAP = 2
+
+
+class Response(hdl_enum.Enum, shape=2):
+    OKAY = 0
+    EXOKAY = 1
+    SLVERR = 2
+    DECERR = 3
+
+
+class ReadId(enum.IntEnum):
+    """AXI IDs of the two read managers behind `AxiReadArbiter`; the R channel routes by them."""
+
+    LOAD = 0
+    FETCH = 1
+
+
+ID_BITS = 1
+
+
+def size_code(data_bits: int) -> int:
+    """AxSIZE for full-width beats: log2 of the bytes per beat."""
+    return (data_bits // 8).bit_length() - 1
+
+
+def axi_read_members(data_bits: int, addr_bits: int = ADDR_BITS, id_bits: int = ID_BITS) -> dict:
+    return {
+        "arid": Out(id_bits),
+        "araddr": Out(addr_bits),
+        "arlen": Out(8),
+        "arsize": Out(3),
+        "arburst": Out(Burst),
+        "arlock": Out(1),
+        "arcache": Out(4),
+        "arprot": Out(3),
+        "arvalid": Out(1),
+        "arready": In(1),
+        "rid": In(id_bits),
+        "rdata": In(data_bits),
+        "rresp": In(Response),
+        "rlast": In(1),
+        "rvalid": In(1),
+        "rready": Out(1),
+    }
+
+
+def axi_write_members(data_bits: int, addr_bits: int = ADDR_BITS, id_bits: int = ID_BITS) -> dict:
+    return {
+        "awid": Out(id_bits),
+        "awaddr": Out(addr_bits),
+        "awlen": Out(8),
+        "awsize": Out(3),
+        "awburst": Out(Burst),
+        "awlock": Out(1),
+        "awcache": Out(4),
+        "awprot": Out(3),
+        "awvalid": Out(1),
+        "awready": In(1),
+        "wdata": Out(data_bits),
+        "wstrb": Out(data_bits // 8),
+        "wlast": Out(1),
+        "wvalid": Out(1),
+        "wready": In(1),
+        "bid": In(id_bits),
+        "bresp": In(Response),
+        "bvalid": In(1),
+        "bready": Out(1),
+    }
+
+
+def axi_read_signature(data_bits: int) -> wiring.Signature:
+    """AR and R channels of an AXI4 manager."""
+    return wiring.Signature(axi_read_members(data_bits))
+
+
+def axi_write_signature(data_bits: int) -> wiring.Signature:
+    """AW, W and B channels of an AXI4 manager."""
+    return wiring.Signature(axi_write_members(data_bits))
+
+
+def axi_signature(data_bits: int) -> wiring.Signature:
+    """A full AXI4 manager (all five channels)."""
+    return wiring.Signature({**axi_write_members(data_bits), **axi_read_members(data_bits)})
+
+
+def axi_lite_signature(addr_bits: int, data_bits: int = 32) -> wiring.Signature:
+    """An AXI4-Lite manager; a register file takes it flipped (``In(...)``)."""
+    return wiring.Signature(
+        {
+            "awaddr": Out(addr_bits),
+            "awprot": Out(3),
+            "awvalid": Out(1),
+            "awready": In(1),
+            "wdata": Out(data_bits),
+            "wstrb": Out(data_bits // 8),
+            "wvalid": Out(1),
+            "wready": In(1),
+            "bresp": In(Response),
+            "bvalid": In(1),
+            "bready": Out(1),
+            "araddr": Out(addr_bits),
+            "arprot": Out(3),
+            "arvalid": Out(1),
+            "arready": In(1),
+            "rdata": In(data_bits),
+            "rresp": In(Response),
+            "rvalid": In(1),
+            "rready": Out(1),
+        }
+    )
+
+
+def drive_fixed_fields(m: Module, bus, prefix: str, data_bits: int) -> None:
+    """Tie the per-burst constants: full-width INCR beats, normal non-cacheable data access."""
+    m.d.comb += [
+        getattr(bus, f"{prefix}size").eq(size_code(data_bits)),
+        getattr(bus, f"{prefix}burst").eq(Burst.INCR),
+        getattr(bus, f"{prefix}lock").eq(0),
+        getattr(bus, f"{prefix}cache").eq(0b0011),  # normal, non-cacheable, bufferable
+        getattr(bus, f"{prefix}prot").eq(0),
+    ]
+
+
+def plan_bursts(start: int, length: int, bus_bytes: int, max_burst: int) -> list[tuple[int, int]]:
+    """Reference burst plan: ``[(aligned address, beats), ...]`` covering bytes [start, +length).
+
+    The hardware (`BurstPlanner`) issues exactly this sequence; tests compare against it.
+    """
+    if length <= 0:
+        return []
+    address = start - start % bus_bytes
+    beats = -(-(start % bus_bytes + length) // bus_bytes)
+    plan = []
+    while beats:
+        to_boundary = (BOUNDARY_BYTES - address % BOUNDARY_BYTES) // bus_bytes
+        count = min(beats, max_burst, to_boundary)
+        plan.append((address, count))
+        address += count * bus_bytes
+        beats -= count
+    return plan
+
+
+class BurstPlanner:
+    """Splits one transfer into INCR bursts; a helper that adds its logic to a module.
+
+    `start(m, address, beats)` loads a bus-aligned start address and a beat count;
+    ``address``/``beats`` then hold the next burst, `advance(m)` moves past it, and ``empty``
+    says no beats are left. One burst per cycle at most (the address channel's rate).
+    """
+
+    def __init__(self, bus_bytes: int, max_burst: int, name: str) -> None:
+        self.bus_bytes = bus_bytes
+        self.max_burst = max_burst
+        self.next_address = Signal(ADDR_BITS, name=f"{name}_next_address")
+        self.remaining = Signal(ADDR_BITS, name=f"{name}_remaining_beats")
+        self.address = self.next_address
+        self.beats = Signal(range(max_burst + 1), name=f"{name}_burst_beats")
+        self.empty = Signal(name=f"{name}_empty")
+
+    def elaborate_into(self, m: Module) -> None:
+        beat_shift = self.bus_bytes.bit_length() - 1
+        offset = self.next_address[:12]
+        to_boundary = Signal(range(BOUNDARY_BYTES // self.bus_bytes + 1))
+        m.d.comb += to_boundary.eq((BOUNDARY_BYTES - offset) >> beat_shift)
+        limit = Signal(range(BOUNDARY_BYTES // self.bus_bytes + 1))
+        m.d.comb += [
+            limit.eq(Mux(to_boundary < self.max_burst, to_boundary, self.max_burst)),
+            self.beats.eq(Mux(self.remaining < limit, self.remaining, limit)),
+            self.empty.eq(self.remaining == 0),
+        ]
+
+    def start(self, m: Module, address, beats) -> None:
+        m.d.sync += [self.next_address.eq(address), self.remaining.eq(beats)]
+
+    def advance(self, m: Module) -> None:
+        m.d.sync += [
+            self.next_address.eq(
+                self.next_address + (self.beats << (self.bus_bytes.bit_length() - 1))
+            ),
+            self.remaining.eq(self.remaining - self.beats),
+        ]
+
+
+class AxiReadArbiter(wiring.Component):
+    """Two AXI4 read managers (load unit, instruction fetch) share one read channel pair.
+
+    AR requests alternate when both wait (round robin, one per cycle); each manager drives its
+    own ``arid`` (`ReadId`) and R beats go back to the manager named by ``rid``. No latency is
+    added: AR and R pass through combinationally.
+    """
+
+    latency = 0
+
+    def __init__(self, data_bits: int) -> None:
+        sig = axi_read_signature(data_bits)
+        super().__init__({"load": In(sig), "fetch": In(sig), "bus": Out(sig)})
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        managers = {ReadId.LOAD: self.load, ReadId.FETCH: self.fetch}
+        fetch_first = Signal()
+        # A granted AR stays granted until its handshake (AXI: ARVALID must not drop early).
+        holding = Signal()
+        held = Signal(ReadId)
+        choice = Signal(ReadId)
+        with m.If(holding):
+            m.d.comb += choice.eq(held)
+        with m.Elif(self.fetch.arvalid & (fetch_first | ~self.load.arvalid)):
+            m.d.comb += choice.eq(ReadId.FETCH)
+        with m.Else():
+            m.d.comb += choice.eq(ReadId.LOAD)
+        for ident, manager in managers.items():
+            with m.If(choice == ident):
+                m.d.comb += [
+                    self.bus.arid.eq(ident),
+                    self.bus.araddr.eq(manager.araddr),
+                    self.bus.arlen.eq(manager.arlen),
+                    self.bus.arsize.eq(manager.arsize),
+                    self.bus.arburst.eq(manager.arburst),
+                    self.bus.arlock.eq(manager.arlock),
+                    self.bus.arcache.eq(manager.arcache),
+                    self.bus.arprot.eq(manager.arprot),
+                    self.bus.arvalid.eq(manager.arvalid),
+                    manager.arready.eq(self.bus.arready),
+                ]
+            with m.If(self.bus.rid == ident):
+                m.d.comb += [manager.rvalid.eq(self.bus.rvalid), self.bus.rready.eq(manager.rready)]
+            m.d.comb += [
+                manager.rid.eq(self.bus.rid),
+                manager.rdata.eq(self.bus.rdata),
+                manager.rresp.eq(self.bus.rresp),
+                manager.rlast.eq(self.bus.rlast),
+            ]
+        with m.If(self.bus.arvalid & self.bus.arready):
+            m.d.sync += [holding.eq(0), fetch_first.eq(choice == ReadId.LOAD)]
+        with m.Elif(self.bus.arvalid):
+            m.d.sync += [holding.eq(1), held.eq(choice)]
+        return m
+
+
+def forward(m: Module, inner, outer) -> None:
+    """Wire every member of ``inner`` (a submodule's manager port) to the same-named member of
+    ``outer`` (a wider manager port of the enclosing component, e.g. read channels into a full
+    AXI4 port)."""
+    for name, member in inner.signature.members.items():
+        if member.flow == wiring.Out:
+            m.d.comb += getattr(outer, name).eq(getattr(inner, name))
+        else:
+            m.d.comb += getattr(inner, name).eq(getattr(outer, name))

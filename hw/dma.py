@@ -1,0 +1,363 @@
+"""The DMA: a load unit (DRAM -> scratchpad/accumulator) and a store unit (accumulator -> DRAM).
+
+Both are AXI4 managers moving one tile row (one buffer line) at a time: a row's bytes are
+covered by bus-aligned INCR bursts of at most ``dma.max_burst`` beats that never cross a 4 KiB
+boundary (`tensorforge.hw.axi.plan_bursts` is the reference plan). Element addresses need not
+be bus-aligned: the load unit shifts each beat into place in a line buffer, the store unit
+shifts the line into beats and marks the valid bytes with ``wstrb``. Rows longer than a buffer
+line are cut to the line (the ISA's ``row_len`` cannot usefully exceed it).
+
+The load unit reads on its own AR/R channels and the store unit writes on AW/W/B, so a LOAD
+and a STORE run at the same time on one AXI port; the top level shares the read channels with
+the instruction fetch through `AxiReadArbiter`.
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from tensorforge.config import AcceleratorConfig
+from tensorforge.hw.axi import (
+    ADDR_BITS,
+    BurstPlanner,
+    ReadId,
+    Response,
+    axi_read_signature,
+    axi_write_signature,
+    drive_fixed_fields,
+)
+from tensorforge.hw.ports import (
+    acc_read_port,
+    acc_write_port,
+    instruction_layout,
+    spad_write_port,
+)
+from tensorforge.isa import Buffer, Opcode
+
+
+def _log2(value: int) -> int:
+    return value.bit_length() - 1
+
+
+class _RowGeometry:
+    """Byte geometry of one row: where it starts in DRAM, how many bytes, how many beats."""
+
+    def __init__(
+        self, m: Module, bus_bytes: int, start, row_len, line_elems, elem_shift, line_bytes: int
+    ) -> None:
+        elems = Signal(range(line_elems + 1))
+        m.d.comb += elems.eq(Mux(row_len > line_elems, line_elems, row_len))
+        self.start = start
+        self.bytes = Signal(range(line_bytes + 1))
+        self.offset = Signal(range(bus_bytes))  # start's byte lane in its beat
+        self.beats = Signal(range(line_bytes // bus_bytes + 3))
+        self.aligned = Signal(ADDR_BITS)
+        m.d.comb += [
+            self.bytes.eq(elems << elem_shift),
+            self.offset.eq(start[: _log2(bus_bytes)] if bus_bytes > 1 else 0),
+            self.aligned.eq(start & ~Const(bus_bytes - 1, ADDR_BITS)),
+            self.beats.eq((self.offset + self.bytes + bus_bytes - 1) >> _log2(bus_bytes)),
+        ]
+
+
+def _byte_mask(m: Module, count, total: int, name: str) -> Signal:
+    """``total`` bits, the low ``count`` of them set."""
+    mask = Signal(total, name=name)
+    m.d.comb += mask.eq(Cat(count > index for index in range(total)))
+    return mask
+
+
+def _expand_bytes(mask) -> Cat:
+    """Each mask bit widened to a byte of ones."""
+    return Cat(bit.replicate(8) for bit in mask)
+
+
+class LoadUnit(wiring.Component):
+    """Executes LOAD: 2D strided DRAM tile -> scratchpad or accumulator lines, with padding.
+
+    Contract: one LOAD at a time; ``idle`` falls in the cycle after ``cmd`` is accepted and rises
+    when the last line is written. Per row: the read bursts, then one line write; zero lines
+    (padding, ``row_len`` 0) take one cycle each. ``beats_per_cycle`` = 1 while a burst streams.
+    ``error`` is sticky: an R beat came back with a response other than OKAY.
+    """
+
+    beats_per_cycle = 1
+
+    def __init__(self, config: AcceleratorConfig) -> None:
+        self.config = config
+        super().__init__(
+            {
+                "cmd": In(stream.Signature(instruction_layout(Opcode.LOAD))),
+                "idle": Out(1),
+                "error": Out(1),
+                "axi": Out(axi_read_signature(config.dma.bus_bits)),
+                "spad_write": Out(spad_write_port(config)),
+                "acc_write": Out(acc_write_port(config)),
+            }
+        )
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        config = self.config
+        bus_bytes = config.dma.bus_bytes
+        spad_bits = config.spad_line_bytes * 8
+        acc_bits = config.acc_line_bytes * 8
+        line_bytes = max(config.spad_line_bytes, config.acc_line_bytes)
+
+        insn = Signal(instruction_layout(Opcode.LOAD))
+        line = Signal.like(insn.line)
+        rows_left = Signal.like(insn.rows)
+        pads_left = Signal.like(insn.pad_before)
+        row_addr = Signal(ADDR_BITS)
+        to_acc = insn.buffer == Buffer.ACC
+        elem_shift = Mux(
+            to_acc, _log2(config.precision.acc_bytes), _log2(config.precision.in_bytes)
+        )
+        line_elems = Mux(to_acc, config.acc_line_elems, config.spad_line_elems)
+        # Rows are cut to the target buffer's line, not the wider of the two.
+        clipped_len = Mux(insn.row_len > line_elems, line_elems, insn.row_len)
+        row = _RowGeometry(
+            m,
+            bus_bytes,
+            row_addr,
+            clipped_len,
+            max(config.acc_line_elems, config.spad_line_elems),
+            elem_shift,
+            line_bytes,
+        )
+
+        planner = BurstPlanner(bus_bytes, config.dma.max_burst, "load")
+        planner.elaborate_into(m)
+        beats_left = Signal.like(row.beats)
+        position = Signal(range(line_bytes + 2 * bus_bytes))  # (beat index + 1) * B - offset
+        buffer = Signal(line_bytes * 8)
+        row_bytes = Signal.like(row.bytes)
+
+        axi = self.axi
+        drive_fixed_fields(m, axi, "ar", config.dma.bus_bits)
+        m.d.comb += [
+            axi.arid.eq(ReadId.LOAD),
+            axi.araddr.eq(planner.address),
+            axi.arlen.eq(planner.beats - 1),
+        ]
+        with m.If(axi.rvalid & axi.rready & (axi.rresp != Response.OKAY)):
+            m.d.sync += self.error.eq(1)
+
+        keep = _expand_bytes(_byte_mask(m, row_bytes, line_bytes, "load_keep"))
+        written = Signal()
+
+        def write_line(data) -> None:
+            with m.If(to_acc):
+                m.d.comb += [
+                    self.acc_write.req.valid.eq(1),
+                    written.eq(self.acc_write.req.ready),
+                ]
+            with m.Else():
+                m.d.comb += [
+                    self.spad_write.req.valid.eq(1),
+                    written.eq(self.spad_write.req.ready),
+                ]
+            m.d.comb += [
+                self.spad_write.req.payload.addr.eq(line),
+                self.spad_write.req.payload.data.eq(data[:spad_bits]),
+                self.spad_write.req.payload.mask.eq(-1),
+                self.acc_write.req.payload.addr.eq(line),
+                self.acc_write.req.payload.data.eq(data[:acc_bits]),
+                self.acc_write.req.payload.mask.eq(-1),
+            ]
+
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += [self.idle.eq(1), self.cmd.ready.eq(1)]
+                with m.If(self.cmd.valid):
+                    payload = self.cmd.payload
+                    m.d.sync += [
+                        insn.eq(payload),
+                        line.eq(payload.line),
+                        rows_left.eq(payload.rows),
+                        pads_left.eq(payload.pad_before),
+                        row_addr.eq(payload.dram_addr),
+                    ]
+                    m.next = "PAD_BEFORE"
+            with m.State("PAD_BEFORE"):
+                with m.If(pads_left == 0):
+                    m.next = "ROW_START"
+                with m.Else():
+                    write_line(Const(0, line_bytes * 8))
+                    with m.If(written):
+                        m.d.sync += [line.eq(line + 1), pads_left.eq(pads_left - 1)]
+            with m.State("ROW_START"):
+                m.d.sync += [
+                    buffer.eq(0),
+                    row_bytes.eq(row.bytes),
+                    position.eq(bus_bytes - row.offset),
+                    beats_left.eq(row.beats),
+                ]
+                planner.start(m, row.aligned, Mux(row.bytes == 0, 0, row.beats))
+                with m.If(rows_left == 0):
+                    m.d.sync += pads_left.eq(insn.pad_after)
+                    m.next = "PAD_AFTER"
+                with m.Elif(row.bytes == 0):
+                    m.next = "WRITE_ROW"
+                with m.Else():
+                    m.next = "READ_ROW"
+            with m.State("READ_ROW"):
+                m.d.comb += [axi.arvalid.eq(~planner.empty), axi.rready.eq(1)]
+                with m.If(axi.arvalid & axi.arready):
+                    planner.advance(m)
+                with m.If(axi.rvalid):
+                    # Byte j of the line is DRAM byte start + j: beat byte j - (position - B).
+                    shifted = axi.rdata << Cat(Const(0, 3), position)
+                    m.d.sync += [
+                        buffer.eq(buffer | shifted[bus_bytes * 8 : (bus_bytes + line_bytes) * 8]),
+                        position.eq(position + bus_bytes),
+                        beats_left.eq(beats_left - 1),
+                    ]
+                    with m.If(beats_left == 1):
+                        m.next = "WRITE_ROW"
+            with m.State("WRITE_ROW"):
+                write_line(buffer & keep)
+                with m.If(written):
+                    m.d.sync += [
+                        line.eq(line + 1),
+                        rows_left.eq(rows_left - 1),
+                        row_addr.eq(row_addr + (insn.stride << elem_shift)),
+                    ]
+                    m.next = "ROW_START"
+            with m.State("PAD_AFTER"):
+                with m.If(pads_left == 0):
+                    m.next = "IDLE"
+                with m.Else():
+                    write_line(Const(0, line_bytes * 8))
+                    with m.If(written):
+                        m.d.sync += [line.eq(line + 1), pads_left.eq(pads_left - 1)]
+        return m
+
+
+class StoreUnit(wiring.Component):
+    """Executes STORE: accumulator lines -> 2D strided DRAM tile, partial beats by ``wstrb``.
+
+    Contract: one STORE at a time; ``idle`` falls in the cycle after ``cmd`` is accepted and rises
+    only when every write burst has its B response, so a later LOAD of the same bytes (ordered
+    by tokens) reads the stored data. Per row: one accumulator read (``acc_read_latency`` = 1),
+    then for each burst its AW and its W beats, one beat per cycle (``beats_per_cycle`` = 1).
+    ``error`` is sticky: a B response other than OKAY.
+    """
+
+    beats_per_cycle = 1
+
+    def __init__(self, config: AcceleratorConfig) -> None:
+        self.config = config
+        super().__init__(
+            {
+                "cmd": In(stream.Signature(instruction_layout(Opcode.STORE))),
+                "idle": Out(1),
+                "error": Out(1),
+                "axi": Out(axi_write_signature(config.dma.bus_bits)),
+                "acc_read": Out(acc_read_port(config)),
+            }
+        )
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        config = self.config
+        bus_bytes = config.dma.bus_bytes
+        line_bytes = config.acc_line_bytes
+        beats_max = -(-line_bytes // bus_bytes) + 1
+        elem_shift = _log2(config.precision.acc_bytes)
+
+        insn = Signal(instruction_layout(Opcode.STORE))
+        line = Signal.like(insn.line)
+        rows_left = Signal.like(insn.rows)
+        row_addr = Signal(ADDR_BITS)
+        row = _RowGeometry(
+            m, bus_bytes, row_addr, insn.row_len, config.acc_line_elems, elem_shift, line_bytes
+        )
+        planner = BurstPlanner(bus_bytes, config.dma.max_burst, "store")
+        planner.elaborate_into(m)
+
+        # The row, shifted to its byte lanes, and which of those bytes are valid.
+        lanes = Signal(beats_max * bus_bytes * 8)
+        strobes = Signal(beats_max * bus_bytes)
+        beat = Signal(range(beats_max))
+        burst_left = Signal(range(config.dma.max_burst + 1))
+        outstanding = Signal(range(4096 // bus_bytes + beats_max + 1))
+
+        axi = self.axi
+        drive_fixed_fields(m, axi, "aw", config.dma.bus_bits)
+        m.d.comb += [
+            axi.awid.eq(0),
+            axi.awaddr.eq(planner.address),
+            axi.awlen.eq(planner.beats - 1),
+            axi.wdata.eq(lanes.word_select(beat, bus_bytes * 8)),
+            axi.wstrb.eq(strobes.word_select(beat, bus_bytes)),
+            axi.wlast.eq(burst_left == 1),
+            axi.bready.eq(1),
+        ]
+        burst_done = Signal()
+        response = axi.bvalid & axi.bready
+        m.d.sync += outstanding.eq(outstanding + burst_done - response)
+        with m.If(response & (axi.bresp != Response.OKAY)):
+            m.d.sync += self.error.eq(1)
+
+        row_mask = _byte_mask(m, row.bytes, line_bytes, "store_row_mask")
+        line_data = self.acc_read.resp.payload.as_value()
+
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += [self.idle.eq(1), self.cmd.ready.eq(1)]
+                with m.If(self.cmd.valid):
+                    payload = self.cmd.payload
+                    m.d.sync += [
+                        insn.eq(payload),
+                        line.eq(payload.line),
+                        rows_left.eq(payload.rows),
+                        row_addr.eq(payload.dram_addr),
+                    ]
+                    m.next = "ROW_START"
+            with m.State("ROW_START"):
+                with m.If(rows_left == 0):
+                    m.next = "DRAIN"
+                with m.Else():
+                    m.d.comb += [self.acc_read.req.valid.eq(1), self.acc_read.req.payload.eq(line)]
+                    with m.If(self.acc_read.req.ready):
+                        m.next = "RECEIVE"
+            with m.State("RECEIVE"):
+                m.d.comb += self.acc_read.resp.ready.eq(1)
+                with m.If(self.acc_read.resp.valid):
+                    m.d.sync += [
+                        lanes.eq(line_data << Cat(Const(0, 3), row.offset)),
+                        strobes.eq(row_mask << row.offset),
+                        beat.eq(0),
+                    ]
+                    planner.start(m, row.aligned, Mux(row.bytes == 0, 0, row.beats))
+                    m.next = "ADDRESS"
+            with m.State("ADDRESS"):
+                with m.If(planner.empty):
+                    m.next = "NEXT_ROW"
+                with m.Else():
+                    m.d.comb += axi.awvalid.eq(1)
+                    with m.If(axi.awready):
+                        m.d.sync += burst_left.eq(planner.beats)
+                        planner.advance(m)
+                        m.next = "DATA"
+            with m.State("DATA"):
+                m.d.comb += axi.wvalid.eq(1)
+                with m.If(axi.wready):
+                    m.d.sync += [beat.eq(beat + 1), burst_left.eq(burst_left - 1)]
+                    with m.If(burst_left == 1):
+                        m.d.comb += burst_done.eq(1)
+                        m.next = "ADDRESS"
+            with m.State("NEXT_ROW"):
+                m.d.sync += [
+                    line.eq(line + 1),
+                    rows_left.eq(rows_left - 1),
+                    row_addr.eq(row_addr + (insn.stride << elem_shift)),
+                ]
+                m.next = "ROW_START"
+            with m.State("DRAIN"):
+                with m.If(outstanding == 0):
+                    m.next = "IDLE"
+        return m

@@ -1,0 +1,220 @@
+"""The banked operand scratchpad (HASCO's addCache + partitionBanks) and its reference model.
+
+Line ``n`` lives in bank ``n % banks`` at row ``n // banks`` (`AcceleratorConfig.bank_of`), so
+consecutive lines fall in different banks and the compute unit's A and B streams can be read in
+the same cycle. Each bank is a `Memory` with one read port and one write port (a simple
+dual-port RAM, what FPGA block RAMs offer): the DMA's writes never conflict with reads, and the
+two read ports (A, B) conflict when they address the same bank in the same cycle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from amaranth import Module, Mux, Signal, unsigned
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from tensorforge.config import AcceleratorConfig
+from tensorforge.hw.ports import spad_read_port, spad_write_port
+
+COUNTER_BITS = 32
+
+
+def split_line(address, banks: int):
+    """``(bank, row)`` of a line address: ``(line % banks, line // banks)``."""
+    if banks & (banks - 1) == 0:  # a power of two: plain bit slices, no divider
+        shift = banks.bit_length() - 1
+        return address[:shift] if shift else 0, address[shift:]
+    return address % banks, address // banks
+
+
+class ReadSlot:
+    """The response side of one read port: a memory read (latency 1) into a stream that may stall.
+
+    A request is accepted only when the response slot is empty or is emptied in the same cycle
+    (``can_accept``). The line read in the cycle after acceptance goes straight to ``resp``
+    (``fresh``); if ``resp`` is not taken then, it is kept in ``held`` so the payload stays
+    stable while the memory port serves other requests. Zero added latency, one line per cycle.
+    """
+
+    def __init__(self, port, width: int, name: str) -> None:
+        self.port = port
+        self.pending = Signal(name=f"{name}_pending")
+        self.fresh = Signal(name=f"{name}_fresh")
+        self.held = Signal(width, name=f"{name}_held")
+        self.can_accept = Signal(name=f"{name}_can_accept")
+
+    def elaborate_into(self, m: Module, fresh_data, accepted) -> None:
+        resp = self.port.resp
+        m.d.comb += [
+            self.can_accept.eq(~self.pending | resp.ready),
+            resp.valid.eq(self.pending),
+            resp.payload.eq(Mux(self.fresh, fresh_data, self.held)),
+        ]
+        with m.If(self.fresh & ~resp.ready):
+            m.d.sync += self.held.eq(fresh_data)
+        m.d.sync += [
+            self.pending.eq(accepted | (self.pending & ~resp.ready)),
+            self.fresh.eq(accepted),
+        ]
+
+
+class Scratchpad(wiring.Component):
+    """Banked scratchpad: two compute read ports (A, B) and one DMA write port.
+
+    Contract: a read accepted in cycle t returns its line in cycle t+1 (``read_latency`` = 1),
+    one line per port per cycle when banks do not conflict. Writes are always accepted
+    (``write.req.ready`` is 1) and land at the clock edge; a read of the same line in the same
+    cycle returns the old line. ``req.ready`` depends combinationally on ``resp.ready`` of the
+    same port (a response slot frees as it is taken), never the other way round.
+
+    Bank conflicts: in a cycle where both read ports could be accepted (valid, response slot
+    free) and address the same bank, one is held back; that cycle adds 1 to ``conflicts``.
+    The port that lost the last conflict wins the next one (A wins the first), so neither
+    starves. `ScratchpadModel` counts the same way.
+    """
+
+    read_latency = 1
+
+    def __init__(self, config: AcceleratorConfig) -> None:
+        self.config = config
+        super().__init__(
+            {
+                "a_read": In(spad_read_port(config)),
+                "b_read": In(spad_read_port(config)),
+                "write": In(spad_write_port(config)),
+                "conflicts": Out(COUNTER_BITS),
+            }
+        )
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        config = self.config
+        banks = config.scratchpad.banks
+        line_bits = config.spad_line_elems * config.precision.in_bits
+
+        readers = {"a": self.a_read, "b": self.b_read}
+        slots = {name: ReadSlot(port, line_bits, f"{name}_read") for name, port in readers.items()}
+        bank, row, want, grant, bank_q = {}, {}, {}, {}, {}
+        for name, port in readers.items():
+            bank[name], row[name] = split_line(port.req.payload, banks)
+            want[name] = Signal(name=f"{name}_wants")
+            grant[name] = Signal(name=f"{name}_granted")
+            bank_q[name] = Signal(range(banks), name=f"{name}_bank_q")
+            m.d.comb += want[name].eq(port.req.valid & slots[name].can_accept)
+
+        b_first = Signal()  # B lost the last conflict, so it wins the next
+        conflict = Signal()
+        m.d.comb += [
+            conflict.eq(want["a"] & want["b"] & (bank["a"] == bank["b"])),
+            grant["a"].eq(want["a"] & ~(conflict & b_first)),
+            grant["b"].eq(want["b"] & ~(conflict & ~b_first)),
+            self.a_read.req.ready.eq(grant["a"]),
+            self.b_read.req.ready.eq(grant["b"]),
+        ]
+        with m.If(conflict):
+            m.d.sync += [b_first.eq(grant["a"]), self.conflicts.eq(self.conflicts + 1)]
+
+        write = self.write.req
+        write_bank, write_row = split_line(write.payload.addr, banks)
+        m.d.comb += write.ready.eq(1)
+
+        read_data = []
+        for index in range(banks):
+            memory = Memory(shape=unsigned(line_bits), depth=config.bank_depth, init=[])
+            m.submodules[f"bank{index}"] = memory
+            read_port = memory.read_port(transparent_for=())
+            write_port = memory.write_port(granularity=config.precision.in_bits)
+            a_here = grant["a"] & (bank["a"] == index)
+            b_here = grant["b"] & (bank["b"] == index)
+            m.d.comb += [
+                read_port.en.eq(a_here | b_here),
+                read_port.addr.eq(Mux(a_here, row["a"], row["b"])),
+                write_port.addr.eq(write_row),
+                write_port.data.eq(write.payload.data),
+                write_port.en.eq(Mux(write.valid & (write_bank == index), write.payload.mask, 0)),
+            ]
+            read_data.append(read_port.data)
+
+        for name, slot in slots.items():
+            with m.If(grant[name]):
+                m.d.sync += bank_q[name].eq(bank[name])
+            fresh = Signal(line_bits, name=f"{name}_fresh_line")
+            with m.Switch(bank_q[name]):
+                for index, data in enumerate(read_data):
+                    with m.Case(index):
+                        m.d.comb += fresh.eq(data)
+            slot.elaborate_into(m, fresh, grant[name])
+        return m
+
+
+@dataclass
+class _ModelSlot:
+    pending: bool = False
+    line: tuple[int, ...] = ()
+
+
+@dataclass
+class ScratchpadModel:
+    """Cycle-level reference of `Scratchpad`: the same arbitration, responses and conflict count.
+
+    Each cycle: read the combinational outputs with `ready` (given this cycle's inputs), then
+    call `clock` with the same inputs. Lines are tuples of ``elems`` integers (any encoding;
+    the model stores what is written, element by element under the mask).
+    """
+
+    banks: int
+    lines: int
+    elems: int
+    memory: list[list[int]] = field(init=False)
+    b_first: bool = False
+    conflicts: int = 0
+    slots: dict[str, _ModelSlot] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.memory = [[0] * self.elems for _ in range(self.lines)]
+        self.slots = {"a": _ModelSlot(), "b": _ModelSlot()}
+
+    def response(self, port: str) -> tuple[bool, tuple[int, ...]]:
+        slot = self.slots[port]
+        return slot.pending, slot.line
+
+    def ready(self, requests: dict[str, int | None], resp_ready: dict[str, bool]) -> dict:
+        """``{port: accepted}`` for requests ``{port: line or None}`` this cycle."""
+        want = {
+            port: line is not None and (not self.slots[port].pending or resp_ready[port])
+            for port, line in requests.items()
+        }
+        conflict = (
+            want["a"] and want["b"] and requests["a"] % self.banks == requests["b"] % self.banks
+        )
+        return {
+            "a": want["a"] and not (conflict and self.b_first),
+            "b": want["b"] and not (conflict and not self.b_first),
+            "conflict": conflict,
+        }
+
+    def clock(
+        self,
+        requests: dict[str, int | None],
+        resp_ready: dict[str, bool],
+        write: tuple[int, list[int], int] | None = None,
+    ) -> None:
+        """Advance one cycle; ``write`` is ``(line, elements, mask)`` or None."""
+        granted = self.ready(requests, resp_ready)
+        if granted["conflict"]:
+            self.conflicts += 1
+            self.b_first = granted["a"]
+        for port in ("a", "b"):
+            slot = self.slots[port]
+            if granted[port]:
+                slot.pending, slot.line = True, tuple(self.memory[requests[port]])
+            elif resp_ready[port]:
+                slot.pending = False
+        if write is not None:
+            line, elements, mask = write
+            for index in range(self.elems):
+                if mask >> index & 1:
+                    self.memory[line][index] = elements[index]

@@ -1,0 +1,136 @@
+"""The DMA (load and store units) on an AxiRam, and the burst planner they follow.
+
+The RTL test builds one Verilator model per configuration (cached across runs) and runs
+``cocotb_benches/bench_dma.py``; the configurations are chosen so that every burst length from
+1 to ``max_burst`` can occur (rows at least ``max_burst`` beats long) in both directions.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+
+import pytest
+from amaranth import Module
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from tensorforge.config import (
+    AcceleratorConfig,
+    ArrayConfig,
+    DmaConfig,
+    PrecisionConfig,
+    ScratchpadConfig,
+)
+from tensorforge.hw.accumulator import AccumulatorBuffer
+from tensorforge.hw.axi import BOUNDARY_BYTES, axi_signature, forward, plan_bursts
+from tensorforge.hw.dma import LoadUnit, StoreUnit
+from tensorforge.hw.ports import instruction_layout, spad_read_port
+from tensorforge.hw.scratchpad import Scratchpad
+from tensorforge.isa import Opcode
+
+
+class DmaHarness(wiring.Component):
+    """Load unit, store unit, scratchpad and accumulator behind one AXI4 port, for the bench."""
+
+    def __init__(self, config: AcceleratorConfig) -> None:
+        self.config = config
+        super().__init__(
+            {
+                "m_axi": Out(axi_signature(config.dma.bus_bits)),
+                "load_cmd": In(stream.Signature(instruction_layout(Opcode.LOAD))),
+                "store_cmd": In(stream.Signature(instruction_layout(Opcode.STORE))),
+                "load_idle": Out(1),
+                "store_idle": Out(1),
+                "error": Out(1),
+                "spad_read": In(spad_read_port(config)),
+            }
+        )
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        m.submodules.load = load = LoadUnit(self.config)
+        m.submodules.store = store = StoreUnit(self.config)
+        m.submodules.scratchpad = scratchpad = Scratchpad(self.config)
+        m.submodules.accumulator = accumulator = AccumulatorBuffer(self.config)
+        wiring.connect(m, wiring.flipped(self.load_cmd), load.cmd)
+        wiring.connect(m, wiring.flipped(self.store_cmd), store.cmd)
+        wiring.connect(m, wiring.flipped(self.spad_read), scratchpad.a_read)
+        wiring.connect(m, load.spad_write, scratchpad.write)
+        wiring.connect(m, load.acc_write, accumulator.dma_write)
+        wiring.connect(m, store.acc_read, accumulator.dma_read)
+        forward(m, load.axi, self.m_axi)
+        forward(m, store.axi, self.m_axi)
+        m.d.comb += [
+            self.load_idle.eq(load.idle),
+            self.store_idle.eq(store.idle),
+            self.error.eq(load.error | store.error),
+        ]
+        return m
+
+
+def _config(
+    intrinsic: str,
+    rows: int,
+    cols: int,
+    bus_bits: int,
+    max_burst: int,
+    banks: int,
+    acc_bits: int = 32,
+) -> AcceleratorConfig:
+    return AcceleratorConfig(
+        intrinsic=intrinsic,
+        array=ArrayConfig(rows=rows, cols=cols, dataflow="os"),
+        scratchpad=ScratchpadConfig(capacity=8192, banks=banks, accumulator=8192),
+        dma=DmaConfig(bus_bits=bus_bits, max_burst=max_burst),
+        precision=PrecisionConfig(in_bits=8, acc_bits=acc_bits),
+    )
+
+
+# (name, config): long accumulator rows (GEMM 4x16: 64 B) on a 32-bit bus reach 16 beats;
+# long scratchpad rows (DOT 4x16: 64 B) with bursts of 5; a 64-bit bus, bursts of 2, 3 banks;
+# a 128-bit bus with 64-bit accumulators.
+CONFIGS = {
+    "gemm4x16-bus32-burst16": _config("gemm", 4, 16, 32, 16, 4),
+    "dot4x16-bus32-burst5": _config("dot", 4, 16, 32, 5, 3),
+    "gemm8x8-bus64-burst2": _config("gemm", 8, 8, 64, 2, 3),
+    "gemm4x8-bus128-burst3-acc64": _config("gemm", 4, 8, 128, 3, 2, acc_bits=64),
+}
+
+
+@functools.cache
+def dma_model(name: str):
+    from tensorforge.sim.rtl_harness import build_model
+
+    return build_model(DmaHarness(CONFIGS[name]), top="dma_harness")
+
+
+@pytest.mark.rtl
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_dma_moves_random_tiles(name, tmp_path, cocotb_benches):
+    config = CONFIGS[name]
+    seed = random.SystemRandom().randrange(1 << 31)
+    results = dma_model(name).run(
+        cocotb_benches / "bench_dma.py",
+        test_dir=tmp_path,
+        config={"accelerator": config.to_dict(), "transfers": 12},
+        seed=seed,
+    )
+    assert len(results.passed) == 1, f"seed {seed}"
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_burst_plan_covers_the_row_and_obeys_axi(seed):
+    rng = random.Random(seed)
+    bus_bytes = rng.choice([4, 8, 16, 32, 64])
+    max_burst = rng.randint(1, 256)
+    start, length = rng.randrange(1 << 20), rng.randrange(1, 20_000)
+    plan = plan_bursts(start, length, bus_bytes, max_burst)
+    covered = start - start % bus_bytes
+    for address, beats in plan:
+        assert address == covered, f"seed {seed}: gap or overlap at {address:#x}"
+        assert 1 <= beats <= max_burst
+        end = address + beats * bus_bytes - 1
+        assert address // BOUNDARY_BYTES == end // BOUNDARY_BYTES, f"seed {seed}: 4 KiB crossed"
+        covered += beats * bus_bytes
+    assert covered >= start + length > covered - bus_bytes, f"seed {seed}: wrong extent"
