@@ -185,6 +185,7 @@ class _Walker:
         self.block = dict(tiling.block)
         self.layouts = layouts
         self.addressing = {r: layouts[r].index_strides(tiling.operand(r).access) for r in layouts}
+        self.uses = {r: tiling.operand(r).access.indices for r in layouts}
         slots = dict(tiling.slots)
         self.bases = {}
         base = 0
@@ -206,18 +207,21 @@ class _Walker:
             origin = {n: step[n] * self.tiles[n] for n in order}
             valid = {n: min(self.tiles[n], self.sizes[n] - origin[n]) for n in order}
             for role in ("A", "B", "C"):
-                key = tuple(step[n] for n in self.tiling.operand(role).access.indices)
+                key = tuple(step[n] for n in self.uses[role])
                 if key != current[role]:
                     current[role] = key
                     slot[role] = (slot[role] + 1) % len(self.bases[role])
                     if role != "C":
                         self._load(role, slot[role], origin, valid)
-            new_c = position == 0 or _key(steps[position - 1], self.tiling, "C") != current["C"]
+            new_c = position == 0 or self._key(steps[position - 1]) != current["C"]
             self._compute(slot, origin, valid, zero_first=new_c)
             last_c = (position == len(steps) - 1
-                      or _key(steps[position + 1], self.tiling, "C") != current["C"])
+                      or self._key(steps[position + 1]) != current["C"])
             if last_c:
                 self._store(slot["C"], origin, valid)
+
+    def _key(self, step: dict) -> tuple:
+        return tuple(step[n] for n in self.uses["C"])
 
     # ------------------------------------------------------------------ data movement
 
@@ -258,7 +262,7 @@ class _Walker:
                 coords[n] += c * size if dim.kind == "group" else c
                 if dim.kind == "group" and iota is not None:
                     row_len = min(size, valid[n] - c * size)
-            address = offset + sum(coords[n] * strides[n] for n in tile.access.indices)
+            address = offset + sum(coords[n] * strides[n] for n in self.uses[tile.role])
             n, iota, size = next((e for e in inner.entries if e[0]), (None, None, 1))
             if inner.kind == "group" and iota is not None:  # blocks of the line index
                 full = valid[n] // size
@@ -334,10 +338,6 @@ class _Walker:
                              a_outer=coefs["A"].get(outer, 0), a_inner=coefs["A"].get(inner, 0),
                              b_outer=coefs["B"].get(outer, 0), b_inner=coefs["B"].get(inner, 0))
         emit.end(reads=[("A", slot["A"]), ("B", slot["B"])], writes=[("C", slot["C"])])
-
-
-def _key(step: dict, tiling: Tiling, role: str) -> tuple:
-    return tuple(step[n] for n in tiling.operand(role).access.indices)
 
 
 def _check_sliding_axes(tile: OperandTile, strides: dict[str, int]) -> None:

@@ -74,7 +74,7 @@ class Lowering:
         inputs = tuple(self._fuse_access(a) for a in self.workload.inputs)
         extents = tuple(
             (fused_name(g), math.prod(sizes[i] for i in g))
-            for g in self._groups_in_order([output, *inputs])
+            for g in self._groups_in_order([self.workload.output, *self.workload.inputs])
         )
         return Workload(self.workload.name, output, inputs, extents)
 
