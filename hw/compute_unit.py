@@ -25,7 +25,7 @@ from amaranth.lib.wiring import In, Out
 
 from tensorforge import isa
 from tensorforge.config import AcceleratorConfig
-from tensorforge.hw.dataflow_plan import Operand, local_banks, plan_for
+from tensorforge.hw.dataflow_plan import Operand, plan_for
 from tensorforge.hw.pe_array import PEArray, array_latency
 from tensorforge.hw.ports import (
     ACC_ADDR_BITS,

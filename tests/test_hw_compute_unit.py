@@ -197,3 +197,32 @@ def compute_model(config: AcceleratorConfig):
     from tensorforge.sim.rtl_harness import build_model
 
     return build_model(ComputeUnit(config), top="compute_unit")
+
+
+RTL_GRID = list(grid([(2, 3)])) + [
+    (Intrinsic.GEMM, Dataflow.WEIGHT_STATIONARY, Interconnect.SYSTOLIC, rows, cols)
+    for rows, cols in [(4, 4), (2, 8), (3, 5)]
+]
+
+
+@pytest.mark.rtl
+@pytest.mark.parametrize("intrinsic,dataflow,interconnect,rows,cols", RTL_GRID)
+def test_rtl_random_programs_match_numpy(intrinsic, dataflow, interconnect, rows, cols,
+                                         tmp_path):
+    config = make_config(intrinsic, dataflow, interconnect, rows, cols)
+    compute_model(config).run(
+        BENCHES / "bench_compute_unit.py", test_dir=tmp_path, seed=rows * 1000 + cols,
+        config={"accelerator": config.to_dict(), "instructions": 6, "stall": 0.3},
+    )
+
+
+@pytest.mark.rtl
+@pytest.mark.slow
+@pytest.mark.parametrize("intrinsic,dataflow,interconnect,rows,cols",
+                         list(grid([(4, 4), (2, 8), (3, 5)])))
+def test_rtl_random_programs_big_grid(intrinsic, dataflow, interconnect, rows, cols, tmp_path):
+    config = make_config(intrinsic, dataflow, interconnect, rows, cols)
+    compute_model(config).run(
+        BENCHES / "bench_compute_unit.py", test_dir=tmp_path, seed=rows * 7 + cols,
+        config={"accelerator": config.to_dict(), "instructions": 10, "stall": 0.3},
+    )

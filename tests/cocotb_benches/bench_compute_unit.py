@@ -22,7 +22,7 @@ from tensorforge.config import AcceleratorConfig
 from tensorforge.hw.compute_unit import step_latency
 from tensorforge.hw.ports import ACC_ADDR_BITS
 from tensorforge.isa import Compute
-from tensorforge.sim.rtl_harness import bench_config
+from tensorforge.sim.bench_support import bench_config
 
 SPAD_LINES, ACC_LINES = 96, 64
 
