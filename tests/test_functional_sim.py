@@ -1,0 +1,97 @@
+"""The functional simulator against hand-written programs and numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tensorforge.config import AcceleratorConfig, ArrayConfig
+from tensorforge.errors import SimulationError
+from tensorforge.isa import Buffer, Compute, ComputeMode, Finish, Load, Store, encode_program
+from tensorforge.sim.functional import run_program
+
+CONFIG = AcceleratorConfig(array=ArrayConfig(rows=4, cols=4))
+
+
+def _gemm_program(flags: bool = True) -> list:
+    return [
+        Load(line=0, dram_addr=0, rows=4, row_len=4, stride=4, push_next=flags),
+        Load(line=4, dram_addr=16, rows=3, row_len=4, stride=4, pad_after=1, push_next=flags),
+        Compute(mode=ComputeMode.ZERO, pop_prev=flags),
+        Compute(a_base=0, b_base=4, pop_prev=flags, push_next=flags),
+        Store(line=0, dram_addr=32, rows=4, row_len=4, stride=4, pop_prev=flags),
+        Finish(),
+    ]
+
+
+def _image(a: np.ndarray, b: np.ndarray) -> bytearray:
+    dram = bytearray(32 + 64)
+    dram[0:16] = a.astype("<i1").tobytes()
+    dram[16:28] = b.astype("<i1").tobytes()
+    return dram
+
+
+def test_gemm_step_matches_numpy_and_counts():
+    rng = np.random.default_rng(1)
+    a = rng.integers(-128, 128, (4, 4))
+    b = rng.integers(-128, 128, (3, 4))
+    dram = _image(a, b)
+    stats = run_program(CONFIG, encode_program(_gemm_program()), dram)
+    result = np.frombuffer(bytes(dram[32:]), dtype="<i4").reshape(4, 4)
+    np.testing.assert_array_equal(result, a[:, :3] @ b)  # the pad line is zero
+    assert stats.instructions == {"LOAD": 2, "COMPUTE": 2, "STORE": 1, "FINISH": 1}
+    assert stats.dram_bytes_read == 28 and stats.dram_bytes_written == 64
+    assert stats.macs == 64 and stats.mac_steps == 1 and stats.zero_steps == 1
+
+
+def test_accumulator_wraps_to_acc_bits():
+    a = np.full((4, 4), -128)
+    b = np.full((4, 4), -128)
+    dram = bytearray(32 + 64)
+    dram[0:16] = a.astype("<i1").tobytes()
+    dram[16:32] = b.astype("<i1").tobytes()
+    dram[32:96] = np.full(16, 2**31 - 5, dtype="<i4").tobytes()  # a partial sum near the top
+    program = [
+        Load(line=0, dram_addr=0, rows=4, row_len=4, stride=4),
+        Load(line=4, dram_addr=16, rows=4, row_len=4, stride=4),
+        Load(buffer=Buffer.ACC, line=0, dram_addr=32, rows=4, row_len=4, stride=4,
+             push_next=True),
+        Compute(a_base=0, b_base=4, pop_prev=True, push_next=True),
+        Store(line=0, dram_addr=32, rows=4, row_len=4, stride=4, pop_prev=True),
+        Finish(),
+    ]
+    run_program(CONFIG, program, dram)
+    wrapped = (2**31 - 5 + 4 * 128 * 128 + 2**31) % 2**32 - 2**31
+    np.testing.assert_array_equal(np.frombuffer(bytes(dram[32:96]), dtype="<i4"), wrapped)
+
+
+def test_missing_token_is_an_unprotected_hazard():
+    program = _gemm_program()
+    program[4] = Store(line=0, dram_addr=32, rows=4, row_len=4, stride=4)
+    with pytest.raises(SimulationError, match="unprotected hazard: instruction 4"):
+        run_program(CONFIG, program, _image(np.ones((4, 4)), np.ones((3, 4))))
+
+
+def test_pop_without_push_is_a_deadlock():
+    program = _gemm_program()
+    program[3] = Compute(a_base=0, b_base=4, pop_prev=True)
+    with pytest.raises(SimulationError, match="(?s)deadlock.*instruction 4"):
+        run_program(CONFIG, program, _image(np.ones((4, 4)), np.ones((3, 4))))
+
+
+@pytest.mark.parametrize("bad, message", [
+    (Load(line=CONFIG.spad_lines - 2, rows=4, row_len=4, stride=4), "past its"),
+    (Load(line=0, dram_addr=90, rows=2, row_len=4, stride=4), "outside the"),
+    (Compute(a_base=CONFIG.spad_lines - 1), "past the"),
+    (Store(line=0, dram_addr=0, rows=1, row_len=5), "wider than"),
+])
+def test_out_of_range_accesses_name_the_instruction(bad, message):
+    with pytest.raises(SimulationError, match=f"instruction 0 .*{message}"):
+        run_program(CONFIG, [bad, Finish()], bytearray(96), check_hazards=False)
+
+
+def test_program_must_end_with_finish():
+    with pytest.raises(SimulationError, match="no FINISH"):
+        run_program(CONFIG, [Load()], bytearray(16))
+    with pytest.raises(SimulationError, match="follows FINISH"):
+        run_program(CONFIG, [Finish(), Load()], bytearray(16))
