@@ -1,0 +1,150 @@
+"""`SynthesisAreaPower`: area, leakage, clock and power of an accelerator from a model fitted to
+real synthesis of its generated blocks (`tensorforge.dse.calibrate` makes the fit).
+
+The accelerator is a sum of components; each has a few features of the configuration whose
+coefficients (um^2, mW of leakage, mW of dynamic power per feature unit) come from a
+non-negative least-squares fit over synthesized blocks of that component (OSU 0.18um cells,
+`tensorforge.fpga.synthesize_asic`):
+
+================  ======================================================================
+component         features
+================  ======================================================================
+pe_array          PEs, PEs x systolic forwarding, PEs x crossbar stages (full),
+                  PEs x broadcast (none), local-store bits, array edge (rows + cols), 1
+scratchpad        bits, banks x line bits (bank ports, muxes), 1
+accumulator       bits, 1
+dma               bus bits, 1
+================  ======================================================================
+
+The ASIC flow maps memories onto flip-flops, so the scratchpad and accumulator area per bit is a
+register-file figure (several times an SRAM macro's): the model says so in its report and does
+not pretend otherwise. The controller is not synthesized on its own yet; `CONTROL_UM2` stands in.
+Clock: the slowest component's critical path, each fitted as a linear function of its
+features. Dynamic power is at the calibration clock and switching activity; it scales
+linearly to this model's clock.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from tensorforge.config import AcceleratorConfig, Interconnect
+from tensorforge.dse.evaluate import HardwareCost
+from tensorforge.errors import ConfigError
+
+FIT_FILE = "area_power_fit.json"
+CONTROL_UM2 = 200_000.0  # instruction fetch, queues, decoder: a placeholder until synthesized
+COMPONENTS = ("pe_array", "scratchpad", "accumulator", "dma")
+
+
+def features(component: str, config: AcceleratorConfig) -> dict[str, float]:
+    """The fit's inputs for ``component`` of ``config`` (the same for fitting and predicting)."""
+    array, spad = config.array, config.scratchpad
+    pes = array.pes
+    match component:
+        case "pe_array":
+            line_elems = config.spad_line_elems
+            return {
+                "pes": pes,
+                "pes_systolic": pes * (array.interconnect is Interconnect.SYSTOLIC),
+                "pes_crossbar": pes * math.log2(max(line_elems, 2))
+                * (array.interconnect is Interconnect.FULL),
+                "pes_broadcast": pes * (array.interconnect is Interconnect.NONE),
+                "local_bits": pes * int(array.local_bytes) * 8,
+                "edge": array.rows + array.cols,
+                "one": 1.0,
+            }
+        case "scratchpad":
+            line_bits = config.spad_line_bytes * 8
+            return {"bits": int(spad.capacity) * 8, "bank_ports": spad.banks * line_bits,
+                    "one": 1.0}
+        case "accumulator":
+            return {"bits": int(spad.accumulator) * 8, "one": 1.0}
+        case "dma":
+            return {"bus_bits": config.dma.bus_bits, "one": 1.0}
+    raise ConfigError(f"unknown component {component!r}; known: {', '.join(COMPONENTS)}")
+
+
+@dataclass(frozen=True)
+class ComponentFit:
+    """Non-negative coefficients per feature for each fitted quantity of one component."""
+
+    area_um2: dict[str, float]
+    leakage_mw: dict[str, float]
+    dynamic_mw: dict[str, float]
+    critical_path_ns: dict[str, float]
+
+    def predict(self, quantity: str, values: dict[str, float]) -> float:
+        coefficients = getattr(self, quantity)
+        return sum(coefficients.get(name, 0.0) * value for name, value in values.items())
+
+
+@dataclass(frozen=True)
+class AreaPowerFit:
+    """Everything `SynthesisAreaPower` needs: per-component fits and the calibration setting."""
+
+    components: dict[str, ComponentFit]
+    clock_ns: float  # the clock the calibration synthesized at (dynamic power refers to it)
+    activity: float
+    technology: str
+    errors: dict[str, Any] = field(default_factory=dict)  # held-out errors, for the report
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "components": {k: vars(v) for k, v in self.components.items()},
+            "clock_ns": self.clock_ns, "activity": self.activity,
+            "technology": self.technology, "errors": self.errors,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AreaPowerFit:
+        return cls({k: ComponentFit(**v) for k, v in data["components"].items()},
+                   data["clock_ns"], data["activity"], data["technology"], data.get("errors", {}))
+
+
+@cache
+def load_fit() -> AreaPowerFit:
+    """The packaged fit, ``dse/data/area_power_fit.json`` (regenerate with
+    ``python benchmarks/calibrate_cost_model.py``)."""
+    path = resources.files("tensorforge.dse") / "data" / FIT_FILE
+    try:
+        return AreaPowerFit.from_dict(json.loads(path.read_text()))
+    except FileNotFoundError:
+        raise ConfigError(f"{FIT_FILE} is missing from tensorforge/dse/data; run "
+                          "`python benchmarks/calibrate_cost_model.py` to make it") from None
+
+
+@dataclass(frozen=True)
+class SynthesisAreaPower:
+    """The `AreaPowerModel` fitted to synthesis (see the module docstring)."""
+
+    version: str = "synthesis-area-power-1"
+
+    def breakdown(self, config: AcceleratorConfig) -> dict[str, dict[str, float]]:
+        """Per component: area (um^2), leakage and dynamic power (mW), critical path (ns)."""
+        fit = load_fit()
+        result = {}
+        for name in COMPONENTS:
+            values = features(name, config)
+            component = fit.components[name]
+            result[name] = {q: component.predict(q, values) for q in
+                            ("area_um2", "leakage_mw", "dynamic_mw", "critical_path_ns")}
+        return result
+
+    def __call__(self, config: AcceleratorConfig) -> HardwareCost:
+        fit = load_fit()
+        parts = self.breakdown(config)
+        area_um2 = sum(p["area_um2"] for p in parts.values()) + CONTROL_UM2
+        period_ns = max(max(p["critical_path_ns"] for p in parts.values()), 1.0)
+        clock_mhz = 1e3 / period_ns
+        leakage_w = sum(p["leakage_mw"] for p in parts.values()) * 1e-3
+        # dynamic power was measured at the calibration clock and activity: scale to this clock
+        # and to every node toggling every cycle for the peak.
+        dynamic_w = sum(p["dynamic_mw"] for p in parts.values()) * 1e-3
+        peak_w = dynamic_w * (fit.clock_ns / period_ns) / max(fit.activity, 1e-9) + leakage_w
+        return HardwareCost(area_um2 * 1e-6, leakage_w, clock_mhz, peak_w)

@@ -1,0 +1,179 @@
+"""Calibration: synthesize a small set of generated blocks, fit `area_power`'s coefficients,
+and report the fit's error on held-out designs (leave-one-out).
+
+The whole accelerator top level (``hw/accelerator.py``) had not landed when this was written,
+so the calibration set is the largest generated blocks that exist: PE arrays (every
+interconnect, a few shapes, with and without local stores), banked scratchpads, accumulator
+buffers and the DMA load unit, each through the OSU 0.18um ASIC flow (area, critical path,
+power at a fixed activity) and, where Yosys/nextpnr accept it, the ECP5 flow (LUT/FF/DSP/BRAM).
+Everything is kept: the block, its configuration as JSON, and both reports, in
+``dse/data/calibration_records.json``; the fit in ``dse/data/area_power_fit.json``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tensorforge.config import AcceleratorConfig
+from tensorforge.dse.area_power import COMPONENTS, AreaPowerFit, ComponentFit, features
+from tensorforge.errors import TensorforgeError
+
+logger = logging.getLogger(__name__)
+
+CLOCK_NS = 10.0
+ACTIVITY = 0.1
+QUANTITIES = ("area_um2", "leakage_mw", "dynamic_mw", "critical_path_ns")
+
+
+@dataclass(frozen=True)
+class Design:
+    component: str
+    config: AcceleratorConfig
+
+    @property
+    def name(self) -> str:
+        return f"{self.component}: {self.config.describe()}"
+
+
+def _config(rows: int, cols: int, interconnect: str = "systolic", *, capacity: int = 1024,
+            banks: int = 2, accumulator: int = 512, bus_bits: int = 64,
+            local_bytes: int = 0) -> AcceleratorConfig:
+    return AcceleratorConfig.from_dict({
+        "array": {"rows": rows, "cols": cols, "interconnect": interconnect,
+                  "local_bytes": local_bytes},
+        "scratchpad": {"capacity": capacity, "banks": banks, "accumulator": accumulator},
+        "dma": {"bus_bits": bus_bits},
+    })
+
+
+def calibration_set() -> list[Design]:
+    """The designs synthesized (about ten minutes in all on one core)."""
+    designs = [Design("pe_array", _config(r, c, link))
+               for r, c in ((2, 2), (2, 4), (4, 4))
+               for link in ("none", "systolic", "full")]
+    designs += [Design("pe_array", _config(2, 2, "systolic", local_bytes=8)),
+                Design("pe_array", _config(4, 2, "systolic"))]
+    designs += [Design("scratchpad", _config(2, 2, capacity=cap, banks=banks))
+                for cap, banks in ((256, 1), (256, 2), (512, 2), (512, 4), (1024, 4),
+                                   (1024, 1))]
+    designs += [Design("accumulator", _config(2, 2, accumulator=acc)) for acc in (128, 256, 512)]
+    designs += [Design("dma", _config(2, 2, bus_bits=bits)) for bits in (32, 64, 128)]
+    return designs
+
+
+def block_verilog(design: Design) -> tuple[str, str]:
+    """``(verilog, top name)`` of the generated block."""
+    from amaranth import Signal
+    from amaranth.back import verilog
+    from amaranth.lib import data
+
+    from tensorforge.hw.accumulator import AccumulatorBuffer
+    from tensorforge.hw.dma import LoadUnit
+    from tensorforge.hw.pe_array import PEArray
+    from tensorforge.hw.scratchpad import Scratchpad
+
+    make = {"pe_array": PEArray, "scratchpad": Scratchpad, "accumulator": AccumulatorBuffer,
+            "dma": LoadUnit}[design.component]
+    block = make(design.config)
+    ports = []  # always-ready handshakes are constants, not ports
+    for _, _, value in block.signature.flatten(block):
+        value = value.as_value() if isinstance(value, data.View) else value
+        if isinstance(value, Signal):
+            ports.append(value)
+    top = f"tf_{design.component}"
+    return verilog.convert(block, name=top, ports=ports), top
+
+
+def synthesize(design: Design, *, ecp5: bool = True) -> dict[str, Any]:
+    """One calibration record: the design, its ASIC report and (if it runs) its ECP5 report."""
+    from tensorforge.fpga import synthesize_asic, synthesize_ecp5
+
+    text, top = block_verilog(design)
+    asic = synthesize_asic(text, top, clock_ns=CLOCK_NS, activity=ACTIVITY)
+    record: dict[str, Any] = {
+        "component": design.component,
+        "config": design.config.to_dict(),
+        "asic": {"area_um2": asic.area_um2, "cells": asic.cells,
+                 "critical_path_ns": asic.critical_path_ns,
+                 "power_mw": vars(asic.power_mw)},
+    }
+    if ecp5:
+        try:
+            report = synthesize_ecp5(text, top, clock_ns=CLOCK_NS, out_of_context=True)
+            record["ecp5"] = {k: report.summary()[k] for k in
+                              ("luts", "ffs", "dsps", "brams", "fmax_mhz")}
+        except TensorforgeError as error:
+            record["ecp5"] = {"error": str(error).splitlines()[0]}
+    return record
+
+
+def run_calibration(designs: Iterable[Design], *, ecp5: bool = True,
+                    progress: Callable[[str], None] = logger.info) -> list[dict[str, Any]]:
+    records = []
+    for design in designs:
+        progress(f"synthesizing {design.name}")
+        records.append(synthesize(design, ecp5=ecp5))
+    return records
+
+
+def targets(record: dict[str, Any]) -> dict[str, float]:
+    asic = record["asic"]
+    power = asic["power_mw"]
+    return {"area_um2": asic["area_um2"], "leakage_mw": power["leakage"],
+            "dynamic_mw": power["internal"] + power["switching"],
+            "critical_path_ns": asic["critical_path_ns"]}
+
+
+def _design_matrix(component: str, records: list[dict[str, Any]]) -> tuple[list[str], np.ndarray]:
+    rows = [features(component, AcceleratorConfig.from_dict(r["config"])) for r in records]
+    names = list(rows[0])
+    return names, np.array([[row[n] for n in names] for row in rows], dtype=float)
+
+
+def _fit_nonnegative(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Non-negative least squares, columns scaled so the ridge-free fit is well conditioned."""
+    from sklearn.linear_model import LinearRegression
+
+    scale = np.maximum(np.abs(x).max(axis=0), 1e-12)
+    model = LinearRegression(positive=True, fit_intercept=False).fit(x / scale, y)
+    return model.coef_ / scale
+
+
+def fit(records: list[dict[str, Any]]) -> AreaPowerFit:
+    """Fit every component's coefficients; leave-one-out errors go into ``errors``."""
+    components, errors = {}, {}
+    for component in COMPONENTS:
+        own = [r for r in records if r["component"] == component]
+        if not own:
+            raise TensorforgeError(f"no calibration records for {component}; rerun the "
+                                   "calibration with its designs")
+        names, x = _design_matrix(component, own)
+        coefficients, component_errors = {}, {}
+        for quantity in QUANTITIES:
+            y = np.array([targets(r)[quantity] for r in own])
+            coef = _fit_nonnegative(x, y)
+            coefficients[quantity] = dict(zip(names, map(float, coef), strict=True))
+            component_errors[quantity] = _leave_one_out(x, y)
+        components[component] = ComponentFit(**coefficients)
+        errors[component] = component_errors
+    return AreaPowerFit(components, CLOCK_NS, ACTIVITY, "OSU 0.18um (yosys + OpenSTA)", errors)
+
+
+def _leave_one_out(x: np.ndarray, y: np.ndarray) -> dict[str, Any]:
+    """Relative error of each design predicted by a fit without it."""
+    relative = []
+    for held in range(len(y)):
+        keep = np.arange(len(y)) != held
+        coef = _fit_nonnegative(x[keep], y[keep])
+        predicted = float(x[held] @ coef)
+        relative.append(abs(predicted - y[held]) / max(abs(y[held]), 1e-12))
+    finite = [e for e in relative if math.isfinite(e)]
+    return {"mean_abs_rel": float(np.mean(finite)) if finite else None,
+            "max_abs_rel": float(np.max(finite)) if finite else None,
+            "per_design": [float(e) for e in relative]}
