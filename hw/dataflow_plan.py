@@ -29,7 +29,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from tensorforge.config import AcceleratorConfig, Dataflow
+from tensorforge.config import DATAFLOWS, AcceleratorConfig, Dataflow, Interconnect
 from tensorforge.intrinsics import Intrinsic
 
 
@@ -179,3 +179,15 @@ def local_banks(config: AcceleratorConfig, plan: ArrayPlan) -> int:
     when ``array.local_bytes`` (distributeCache) has room for more copies of the slots."""
     slot_bytes = plan.slots * config.precision.in_bytes
     return max(2, int(config.array.local_bytes) // slot_bytes)
+
+
+def design_grid(shapes, interconnects=tuple(Interconnect)):
+    """Every ``(intrinsic, dataflow, interconnect, rows, cols)`` the templates support over
+    ``shapes`` (input-stationary only on square arrays): the grid the tests sweep."""
+    for intrinsic, dataflows in DATAFLOWS.items():
+        for dataflow in dataflows:
+            for interconnect in interconnects:
+                for rows, cols in shapes:
+                    if dataflow is Dataflow.INPUT_STATIONARY and rows != cols:
+                        continue
+                    yield intrinsic, dataflow, interconnect, rows, cols

@@ -19,7 +19,6 @@ from amaranth.back import verilog
 from amaranth.sim import Simulator
 
 from tensorforge.config import (
-    DATAFLOWS,
     AcceleratorConfig,
     ArrayConfig,
     Dataflow,
@@ -27,6 +26,7 @@ from tensorforge.config import (
     ScratchpadConfig,
 )
 from tensorforge.hw.compute_unit import ComputeUnit, step_latency
+from tensorforge.hw.dataflow_plan import design_grid
 from tensorforge.intrinsics import Intrinsic
 from tensorforge.isa import Compute, ComputeMode
 
@@ -53,14 +53,7 @@ def make_config(intrinsic, dataflow, interconnect, rows, cols, local_bytes=3):
     )
 
 
-def grid(shapes, interconnects=tuple(Interconnect)):
-    for intrinsic, dataflows in DATAFLOWS.items():
-        for dataflow in dataflows:
-            for interconnect in interconnects:
-                for rows, cols in shapes:
-                    if dataflow is Dataflow.INPUT_STATIONARY and rows != cols:
-                        continue
-                    yield intrinsic, dataflow, interconnect, rows, cols
+grid = design_grid
 
 
 def _fields(instruction: Compute) -> dict:

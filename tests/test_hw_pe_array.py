@@ -13,14 +13,13 @@ import pytest
 from amaranth.sim import Simulator
 
 from tensorforge.config import (
-    DATAFLOWS,
     AcceleratorConfig,
     ArrayConfig,
     Dataflow,
     Interconnect,
     ScratchpadConfig,
 )
-from tensorforge.hw.dataflow_plan import Drain, Operand, local_banks, plan_for
+from tensorforge.hw.dataflow_plan import Drain, Operand, design_grid, local_banks, plan_for
 from tensorforge.hw.pe import ProcessingElement
 from tensorforge.hw.pe_array import PEArray, array_latency
 from tensorforge.intrinsics import Intrinsic, apply_intrinsic, wrap
@@ -38,14 +37,7 @@ def make_config(intrinsic, dataflow, interconnect, rows, cols, taps=3, local_byt
     )
 
 
-def grid(shapes=SHAPES, interconnects=tuple(Interconnect)):
-    for intrinsic, dataflows in DATAFLOWS.items():
-        for dataflow in dataflows:
-            for interconnect in interconnects:
-                for rows, cols in shapes:
-                    if dataflow is Dataflow.INPUT_STATIONARY and rows != cols:
-                        continue
-                    yield intrinsic, dataflow, interconnect, rows, cols
+grid = design_grid
 
 
 def random_blocks(config, rng):
