@@ -33,6 +33,7 @@ Semantics (``line`` addresses count scratchpad/accumulator lines, see `tensorfor
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
@@ -114,8 +115,10 @@ for _opcode, _format in FORMATS.items():
         raise RuntimeError(f"{_opcode.name} format is wider than {INSTRUCTION_BITS} bits")
 
 
+@functools.cache
 def field_offsets(opcode: Opcode) -> dict[str, tuple[int, int]]:
-    """``{field: (lsb, bits)}`` for one format, packed from bit 0 upwards."""
+    """``{field: (lsb, bits)}`` for one format, packed from bit 0 upwards (cached: hot path;
+    callers must not mutate the returned dict)."""
     offsets, lsb = {}, 0
     for f in FORMATS[opcode]:
         offsets[f.name] = (lsb, f.bits)
