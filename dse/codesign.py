@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -289,10 +289,9 @@ def _evaluate(
     problem: Problem,
     fresh: list[tuple[int, dict[str, Any]]],
     pool: LayerPool,
-) -> list[TrialRecord]:
-    """Evaluate new trials; each is returned (to be stored) as soon as its last layer is in."""
+) -> Iterator[TrialRecord]:
+    """Evaluate new trials, yielding each (to be stored) as soon as its last layer is in."""
     started = time.monotonic()
-    finished: list[TrialRecord] = []
     jobs: list[LayerJob] = []
     pending: dict[int, dict[int, tuple[str, Any]]] = {}
     configs = {}
@@ -300,27 +299,22 @@ def _evaluate(
         try:
             configs[index] = spec.space.to_config(point)
         except ConfigError as error:
-            finished.append(_penalty(problem, index, point, None, INFEASIBLE, str(error), []))
+            yield _penalty(problem, index, point, None, INFEASIBLE, str(error), [])
             continue
         pending[index] = {}
         for number, layer in enumerate(spec.layers):
+            seed = layer_seed(spec.seed, layer)
             jobs.append(
-                LayerJob(
-                    (index, number),
-                    spec.evaluator,
-                    layer.workload,
-                    configs[index],
-                    layer_seed(spec.seed, layer),
-                )
+                LayerJob((index, number), spec.evaluator, layer.workload, configs[index], seed)
             )
     points = dict(fresh)
     for job, outcome in pool.run(jobs):
         index, number = job.key
         pending[index][number] = outcome
         if len(pending[index]) == len(spec.layers):
-            trial = _finish(spec, problem, index, points[index], configs[index], pending.pop(index))
-            finished.append(replace(trial, seconds=time.monotonic() - started))
-    return finished
+            outcomes = pending.pop(index)
+            trial = _finish(spec, problem, index, points[index], configs[index], outcomes)
+            yield replace(trial, seconds=time.monotonic() - started)
 
 
 def _finish(

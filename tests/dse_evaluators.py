@@ -1,0 +1,53 @@
+"""Layer evaluators injected by the co-design tests.
+
+They live in a module of their own, importing only the light evaluation code, because a
+spawned worker process imports the module that defines a pickled evaluator: defining them in
+a test module would make every worker import pytest, hypothesis and torch.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from tensorforge.compiler.workload import Workload
+from tensorforge.config import AcceleratorConfig
+from tensorforge.dse.evaluate import LayerMetrics
+from tensorforge.dse.evaluate_first_order import FirstOrderEvaluator
+
+
+@dataclass(frozen=True)
+class FailOnRows:
+    """Raises for one array height, or kills its worker process outright."""
+
+    rows: int
+    hard: bool = False
+    version: str = "fail-on-rows"
+
+    def __call__(self, workload: Workload, config: AcceleratorConfig, seed: int) -> LayerMetrics:
+        if config.array.rows == self.rows:
+            if self.hard:
+                os._exit(3)
+            raise RuntimeError(f"simulated evaluator crash on {self.rows} rows")
+        return FirstOrderEvaluator()(workload, config, seed)
+
+
+class Killed(BaseException):
+    """Stands for SIGKILL / Ctrl-C: not an evaluation failure, it ends the sweep."""
+
+
+@dataclass(frozen=True)
+class CountingEvaluator:
+    """The first-order evaluator (same version, so the same sweep id) that logs its calls and
+    can 'kill the sweep' on call number ``kill_at`` (1-based). Inline use only (``workers=1``):
+    the call log is this process's list."""
+
+    kill_at: int | None = None
+    calls: list[tuple[str, str]] = field(default_factory=list, compare=False)
+    version: str = FirstOrderEvaluator.version
+
+    def __call__(self, workload: Workload, config: AcceleratorConfig, seed: int) -> LayerMetrics:
+        self.calls.append((workload.name, config.describe()))
+        if self.kill_at is not None and len(self.calls) == self.kill_at:
+            raise Killed(f"killed at evaluator call {self.kill_at}")
+        return FirstOrderEvaluator()(workload, config, seed)
