@@ -192,7 +192,11 @@ def compute_model(config: AcceleratorConfig):
     return build_model(ComputeUnit(config), top="compute_unit")
 
 
-RTL_GRID = list(grid([(2, 3)])) + [
+DOT_RTL_BUG = pytest.mark.xfail(
+    strict=True, reason="open bug: DOT on Verilator writes the old C line (array output 0), "
+    "while Amaranth's simulator of the same unit is bit-exact; see the issue-3 report")
+RTL_GRID = [pytest.param(*p, marks=DOT_RTL_BUG) if p[0] is Intrinsic.DOT else p
+            for p in grid([(2, 3)])] + [
     (Intrinsic.GEMM, Dataflow.WEIGHT_STATIONARY, Interconnect.SYSTOLIC, rows, cols)
     for rows, cols in [(4, 4), (2, 8), (3, 5)]
 ]

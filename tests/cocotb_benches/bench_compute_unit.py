@@ -168,4 +168,6 @@ async def one_step_takes_step_latency(dut) -> None:
     execute(config, Compute(), bench.spad, expected)
     cycles = await bench.execute(Compute())
     assert cycles == step_latency(config), f"measured {cycles}, documented {step_latency(config)}"
-    assert (bench.acc == expected).all()
+    bad = np.argwhere(bench.acc != expected)
+    lines = bad[:, 0]
+    assert bad.size == 0, f"lines {lines.tolist()}: {bench.acc[lines]} != {expected[lines]}"
