@@ -224,22 +224,6 @@ def layer_spaces(workload: Workload, config: AcceleratorConfig, *,
     return spaces
 
 
-def im2col_groups(workload: Workload) -> tuple[tuple[str, ...], ...]:
-    """HASCO's library lowering: output spatial indices fused, reductions fused, the rest kept.
-
-    For ``C[k,x,y] += A[c,x+r,y+s] * B[k,c,r,s]``: ``(k,), (x,y), (c,r,s)``. Indices of the
-    output used by one input only are grouped by the input they share.
-    """
-    out = workload.output.indices
-    reductions = workload.reduction_indices
-    first, second = (set(a.indices) for a in workload.inputs[:2])
-    only_first = tuple(n for n in out if n in first and n not in second)
-    only_second = tuple(n for n in out if n in second and n not in first)
-    rest = tuple(n for n in out if n not in only_first and n not in only_second)
-    groups = tuple(g for g in (only_second, only_first, rest, reductions) if g)
-    return groups
-
-
 def movement_hops(config: AcceleratorConfig) -> float:
     """PE-to-PE (or wire/crossbar) hops one streamed operand element makes, by interconnect."""
     pes = config.array.pes

@@ -109,8 +109,16 @@ class SoftwareSpace:
 
     @classmethod
     def build(cls, workload: Workload, config: AcceleratorConfig, *, grid: str = "pow2",
-              fusions: tuple[tuple[tuple[str, ...], ...], ...] = ((),),
+              fusions: tuple[tuple[tuple[str, ...], ...], ...] | None = None,
               parameters: CostParameters | None = None) -> SoftwareSpace:
+        """Every tensorize choice of ``workload``, unfused and (by default) also after the
+        im2col fusion (HASCO's ``fuse``; it pays the host's im2col/col2im traffic)."""
+        if fusions is None:
+            from tensorforge.compiler.mappers import im2col_groups
+
+            groups = im2col_groups(workload)
+            fused = bool(groups)
+            fusions = ((), groups) if fused else ((),)
         return cls(workload, config, layer_spaces(workload, config, fusions=fusions), grid,
                    parameters or CostParameters())
 

@@ -1,0 +1,77 @@
+"""`SoftwareSearchEvaluator`: the co-design loop's `LayerEvaluator` that runs HASCO's software
+search for each (layer, accelerator) under the analytical cost model.
+
+It returns the best mapping's cycles and dynamic energy, and the mapping itself as JSON (the
+`compiler.mapping.Mapping` form, so a report can compile it). The search is seeded by the
+loop's per-layer seed, so a trial is reproducible. The evaluator is a frozen dataclass of
+plain values: picklable for worker processes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tensorforge.compiler.workload import Workload
+from tensorforge.config import AcceleratorConfig
+from tensorforge.dse.evaluate import LayerMetrics
+from tensorforge.dse.sw_search import SEARCHES
+from tensorforge.dse.sw_space import SoftwareSpace
+from tensorforge.errors import MappingError
+
+
+@dataclass(frozen=True)
+class SoftwareSearchEvaluator:
+    """``(workload, config, seed) -> LayerMetrics`` by software search (``method`` in
+    `sw_search.SEARCHES`) with ``budget`` cost-model evaluations per layer."""
+
+    method: str = "hasco"
+    budget: int = 600
+    grid: str = "pow2"
+    version: str = ""  # set from the settings: they change results, so they are identity
+
+    def __post_init__(self) -> None:
+        if self.method not in SEARCHES:
+            raise ValueError(f"unknown software search {self.method!r}; known: "
+                             f"{', '.join(SEARCHES)}")
+        object.__setattr__(self, "version",
+                           f"sw-search-1:{self.method}:{self.budget}:{self.grid}")
+
+    def __call__(self, workload: Workload, config: AcceleratorConfig, seed: int) -> LayerMetrics:
+        import torch
+
+        torch.set_num_threads(1)
+        space = SoftwareSpace.build(workload, config, grid=self.grid)
+        result = SEARCHES[self.method](space, self.budget, seed)
+        if not result.found:
+            raise MappingError(f"no legal mapping of {workload.text} found on "
+                               f"{config.describe()} in {self.budget} evaluations")
+        details = space.cost(*_best_row(space, result))
+        numbers = details.row(0)
+        return LayerMetrics(
+            cycles=int(result.cycles),
+            energy_pj=float(result.energy_pj),
+            mapping=result.mapping.to_dict(),
+            details={k: numbers[k] for k in ("compute_cycles", "load_cycles", "store_cycles",
+                                             "host_cycles", "dram_read_bytes",
+                                             "dram_write_bytes", "utilization")}
+            | {"evaluations": float(result.evaluations)},
+        )
+
+
+def _best_row(space: SoftwareSpace, result):
+    """The best candidate as a one-row batch of ``space`` (found again from its mapping)."""
+    import numpy as np
+
+    from tensorforge.dse.sw_space import MAX_DIMS, Candidates
+
+    mapping = result.mapping
+    for s, layer in enumerate(space.spaces):
+        if layer.choice == mapping.choice and layer.groups == mapping.groups:
+            tiles = mapping.tile_sizes
+            levels = np.full((1, MAX_DIMS), -1, dtype=np.int64)
+            order = np.full((1, MAX_DIMS), -1, dtype=np.int64)
+            for d, name in enumerate(layer.names):
+                levels[0, d] = int(np.searchsorted(space.values[s][d], tiles[name]))
+            order[0, : layer.dims] = [layer.names.index(n) for n in mapping.order]
+            return Candidates(np.array([s]), levels, order), 0
+    raise MappingError("the search returned a mapping outside its own space")

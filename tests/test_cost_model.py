@@ -1,0 +1,182 @@
+"""The analytical cost model against the compiled program and by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tensorforge.compiler.codegen import generate
+from tensorforge.compiler.mapping import Mapping, check_mapping, output_first_order
+from tensorforge.compiler.matching import tensorize_choices
+from tensorforge.compiler.workload import parse_workload
+from tensorforge.config import AcceleratorConfig
+from tensorforge.dse.cost_model import CostParameters, evaluate, mapping_arrays
+from tensorforge.dse.cost_space import build_space
+from tensorforge.errors import MappingError
+from tensorforge.hw.pe_array import array_latency
+from tensorforge.sim.functional import run_program
+
+CONV = "C[k,x,y] += A[c,x+r,y+s] * B[k,c,r,s]"
+
+
+def small(intrinsic="gemm", **array) -> AcceleratorConfig:
+    return AcceleratorConfig.from_dict({
+        "intrinsic": intrinsic,
+        "array": {"rows": 4, "cols": 4, **array},
+        "scratchpad": {"capacity": 8192, "banks": 2, "accumulator": 4096},
+    })
+
+
+CASES = [
+    ("C[i,j] += A[i,k] * B[k,j]", "i=8,j=12,k=10", small(),
+     [dict(i=4, j=4, k=4), dict(i=8, j=8, k=8), dict(i=4, j=12, k=4), {}]),
+    (CONV, "k=8,c=4,x=5,y=6,r=3,s=3", small(),
+     [dict(k=4, x=4, y=4, c=4), dict(k=8, x=2, y=4), dict(x=1, y=4, r=1, s=1, k=4)]),
+    ("C[k,x,y] += A[c,2*x+r,2*y+s] * B[k,c,r,s]", "k=4,c=4,x=3,y=4,r=3,s=3", small(),
+     [dict(k=4, x=2, y=4, c=4), dict(x=1, y=1, r=1)]),
+    (CONV, "k=8,c=4,x=5,y=6,r=3,s=3", small("conv2d", local_bytes=16),
+     [dict(k=4, x=4, y=4, c=4), dict(k=8, x=2, y=4)]),
+    ("C[i,j] += A[i,k] * B[k,j]", "i=8,j=6,k=10", small("gemv", dataflow="os"),
+     [dict(i=4, j=4, k=4), dict(i=8, j=2, k=8)]),
+]
+
+
+@pytest.mark.parametrize("text,sizes,config,tilings", CASES)
+def test_counts_equal_the_functional_simulator(text, sizes, config, tilings):
+    """MAC/ZERO steps and DRAM bytes of the model equal the simulated program's, for every
+    tensorize choice and several tilings (partial tiles, halos, strides included)."""
+    workload = parse_workload(text, sizes)
+    rng = np.random.default_rng(7)
+    checked = 0
+    for choice in tensorize_choices(workload, config.intrinsic.value):
+        if choice.stage:
+            continue
+        space = build_space(workload, choice, config)
+        for tiles in tilings:
+            tiles = {n: tiles.get(n, workload.sizes[n]) for n in workload.indices}
+            order = output_first_order(workload, list(rng.permutation(workload.indices)))
+            mapping = Mapping(choice, tuple(tiles.items()), order)
+            try:
+                check_mapping(workload, mapping, config)
+                program = generate(workload, mapping, config)
+            except MappingError:
+                continue
+            image = program.pack_inputs(workload.random_inputs(rng))
+            stats = run_program(config, list(program.instructions), image)
+            model = evaluate(space, *mapping_arrays(space, tiles, order))
+            assert model.legal[0]
+            assert model.mac_steps[0] == stats.mac_steps
+            assert model.zero_steps[0] == stats.zero_steps
+            assert model.dram_read_bytes[0] == stats.dram_bytes_read
+            assert model.dram_write_bytes[0] == stats.dram_bytes_written
+            checked += 1
+    assert checked >= 2
+
+
+def one_tile_gemm(m: int, n: int, k: int):
+    config = small()
+    workload = parse_workload("C[i,j] += A[i,k] * B[k,j]", f"i={m},j={n},k={k}")
+    choice = next(c for c in tensorize_choices(workload, "gemm")
+                  if dict(c.indices) == {"i": "i", "k": "k", "j": "j"})
+    space = build_space(workload, choice, config)
+    return config, space, evaluate(space, *mapping_arrays(space, workload.sizes, ("i", "j", "k")))
+
+
+def test_one_tile_by_hand():
+    """4x4x4 GEMM on a 4x4 array, one tile, 64-bit bus, 2 banks, everything serial."""
+    config, space, result = one_tile_gemm(4, 4, 4)
+    p = CostParameters()
+    # LOAD A (and B): 4 rows of 4 int8 = one beat and one burst each, a line write per row,
+    # one instruction
+    load = 4 * p.line_write_cycles + 4 * 1 + 4 * p.burst_latency_cycles + p.issue_cycles
+    # STORE C: 4 rows of 4 int32 = 16 bytes = two beats, one burst, one accumulator read each
+    store = 4 * p.acc_read_cycles + 4 * 2 + 4 * p.burst_latency_cycles + p.issue_cycles
+    # one MAC step: 4 beats while the 4 stationary lines load; A at line 0, B at line 4: the
+    # same bank every cycle (2 banks) -> 4 conflict cycles; then the exposed stationary load,
+    # the array latency and issue; ZERO of one 4-line block and its issue
+    latency = array_latency(config)
+    compute = (4 + 4) + (4 + latency + p.issue_cycles) + 4 + p.issue_cycles
+    assert result.mac_steps[0] == 1 and result.zero_steps[0] == 1
+    assert result.compute_cycles[0] == compute
+    assert result.dram_read_bytes[0] == 32 and result.dram_write_bytes[0] == 64
+    assert result.cycles[0] == 2 * load + compute + store + latency
+
+
+def test_memory_bound_and_compute_bound():
+    """One resident 128x128x256 tile reuses every operand line 32 times: compute-bound. A
+    skinny GEMM (k=4) with 4x4 tiles streams a line per step: memory-bound."""
+    config = AcceleratorConfig.from_dict({
+        "array": {"rows": 4, "cols": 4},
+        "scratchpad": {"capacity": 64 * 1024, "banks": 2, "accumulator": 64 * 1024}})
+    for sizes, tiles, compute_bound in (("i=128,j=128,k=256", {"i": 128, "j": 128, "k": 256},
+                                         True),
+                                        ("i=64,j=64,k=4", {"i": 4, "j": 4, "k": 4}, False)):
+        workload = parse_workload("C[i,j] += A[i,k] * B[k,j]", sizes)
+        choice = next(c for c in tensorize_choices(workload, "gemm")
+                      if dict(c.indices) == {"i": "i", "k": "k", "j": "j"})
+        space = build_space(workload, choice, config)
+        result = evaluate(space, *mapping_arrays(space, tiles, ("i", "j", "k")))
+        memory = result.load_cycles[0] + result.store_cycles[0]
+        assert bool(result.compute_cycles[0] > memory) is compute_bound
+        # the overlap never beats the slowest unit and never exceeds running them serially
+        assert max(result.compute_cycles[0], result.load_cycles[0]) <= result.cycles[0]
+        assert result.cycles[0] <= result.compute_cycles[0] + memory + 100
+
+
+def random_batch(space, count: int, rng, multiple: int):
+    tiles = np.stack([np.minimum(n, multiple * rng.integers(1, max(2, -(-n // multiple)) + 1,
+                                                            size=count))
+                      for n in space.sizes], axis=1)
+    outs = np.flatnonzero(space.output_mask)
+    reds = np.flatnonzero(~space.output_mask)
+    order = np.array([np.concatenate([rng.permutation(outs), rng.permutation(reds)])
+                      for _ in range(count)])
+    return tiles, order
+
+
+def test_more_bandwidth_never_slower():
+    workload = parse_workload(CONV, "k=32,c=16,x=12,y=12,r=3,s=3")
+    rng = np.random.default_rng(3)
+    results = []
+    for bits in (32, 64, 128, 256):
+        config = AcceleratorConfig.from_dict({
+            "array": {"rows": 8, "cols": 8},
+            "scratchpad": {"capacity": 64 * 1024, "banks": 4, "accumulator": 16 * 1024},
+            "dma": {"bus_bits": bits}})
+        choice = tensorize_choices(workload, "gemm")[0]
+        space = build_space(workload, choice, config)
+        if not results:
+            batch = random_batch(space, 500, rng, 8)
+        results.append(evaluate(space, *batch))
+    legal = results[0].legal
+    assert legal.sum() > 50
+    for slower, faster in zip(results, results[1:], strict=False):
+        assert np.all(faster.cycles[legal] <= slower.cycles[legal])
+
+
+def test_more_pes_never_slower_at_equal_mapping():
+    """Tiles that are multiples of 16 are legal on 8x8 and 16x16 arrays alike."""
+    workload = parse_workload("C[i,j] += A[i,k] * B[k,j]", "i=96,j=80,k=112")
+    rng = np.random.default_rng(5)
+    results = []
+    for side in (8, 16):
+        config = AcceleratorConfig.from_dict({
+            "array": {"rows": side, "cols": side},
+            "scratchpad": {"capacity": 128 * 1024, "banks": 4, "accumulator": 64 * 1024},
+            "dma": {"bus_bits": 128}})
+        choice = next(c for c in tensorize_choices(workload, "gemm")
+                      if dict(c.indices) == {"i": "i", "k": "k", "j": "j"})
+        space = build_space(workload, choice, config)
+        if not results:
+            batch = random_batch(space, 300, rng, 16)
+        results.append(evaluate(space, *batch))
+    legal = results[0].legal & results[1].legal
+    assert legal.sum() > 30
+    assert np.all(results[1].cycles[legal] <= results[0].cycles[legal])
+
+
+def test_illegal_tiles_are_infinite():
+    _, space, _ = one_tile_gemm(8, 8, 8)
+    result = evaluate(space, np.array([[3, 8, 8], [8, 8, 8]]), np.array([[0, 1, 2]] * 2))
+    assert list(result.legal) == [False, True]
+    assert np.isinf(result.cycles[0]) and np.isfinite(result.cycles[1])
