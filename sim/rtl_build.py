@@ -10,8 +10,8 @@ Most of a build is not the design: Verilator's C++ runtime (``verilated.o``, ``v
 and friends) takes ~80% of the compile time and depends only on the Verilator install, the
 compiler and the flags. :mod:`tensorforge.sim.objcache` wraps each compile (make's ``OBJCACHE``)
 and serves those objects from ``cache_subdir("verilator")/objects`` when the same command was
-compiled before, so a new model compiles only its own code (MAC: ~2.5 s instead of ~8 s on an
-idle 2-core machine, ~20 s when it is loaded).
+compiled before, so a new model compiles only its own code (MAC on a shared, loaded 2-core
+machine: ~20 s for the first model, ~7-9 s for a later one).
 """
 
 from __future__ import annotations
@@ -45,9 +45,9 @@ _CACHE_FORMAT = "rtl-model-1"
 MANIFEST = "model.json"
 
 #: Verilator options for every build. Amaranth's netlists trip style lints that are not bugs,
-#: so warnings are reported but not fatal. ``-O2`` on the C++ (instead of Verilator's ``-Os``)
-#: measured faster to build (MAC: ~6.5 s vs ~9 s on 2 cores) and as fast to run; ``-O0``
-#: builds in ~4 s but simulates ~40% slower, which larger designs would feel.
+#: so warnings are reported but not fatal. ``-O2`` on the C++ (Verilator's default is ``-Os``)
+#: built the MAC no slower (~6.5 s vs ~9.5 s, idle) and simulates as fast; ``-O0`` builds in
+#: ~4 s but simulates ~40% slower, which larger designs would feel.
 DEFAULT_BUILD_OPTIONS: tuple[str, ...] = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "-CFLAGS", "-O2")
 
 

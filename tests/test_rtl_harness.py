@@ -18,7 +18,7 @@ import pytest
 
 from tensorforge.errors import SimulationError, ToolError
 from tensorforge.hw.mac import MultiplyAccumulate
-from tensorforge.sim import verilator_env
+from tensorforge.sim import objcache, verilator_env
 from tensorforge.sim.rtl_build import DEFAULT_BUILD_OPTIONS, model_key
 from tensorforge.sim.rtl_harness import RtlModel, build_model, design_verilog
 from tensorforge.sim.rtl_results import RtlResults, parse_results
@@ -136,6 +136,25 @@ def test_failed_results_raise_with_names_message_and_seed(tmp_path: Path) -> Non
 def test_a_run_in_which_nothing_ran_is_a_failure(tmp_path: Path) -> None:
     with pytest.raises(SimulationError, match="no cocotb test ran"):
         _results(tmp_path, ()).raise_for_failures()
+
+
+def test_object_cache_keys_only_runtime_compiles_by_command_and_source(tmp_path: Path) -> None:
+    root = tmp_path / "verilator"
+    (root / "include").mkdir(parents=True)
+    runtime = root / "include" / "verilated.cpp"
+    runtime.write_text("int runtime;\n")
+    command = ["c++", "-O2", "-DVM_TRACE=0", "-c", "-o", "verilated.o", str(runtime)]
+    assert objcache.cached_source(command, str(root)) == runtime
+    design = [*command[:-1], str(tmp_path / "Vtop__ALL.cpp")]
+    assert objcache.cached_source(design, str(root)) is None
+    assert objcache.cached_source(command, "") is None
+
+    key = objcache.compile_key(command, runtime, "salt")
+    traced = [*command[:2], "-DVM_TRACE=1", *command[3:]]
+    assert objcache.compile_key(traced, runtime, "salt") != key
+    assert objcache.compile_key(command, runtime, "other compiler") != key
+    runtime.write_text("int runtime_v2;\n")
+    assert objcache.compile_key(command, runtime, "salt") != key
 
 
 @pytest.mark.rtl
