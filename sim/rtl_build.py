@@ -163,6 +163,17 @@ def _compile(
     return time.perf_counter() - started
 
 
+#: Build intermediates a finished model never reads again; precompiled headers of a large
+#: design alone are ~150 MB, so they are deleted before the model enters the cache.
+_INTERMEDIATES = ("*.gch", "*.o", "*.a", "*.d", "*.tmp")
+
+
+def _prune(staging: Path) -> None:
+    for pattern in _INTERMEDIATES:
+        for path in staging.glob(pattern):
+            path.unlink()
+
+
 def build_into_cache(
     verilog_text: str,
     top: str,
@@ -194,6 +205,7 @@ def build_into_cache(
                 "trace_format": trace_format,
                 "verilator": install.version,
             }
+            _prune(staging)
             (staging / MANIFEST).write_text(json.dumps(manifest, indent=2))
             if directory.exists():  # debris of a build killed before the manifest existed
                 shutil.rmtree(directory)

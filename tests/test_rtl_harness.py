@@ -254,6 +254,7 @@ def test_verilog_text_builds_once_across_concurrent_processes(
 
     model = build_model(ADDER_VERILOG, top="adder_reg")  # text, not the file: same key
     assert not model.was_built and str(model.directory) == outcomes[0]["directory"]
+    assert model.executable.is_file() and not list(model.directory.glob("*.o")), "not pruned"
     results = model.run(
         cocotb_benches / "adder_bench.py", test_dir=tmp_path / "run", config={"cycles": 300}, seed=7
     )
