@@ -34,9 +34,9 @@ CASES = {
     "random-batched": {"trials": 9, "batch_size": 4},
     "nsga2": {"trials": 10, "batch_size": 3, "method_options": {"population_size": 4}},
     "mobo": {
-        "trials": 8,
+        "trials": 6,
         "batch_size": 1,
-        "method_options": {"initial_points": 4, "candidates": 64, "mc_samples": 16},
+        "method_options": {"initial_points": 4, "candidates": 32, "mc_samples": 8},
     },
 }
 
