@@ -73,7 +73,7 @@ class Scratchpad(wiring.Component):
     Bank conflicts: in a cycle where both read ports could be accepted (valid, response slot
     free) and address the same bank, one is held back; that cycle adds 1 to ``conflicts``.
     The port that lost the last conflict wins the next one (A wins the first), so neither
-    starves. `ScratchpadModel` counts the same way.
+    starves. ``conflict`` is high in exactly those cycles. `ScratchpadModel` counts the same way.
     """
 
     read_latency = 1
@@ -86,6 +86,7 @@ class Scratchpad(wiring.Component):
                 "b_read": In(spad_read_port(config)),
                 "write": In(spad_write_port(config)),
                 "conflicts": Out(COUNTER_BITS),
+                "conflict": Out(1),
             }
         )
 
@@ -111,6 +112,7 @@ class Scratchpad(wiring.Component):
             conflict.eq(want["a"] & want["b"] & (bank["a"] == bank["b"])),
             grant["a"].eq(want["a"] & ~(conflict & b_first)),
             grant["b"].eq(want["b"] & ~(conflict & ~b_first)),
+            self.conflict.eq(conflict),
             self.a_read.req.ready.eq(grant["a"]),
             self.b_read.req.ready.eq(grant["b"]),
         ]
@@ -218,3 +220,53 @@ class ScratchpadModel:
             for index in range(self.elems):
                 if mask >> index & 1:
                     self.memory[line][index] = elements[index]
+
+
+class ScratchpadTraffic:
+    """Seeded random stimulus for `Scratchpad` testbenches, obeying the stream rules.
+
+    A request stays presented until accepted; new ones come with probability ``busy``, and the
+    B port aims at A's bank with probability ``clash`` so conflicts are frequent. Response
+    ``ready`` and writes (random lines, elements and masks) are random every cycle.
+    """
+
+    def __init__(
+        self,
+        rng,
+        lines: int,
+        elems: int,
+        in_bits: int,
+        banks: int,
+        busy: float = 0.8,
+        clash: float = 0.4,
+    ) -> None:
+        self.rng, self.lines, self.elems, self.banks = rng, lines, elems, banks
+        self.low, self.high = -(1 << (in_bits - 1)), 1 << (in_bits - 1)
+        self.busy, self.clash = busy, clash
+        self.requests: dict[str, int | None] = {"a": None, "b": None}
+        self.resp_ready = {"a": True, "b": True}
+        self.write: tuple[int, list[int], int] | None = None
+        self.advance({"a": False, "b": False})
+
+    def _line_in_bank(self, bank: int) -> int:
+        rows = (self.lines - 1 - bank) // self.banks + 1
+        return bank + self.banks * int(self.rng.integers(0, rows))
+
+    def advance(self, accepted: dict[str, bool]) -> None:
+        """Drop what was accepted this cycle and draw the next cycle's inputs."""
+        rng = self.rng
+        for port in ("a", "b"):
+            if accepted[port]:
+                self.requests[port] = None
+            if self.requests[port] is None and rng.random() < self.busy:
+                other = self.requests["a" if port == "b" else "b"]
+                if other is not None and rng.random() < self.clash:
+                    self.requests[port] = self._line_in_bank(other % self.banks)
+                else:
+                    self.requests[port] = int(rng.integers(0, self.lines))
+            self.resp_ready[port] = bool(rng.random() < 0.75)
+        self.write = None
+        if rng.random() < 0.5:
+            elements = [int(v) for v in rng.integers(self.low, self.high, self.elems)]
+            mask = int(rng.integers(0, 1 << self.elems))
+            self.write = (int(rng.integers(0, self.lines)), elements, mask)

@@ -1,0 +1,145 @@
+"""The accelerator top level: controller, load/compute/store units, buffers, AXI ports.
+
+Ports (Verilog names as Amaranth flattens them, top module ``accelerator``):
+
+* ``m_axi__*``: one AXI4 manager to DRAM (``dma.bus_bits`` data, 32-bit addresses, 1-bit IDs).
+  Instruction fetch and LOAD share AR/R (`AxiReadArbiter`, IDs `ReadId`), STORE uses AW/W/B.
+* ``s_axil__*``: AXI4-Lite subordinate with the control/status registers (8-bit addresses).
+* ``irq``: high while STATUS.done is set.
+
+Register map (`tensorforge.hw.registers.REGISTERS`, 32-bit registers):
+
+=======  ==============  ======  ==================================================
+offset   name            access  meaning
+=======  ==============  ======  ==================================================
+0x00     control         w       bit 0: write 1 to start the program
+0x04     status          r       bit 0 done, bit 1 busy, bit 2 error
+0x08     insn_addr       rw      DRAM byte address of the program (16-aligned)
+0x0C     insn_count      rw      number of 16-byte instructions
+0x10     cycles          r       cycles from start to done
+0x14     load_busy       r       cycles the load unit was busy
+0x18     compute_busy    r       cycles the compute unit was busy
+0x1C     store_busy      r       cycles the store unit was busy
+0x20     bank_conflicts  r       cycles a scratchpad read lost its bank
+0x24     dep_wait        r       sum over units of cycles waiting for a token
+0x28     bytes_read      r       AXI read bytes (beats x bus width), fetch included
+0x2C     bytes_written   r       AXI write bytes (beats x bus width)
+=======  ==============  ======  ==================================================
+
+Counters restart from 0 at each start and count only while busy.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from tensorforge.config import AcceleratorConfig
+from tensorforge.hw.accumulator import AccumulatorBuffer
+from tensorforge.hw.axi import AxiReadArbiter, axi_lite_signature, axi_signature, forward
+from tensorforge.hw.controller import Controller
+from tensorforge.hw.dma import LoadUnit, StoreUnit
+from tensorforge.hw.registers import (
+    ADDRESS_BITS,
+    COUNTERS,
+    REGISTER_BITS,
+    ControlRegisters,
+    Status,
+)
+from tensorforge.hw.scratchpad import Scratchpad
+
+TOP_NAME = "accelerator"
+
+
+class Accelerator(wiring.Component):
+    """The whole accelerator for one `AcceleratorConfig`.
+
+    Contract: software writes ``insn_addr`` and ``insn_count``, writes 1 to ``control`` and
+    polls ``status`` (or waits for ``irq``); the program's DRAM writes are complete when
+    ``done`` is set. ``start_latency`` = 2 cycles from the AXI-Lite write to ``busy``.
+    ``compute_unit`` replaces the compute unit (a factory taking the config), for tests.
+    """
+
+    start_latency = 2
+
+    def __init__(self, config: AcceleratorConfig, compute_unit=None) -> None:
+        self.config = config
+        if compute_unit is None:
+            from tensorforge.hw.compute_unit import ComputeUnit as compute_unit
+        self._compute_unit = compute_unit
+        super().__init__(
+            {
+                "m_axi": Out(axi_signature(config.dma.bus_bits)),
+                "s_axil": In(axi_lite_signature(ADDRESS_BITS)),
+                "irq": Out(1),
+            }
+        )
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        config = self.config
+        m.submodules.registers = registers = ControlRegisters()
+        m.submodules.controller = controller = Controller(config)
+        m.submodules.load = load = LoadUnit(config)
+        m.submodules.compute = compute = self._compute_unit(config)
+        m.submodules.store = store = StoreUnit(config)
+        m.submodules.scratchpad = scratchpad = Scratchpad(config)
+        m.submodules.accumulator = accumulator = AccumulatorBuffer(config)
+        m.submodules.read_arbiter = arbiter = AxiReadArbiter(config.dma.bus_bits)
+
+        wiring.connect(m, wiring.flipped(self.s_axil), registers.bus)
+        wiring.connect(m, controller.fetch, arbiter.fetch)
+        wiring.connect(m, load.axi, arbiter.load)
+        forward(m, arbiter.bus, self.m_axi)
+        forward(m, store.axi, self.m_axi)
+
+        units = {"load": load, "compute": compute, "store": store}
+        for name, unit in units.items():
+            wiring.connect(m, getattr(controller, f"{name}_cmd"), unit.cmd)
+            m.d.comb += getattr(controller, f"{name}_idle").eq(unit.idle)
+        wiring.connect(m, compute.a_read, scratchpad.a_read)
+        wiring.connect(m, compute.b_read, scratchpad.b_read)
+        wiring.connect(m, load.spad_write, scratchpad.write)
+        wiring.connect(m, compute.acc_read, accumulator.compute_read)
+        wiring.connect(m, compute.acc_write, accumulator.compute_write)
+        wiring.connect(m, load.acc_write, accumulator.dma_write)
+        wiring.connect(m, store.acc_read, accumulator.dma_read)
+
+        error = Signal()
+        m.d.comb += [
+            controller.start.eq(registers.start),
+            controller.insn_addr.eq(registers.insn_addr),
+            controller.insn_count.eq(registers.insn_count),
+            error.eq(controller.error | load.error | store.error),
+            registers.status.eq(
+                (controller.done * int(Status.DONE))
+                | (controller.busy * int(Status.BUSY))
+                | (error * int(Status.ERROR))
+            ),
+            self.irq.eq(controller.done),
+        ]
+
+        bus_bytes = config.dma.bus_bytes
+        axi = self.m_axi
+        increments = {
+            "cycles": 1,
+            "load_busy": ~load.idle,
+            "compute_busy": ~compute.idle,
+            "store_busy": ~store.idle,
+            "bank_conflicts": scratchpad.conflict,
+            "dep_wait": controller.dep_wait,
+            "bytes_read": (axi.rvalid & axi.rready) * bus_bytes,
+            "bytes_written": (axi.wvalid & axi.wready) * bus_bytes,
+        }
+        if set(increments) != set(COUNTERS):  # a register added to REGISTERS but not here
+            raise RuntimeError(f"counters {sorted(increments)} do not match {sorted(COUNTERS)}")
+        starting = registers.start & ~controller.busy
+        for name, increment in increments.items():
+            counter = Signal(REGISTER_BITS, name=f"count_{name}")
+            m.d.comb += getattr(registers, name).eq(counter)
+            with m.If(starting):
+                m.d.sync += counter.eq(0)
+            with m.Elif(controller.busy):
+                m.d.sync += counter.eq(counter + increment)
+        return m

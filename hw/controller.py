@@ -1,0 +1,264 @@
+"""The controller: instruction fetch, dispatch, and VTA's dependency tokens between three units.
+
+Fetch reads the program from DRAM one *chunk* at a time (``max(16, bus bytes)`` bytes, aligned,
+so a chunk never crosses 4 KiB) and only when the instruction it is working on has been taken,
+so fetch never leaves read data waiting on the shared R channel (the load unit's reads queue
+behind it there; stalling them while dispatch waits for the load unit would deadlock).
+
+Dispatch sends LOAD, COMPUTE and STORE to one queue per unit. Each unit has a *gate* that takes
+its next instruction, waits until the tokens it pops are there (``pop_prev``/``pop_next``),
+hands it to the unit, waits until the unit is idle again and then pushes its tokens. The four
+token queues carry no data, so each is a counter with one producer and one consumer:
+
+========  =====================  ====================
+counter   pushed by              popped by
+========  =====================  ====================
+l2c       LOAD ``push_next``     COMPUTE ``pop_prev``
+c2l       COMPUTE ``push_prev``  LOAD ``pop_next``
+c2s       COMPUTE ``push_next``  STORE ``pop_prev``
+s2c       STORE ``push_prev``    COMPUTE ``pop_next``
+========  =====================  ====================
+
+FINISH (or the end of the program) stops fetch; ``done`` rises once every queue is empty and
+every unit is idle. A pop that nothing will ever push hangs the program (VTA has no deadlock
+detection either; the testbench timeout catches it). A push onto a full counter sets ``error``.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from tensorforge.config import AcceleratorConfig
+from tensorforge.hw.axi import (
+    ADDR_BITS,
+    BurstPlanner,
+    ReadId,
+    axi_read_signature,
+    drive_fixed_fields,
+)
+from tensorforge.hw.ports import instruction_layout
+from tensorforge.isa import INSTRUCTION_BITS, INSTRUCTION_BYTES, Opcode
+
+TOKEN_BITS = 8  # a counter holds up to 255 tokens
+UNITS = ("load", "compute", "store")
+# (counter, producer unit, producer flag, consumer unit, consumer flag)
+TOKEN_QUEUES = (
+    ("l2c", "load", "push_next", "compute", "pop_prev"),
+    ("c2l", "compute", "push_prev", "load", "pop_next"),
+    ("c2s", "compute", "push_next", "store", "pop_prev"),
+    ("s2c", "store", "push_prev", "compute", "pop_next"),
+)
+UNIT_OPCODES = {"load": Opcode.LOAD, "compute": Opcode.COMPUTE, "store": Opcode.STORE}
+
+
+class Controller(wiring.Component):
+    """Fetch, dispatch and token synchronisation of the load, compute and store units.
+
+    Contract: ``start`` (one cycle, while not busy) runs ``insn_count`` instructions from byte
+    ``insn_addr`` (16-byte aligned; low bits ignored). ``busy`` is high from the cycle after
+    ``start`` until ``done`` rises; ``done`` stays high until the next ``start``. Each unit must
+    lower ``<unit>_idle`` in the cycle after it accepts a command and raise it when finished.
+    ``queue_depth`` instructions wait per unit; a gate takes ``gate_latency`` = 3 cycles from
+    a unit going idle to offering its next command (push tokens, take, check the pops).
+    ``dep_wait`` is the number of gates that hold an instruction whose tokens are missing.
+    """
+
+    queue_depth = 4
+    gate_latency = 3
+
+    def __init__(self, config: AcceleratorConfig) -> None:
+        self.config = config
+        members = {
+            "start": In(1),
+            "insn_addr": In(ADDR_BITS),
+            "insn_count": In(32),
+            "done": Out(1),
+            "busy": Out(1),
+            "error": Out(1),
+            "dep_wait": Out(2),
+            "fetch": Out(axi_read_signature(config.dma.bus_bits)),
+        }
+        for unit, opcode in UNIT_OPCODES.items():
+            members[f"{unit}_cmd"] = Out(stream.Signature(instruction_layout(opcode)))
+            members[f"{unit}_idle"] = In(1)
+        super().__init__(members)
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        insn = stream.Signature(INSTRUCTION_BITS).create()  # fetched words, to dispatch
+        finished = self._fetch(m, insn)
+
+        queues = {}
+        for unit in UNITS:
+            queues[unit] = m.submodules[f"{unit}_queue"] = SyncFIFOBuffered(
+                width=INSTRUCTION_BITS, depth=self.queue_depth
+            )
+        opcode = insn.payload[:2]
+        for unit, fifo in queues.items():
+            m.d.comb += fifo.w_data.eq(insn.payload)
+            with m.If(opcode == UNIT_OPCODES[unit]):
+                m.d.comb += [fifo.w_en.eq(insn.valid), insn.ready.eq(fifo.w_rdy)]
+        with m.If(opcode == Opcode.FINISH):
+            m.d.comb += insn.ready.eq(1)
+
+        counters = {name: Signal(TOKEN_BITS, name=f"tokens_{name}") for name, *_ in TOKEN_QUEUES}
+        pushes = {name: Signal(name=f"push_{name}") for name in counters}
+        pops = {name: Signal(name=f"pop_{name}") for name in counters}
+        waiting, gates_empty = [], []
+        for unit in UNITS:
+            consumes = {flag: name for name, _, _, who, flag in TOKEN_QUEUES if who == unit}
+            produces = {flag: name for name, who, flag, _, _ in TOKEN_QUEUES if who == unit}
+            wait, empty = self._gate(
+                m,
+                unit,
+                queues[unit],
+                {flag: (counters[name], pops[name]) for flag, name in consumes.items()},
+                {flag: pushes[name] for flag, name in produces.items()},
+            )
+            waiting.append(wait)
+            gates_empty.append(empty)
+        for name, counter in counters.items():
+            m.d.sync += counter.eq(counter + pushes[name] - pops[name])
+            with m.If(pushes[name] & ~pops[name] & (counter == (1 << TOKEN_BITS) - 1)):
+                m.d.sync += self.error.eq(1)
+        m.d.comb += self.dep_wait.eq(sum(waiting))
+
+        all_idle = Signal()
+        queued = Signal(range(3 * self.queue_depth + 1))
+        m.d.comb += [
+            queued.eq(sum(fifo.r_level for fifo in queues.values())),
+            all_idle.eq(
+                finished
+                & ~insn.valid
+                & (queued == 0)
+                & self.load_idle
+                & self.compute_idle
+                & self.store_idle
+            ),
+        ]
+        settled = all_idle
+        for empty in gates_empty:
+            settled = settled & empty
+        with m.If(self.start & ~self.busy):
+            m.d.sync += [self.busy.eq(1), self.done.eq(0), self.error.eq(0)]
+            for counter in counters.values():
+                m.d.sync += counter.eq(0)
+        with m.Elif(self.busy & settled):
+            m.d.sync += [self.busy.eq(0), self.done.eq(1)]
+        return m
+
+    def _fetch(self, m: Module, out) -> Signal:
+        """Fetch the program into ``out``; returns a signal that is high once fetch has stopped."""
+        config = self.config
+        bus_bytes = config.dma.bus_bytes
+        chunk_bytes = max(INSTRUCTION_BYTES, bus_bytes)
+        per_chunk = chunk_bytes // INSTRUCTION_BYTES
+        axi = self.fetch
+        planner = BurstPlanner(bus_bytes, config.dma.max_burst, "fetch")
+        planner.elaborate_into(m)
+        drive_fixed_fields(m, axi, "ar", config.dma.bus_bits)
+        m.d.comb += [
+            axi.arid.eq(ReadId.FETCH),
+            axi.araddr.eq(planner.address),
+            axi.arlen.eq(planner.beats - 1),
+        ]
+
+        address = Signal(ADDR_BITS)
+        remaining = Signal(32)
+        chunk = Signal(chunk_bytes * 8)
+        beats_left = Signal(range(chunk_bytes // bus_bytes + 1))
+        index = Signal(range(per_chunk))
+        finished = Signal(init=1)
+        stop = Signal()
+
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(self.start & ~self.busy):
+                    m.d.sync += [
+                        address.eq(self.insn_addr & ~(INSTRUCTION_BYTES - 1)),
+                        remaining.eq(self.insn_count),
+                        finished.eq(self.insn_count == 0),
+                    ]
+                    with m.If(self.insn_count != 0):
+                        m.next = "REQUEST"
+            with m.State("REQUEST"):
+                base = address & ~(chunk_bytes - 1)
+                planner.start(m, base, chunk_bytes // bus_bytes)
+                m.d.sync += [
+                    beats_left.eq(chunk_bytes // bus_bytes),
+                    index.eq(address[4 : 4 + (per_chunk - 1).bit_length()] if per_chunk > 1 else 0),
+                ]
+                m.next = "RECEIVE"
+            with m.State("RECEIVE"):
+                m.d.comb += [axi.arvalid.eq(~planner.empty), axi.rready.eq(1)]
+                with m.If(axi.arvalid & axi.arready):
+                    planner.advance(m)
+                with m.If(axi.rvalid):
+                    if chunk_bytes == bus_bytes:
+                        m.d.sync += chunk.eq(axi.rdata)
+                    else:  # beats arrive low address first: shift them in from the top
+                        m.d.sync += chunk.eq(
+                            chunk[bus_bytes * 8 :] | (axi.rdata << ((chunk_bytes - bus_bytes) * 8))
+                        )
+                    m.d.sync += beats_left.eq(beats_left - 1)
+                    with m.If(beats_left == 1):
+                        m.next = "DISPATCH"
+            with m.State("DISPATCH"):
+                m.d.comb += [
+                    out.valid.eq(1),
+                    out.payload.eq(chunk.word_select(index, INSTRUCTION_BITS)),
+                    stop.eq((out.payload[:2] == Opcode.FINISH) | (remaining == 1)),
+                ]
+                with m.If(out.ready):
+                    m.d.sync += [
+                        address.eq(address + INSTRUCTION_BYTES),
+                        remaining.eq(remaining - 1),
+                        index.eq(Mux(index == per_chunk - 1, 0, index + 1)),
+                    ]
+                    with m.If(stop):
+                        m.d.sync += finished.eq(1)
+                        m.next = "IDLE"
+                    with m.Elif(index == per_chunk - 1):
+                        m.next = "REQUEST"
+        return finished
+
+    def _gate(self, m: Module, unit: str, queue, pops: dict, pushes: dict):
+        """The token gate in front of one unit; returns (waiting for tokens, holds nothing)."""
+        cmd = getattr(self, f"{unit}_cmd")
+        idle = getattr(self, f"{unit}_idle")
+        header = instruction_layout(Opcode.FINISH)
+        held = Signal(INSTRUCTION_BITS, name=f"{unit}_instruction")
+        flags = header(held[: header.size])
+        waiting = Signal(name=f"{unit}_waits_for_token")
+        empty = Signal(name=f"{unit}_gate_empty")
+        ready = Signal(name=f"{unit}_tokens_ready")
+        m.d.comb += ready.eq(1)
+        for flag, (counter, _) in pops.items():
+            with m.If(getattr(flags, flag) & (counter == 0)):
+                m.d.comb += ready.eq(0)
+
+        with m.FSM(name=f"{unit}_gate"):
+            with m.State("TAKE"):
+                m.d.comb += [empty.eq(1), queue.r_en.eq(1)]
+                with m.If(queue.r_rdy):
+                    m.d.sync += held.eq(queue.r_data)
+                    m.next = "TOKENS"
+            with m.State("TOKENS"):
+                m.d.comb += waiting.eq(~ready)
+                with m.If(ready):
+                    for flag, (_, pop) in pops.items():
+                        m.d.comb += pop.eq(getattr(flags, flag))
+                    m.next = "ISSUE"
+            with m.State("ISSUE"):
+                m.d.comb += [cmd.valid.eq(1), cmd.payload.eq(held[: len(cmd.payload.as_value())])]
+                with m.If(cmd.ready):
+                    m.next = "RUN"
+            with m.State("RUN"):
+                with m.If(idle):
+                    for flag, push in pushes.items():
+                        m.d.comb += push.eq(getattr(flags, flag))
+                    m.next = "TAKE"
+        return waiting, empty
