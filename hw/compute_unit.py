@@ -254,7 +254,8 @@ class ComputeUnit(wiring.Component):
                       "c": (self.instr.acc_base, self.instr.acc_outer, self.instr.acc_inner)},
                      SPAD_ADDR_BITS)
         m.d.comb += walk.start.eq(self.kick_mac)
-        beat_index = Signal(range(len(plan.beats)))
+        # never 0 bits wide: a Switch on a 0-bit value never matches in the Verilog
+        beat_index = Signal(range(max(len(plan.beats), 2)))
         step = data.View(self.step_entry, self.steps.r_data)
         meta_layout = data.StructLayout({
             "first": 1, "last": 1, "slot": range(plan.slots), "columns": plan.cols,

@@ -26,7 +26,7 @@ from tensorforge.config import (
     ScratchpadConfig,
 )
 from tensorforge.hw.compute_unit import ComputeUnit, step_latency
-from tensorforge.hw.dataflow_plan import design_grid, plan_for
+from tensorforge.hw.dataflow_plan import design_grid
 from tensorforge.intrinsics import Intrinsic
 from tensorforge.isa import Compute, ComputeMode
 
@@ -47,8 +47,13 @@ golden = _load_golden()
 def make_config(intrinsic, dataflow, interconnect, rows, cols, local_bytes=3):
     return AcceleratorConfig(
         intrinsic=intrinsic,
-        array=ArrayConfig(rows=rows, cols=cols, dataflow=dataflow, interconnect=interconnect,
-                          local_bytes=local_bytes),
+        array=ArrayConfig(
+            rows=rows,
+            cols=cols,
+            dataflow=dataflow,
+            interconnect=interconnect,
+            local_bytes=local_bytes,
+        ),
         scratchpad=ScratchpadConfig(capacity=8192, banks=2, accumulator=16384),
     )
 
@@ -57,8 +62,20 @@ grid = design_grid
 
 
 def _fields(instruction: Compute) -> dict:
-    names = ("mode", "outer", "inner", "acc_base", "a_base", "b_base", "acc_outer",
-             "acc_inner", "a_outer", "a_inner", "b_outer", "b_inner")
+    names = (
+        "mode",
+        "outer",
+        "inner",
+        "acc_base",
+        "a_base",
+        "b_base",
+        "acc_outer",
+        "acc_inner",
+        "a_outer",
+        "a_inner",
+        "b_outer",
+        "b_inner",
+    )
     return {name: int(getattr(instruction, name)) for name in names} | {"opcode": 2}
 
 
@@ -75,7 +92,8 @@ def _read_model(port, lines, rng, stall, latency):
             if showing:
                 ctx.set(port.resp.payload, queue[0][1])
             _, _, req_valid, addr, resp_ready = await ctx.tick().sample(
-                port.req.valid, port.req.payload, port.resp.ready)
+                port.req.valid, port.req.payload, port.resp.ready
+            )
             cycle += 1
             if showing and resp_ready:
                 queue.popleft()
@@ -96,8 +114,9 @@ def run_program(config, program, spad, acc, seed, stall=0.0, latency=1):
         while True:
             ready = int(rng.random() >= stall)
             ctx.set(unit.acc_write.req.ready, ready)
-            _, _, valid, payload = await ctx.tick().sample(unit.acc_write.req.valid,
-                                                           unit.acc_write.req.payload)
+            _, _, valid, payload = await ctx.tick().sample(
+                unit.acc_write.req.valid, unit.acc_write.req.payload
+            )
             if valid and ready:
                 acc[int(payload.addr)] = [int(v) for v in payload.data]
 
@@ -136,22 +155,29 @@ def check_random_program(config, seed, count=4, stall=0.3):
     bad = np.argwhere(got != expected)
     assert bad.size == 0, (
         f"seed {seed}: {len(bad)} wrong accumulator elements, first at {bad[0].tolist()}; "
-        f"program:\n" + "\n".join(i.describe() for i in program))
+        f"program:\n" + "\n".join(i.describe() for i in program)
+    )
 
 
 @pytest.mark.amaranth_sim
-@pytest.mark.parametrize("intrinsic,dataflow,interconnect,rows,cols", list(grid([(2, 3)])) + [
-    (Intrinsic.GEMM, Dataflow.WEIGHT_STATIONARY, Interconnect.SYSTOLIC, 3, 5),
-    (Intrinsic.GEMM, Dataflow.INPUT_STATIONARY, Interconnect.FULL, 3, 3),
-])
+@pytest.mark.parametrize(
+    "intrinsic,dataflow,interconnect,rows,cols",
+    list(grid([(2, 3)]))
+    + [
+        (Intrinsic.GEMM, Dataflow.WEIGHT_STATIONARY, Interconnect.SYSTOLIC, 3, 5),
+        (Intrinsic.GEMM, Dataflow.INPUT_STATIONARY, Interconnect.FULL, 3, 3),
+    ],
+)
 def test_random_programs_match_golden(intrinsic, dataflow, interconnect, rows, cols):
     config = make_config(intrinsic, dataflow, interconnect, rows, cols)
     check_random_program(config, seed=rows * 31 + cols + len(intrinsic.value) * 7)
 
 
 @pytest.mark.amaranth_sim
-@pytest.mark.parametrize("intrinsic,dataflow,interconnect,rows,cols",
-                         list(grid([(2, 3)], (Interconnect.SYSTOLIC, Interconnect.NONE))))
+@pytest.mark.parametrize(
+    "intrinsic,dataflow,interconnect,rows,cols",
+    list(grid([(2, 3)], (Interconnect.SYSTOLIC, Interconnect.NONE))),
+)
 def test_one_step_takes_step_latency(intrinsic, dataflow, interconnect, rows, cols):
     config = make_config(intrinsic, dataflow, interconnect, rows, cols)
     rng = np.random.default_rng(5)
@@ -167,8 +193,11 @@ def test_gemm_ws_systolic_keeps_one_beat_per_cycle():
     config = make_config(Intrinsic.GEMM, Dataflow.WEIGHT_STATIONARY, Interconnect.SYSTOLIC, 4, 4)
     rng = np.random.default_rng(11)
     spad, acc = golden.random_memories(config, rng, SPAD_LINES * 2, ACC_LINES)
-    program = [Compute(outer=8, inner=8, a_base=0, a_inner=4, b_base=64, b_outer=4,
-                       acc_base=0, acc_inner=4)]
+    program = [
+        Compute(
+            outer=8, inner=8, a_base=0, a_inner=4, b_base=64, b_outer=4, acc_base=0, acc_inner=4
+        )
+    ]
     expected = acc.copy()
     golden.execute(config, program[0], spad, expected)
     got, cycles = run_program(config, program, spad, acc, seed=11)
@@ -177,8 +206,10 @@ def test_gemm_ws_systolic_keeps_one_beat_per_cycle():
     assert cycles[0] <= beats + step_latency(config), cycles
 
 
-@pytest.mark.parametrize("intrinsic,dataflow,interconnect,rows,cols",
-                         list(grid([(3, 5)])) + list(grid([(4, 4)], (Interconnect.SYSTOLIC,))))
+@pytest.mark.parametrize(
+    "intrinsic,dataflow,interconnect,rows,cols",
+    list(grid([(3, 5)])) + list(grid([(4, 4)], (Interconnect.SYSTOLIC,))),
+)
 def test_compute_unit_converts_to_verilog(intrinsic, dataflow, interconnect, rows, cols):
     config = make_config(intrinsic, dataflow, interconnect, rows, cols)
     text = verilog.convert(ComputeUnit(config), name="compute_unit", emit_src=False)
@@ -192,11 +223,7 @@ def compute_model(config: AcceleratorConfig):
     return build_model(ComputeUnit(config), top="compute_unit")
 
 
-RTL_BUG = pytest.mark.xfail(
-    strict=True, reason="open bug: one-beat plans (DOT os, GEMV os) on Verilator write wrong "
-    "C lines with the right timing, while Amaranth's simulator of the same unit is bit-exact")
-RTL_GRID = [pytest.param(*p, marks=RTL_BUG) if len(plan_for(make_config(*p)).beats) == 1
-            else p for p in grid([(2, 3)])] + [
+RTL_GRID = list(grid([(2, 3)])) + [
     (Intrinsic.GEMM, Dataflow.WEIGHT_STATIONARY, Interconnect.SYSTOLIC, rows, cols)
     for rows, cols in [(4, 4), (2, 8), (3, 5)]
 ]
@@ -204,22 +231,26 @@ RTL_GRID = [pytest.param(*p, marks=RTL_BUG) if len(plan_for(make_config(*p)).bea
 
 @pytest.mark.rtl
 @pytest.mark.parametrize("intrinsic,dataflow,interconnect,rows,cols", RTL_GRID)
-def test_rtl_random_programs_match_numpy(intrinsic, dataflow, interconnect, rows, cols,
-                                         tmp_path):
+def test_rtl_random_programs_match_numpy(intrinsic, dataflow, interconnect, rows, cols, tmp_path):
     config = make_config(intrinsic, dataflow, interconnect, rows, cols)
     compute_model(config).run(
-        BENCHES / "bench_compute_unit.py", test_dir=tmp_path, seed=rows * 1000 + cols,
+        BENCHES / "bench_compute_unit.py",
+        test_dir=tmp_path,
+        seed=rows * 1000 + cols,
         config={"accelerator": config.to_dict(), "instructions": 6, "stall": 0.3},
     )
 
 
 @pytest.mark.rtl
 @pytest.mark.slow
-@pytest.mark.parametrize("intrinsic,dataflow,interconnect,rows,cols",
-                         list(grid([(4, 4), (2, 8), (3, 5)])))
+@pytest.mark.parametrize(
+    "intrinsic,dataflow,interconnect,rows,cols", list(grid([(4, 4), (2, 8), (3, 5)]))
+)
 def test_rtl_random_programs_big_grid(intrinsic, dataflow, interconnect, rows, cols, tmp_path):
     config = make_config(intrinsic, dataflow, interconnect, rows, cols)
     compute_model(config).run(
-        BENCHES / "bench_compute_unit.py", test_dir=tmp_path, seed=rows * 7 + cols,
+        BENCHES / "bench_compute_unit.py",
+        test_dir=tmp_path,
+        seed=rows * 7 + cols,
         config={"accelerator": config.to_dict(), "instructions": 10, "stall": 0.3},
     )

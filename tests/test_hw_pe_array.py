@@ -30,8 +30,13 @@ SHAPES = [(4, 4), (2, 8), (3, 5)]
 def make_config(intrinsic, dataflow, interconnect, rows, cols, taps=3, local_bytes=0):
     return AcceleratorConfig(
         intrinsic=intrinsic,
-        array=ArrayConfig(rows=rows, cols=cols, dataflow=dataflow, interconnect=interconnect,
-                          local_bytes=max(local_bytes, taps)),
+        array=ArrayConfig(
+            rows=rows,
+            cols=cols,
+            dataflow=dataflow,
+            interconnect=interconnect,
+            local_bytes=max(local_bytes, taps),
+        ),
         scratchpad=ScratchpadConfig(capacity=4096, banks=2, accumulator=4096),
         conv_taps=taps,
     )
@@ -64,14 +69,18 @@ def plan_reference(plan, a, b):
                     product = streamed[beat.line, plan.stream_elem[r][c]] * store[r, c, beat.slot]
                     acc[r, c] = product if beat.first else acc[r, c] + product
         if beat.last:
-            lines += {Drain.COLUMNS: [acc.sum(0)], Drain.ROWS: list(acc),
-                      Drain.ALL: [acc.sum(keepdims=True)[0]]}[plan.drain]
+            lines += {
+                Drain.COLUMNS: [acc.sum(0)],
+                Drain.ROWS: list(acc),
+                Drain.ALL: [acc.sum(keepdims=True)[0]],
+            }[plan.drain]
     return lines
 
 
-@pytest.mark.parametrize("intrinsic,dataflow,rows,cols",
-                         [(i, d, r, c) for i, d, _, r, c in grid(SHAPES + [(1, 1), (5, 3)],
-                                                                    (Interconnect.NONE,))])
+@pytest.mark.parametrize(
+    "intrinsic,dataflow,rows,cols",
+    [(i, d, r, c) for i, d, _, r, c in grid(SHAPES + [(1, 1), (5, 3)], (Interconnect.NONE,))],
+)
 def test_plan_computes_the_intrinsic(intrinsic, dataflow, rows, cols):
     config = make_config(intrinsic, dataflow, Interconnect.NONE, rows, cols)
     plan = plan_for(config)
@@ -92,8 +101,16 @@ def test_pe_accumulates_store_times_operand():
     pe = ProcessingElement(in_bits=8, acc_bits=32, slots=3, banks=2)
     rng = np.random.default_rng(7)
     store = rng.integers(-128, 128, (2, 3))
-    beats = [(int(rng.integers(-128, 128)), int(rng.integers(2)), int(rng.integers(3)),
-              bool(rng.random() < 0.3), bool(rng.random() < 0.8)) for _ in range(60)]
+    beats = [
+        (
+            int(rng.integers(-128, 128)),
+            int(rng.integers(2)),
+            int(rng.integers(3)),
+            bool(rng.random() < 0.3),
+            bool(rng.random() < 0.8),
+        )
+        for _ in range(60)
+    ]
     seen = []
 
     async def bench(ctx):
@@ -139,16 +156,26 @@ def run_array_step(config, a, b, bank=1):
     async def bench(ctx):
         for index in range(plan.stationary_lines):
             ctx.set(array.load.valid, 1)
-            ctx.set(array.load.payload, {"bank": bank, "index": index,
-                                         "line": [int(v) for v in stationary[index]]})
+            ctx.set(
+                array.load.payload,
+                {"bank": bank, "index": index, "line": [int(v) for v in stationary[index]]},
+            )
             await ctx.tick()
         ctx.set(array.load.valid, 0)
         edge = 0
         for beat in plan.beats:
             ctx.set(array.beat.valid, 1)
-            ctx.set(array.beat.payload, {
-                "first": beat.first, "last": beat.last, "slot": beat.slot, "bank": bank,
-                "columns": beat.columns, "line": [int(v) for v in streamed[beat.line]]})
+            ctx.set(
+                array.beat.payload,
+                {
+                    "first": beat.first,
+                    "last": beat.last,
+                    "slot": beat.slot,
+                    "bank": bank,
+                    "columns": beat.columns,
+                    "line": [int(v) for v in streamed[beat.line]],
+                },
+            )
             await ctx.tick()
             edge = 1  # cycles since the cycle that presented the last beat
             if ctx.get(array.out.valid):
@@ -169,9 +196,10 @@ def run_array_step(config, a, b, bank=1):
 
 
 @pytest.mark.amaranth_sim
-@pytest.mark.parametrize("intrinsic,dataflow,interconnect,rows,cols",
-                         list(grid([(3, 5), (2, 2)])) + list(grid([(4, 4), (2, 8)],
-                                                                  (Interconnect.SYSTOLIC,))))
+@pytest.mark.parametrize(
+    "intrinsic,dataflow,interconnect,rows,cols",
+    list(grid([(3, 5), (2, 2)])) + list(grid([(4, 4), (2, 8)], (Interconnect.SYSTOLIC,))),
+)
 def test_array_step_matches_intrinsic(intrinsic, dataflow, interconnect, rows, cols):
     config = make_config(intrinsic, dataflow, interconnect, rows, cols)
     seed = hash((intrinsic.value, dataflow.value, interconnect.value, rows, cols)) % 10_000
@@ -192,7 +220,8 @@ def test_array_step_matches_intrinsic(intrinsic, dataflow, interconnect, rows, c
 
 def test_local_bytes_adds_banks():
     small = make_config(Intrinsic.GEMM, Dataflow.WEIGHT_STATIONARY, Interconnect.SYSTOLIC, 4, 4)
-    large = make_config(Intrinsic.GEMM, Dataflow.WEIGHT_STATIONARY, Interconnect.SYSTOLIC, 4, 4,
-                        local_bytes=8)
+    large = make_config(
+        Intrinsic.GEMM, Dataflow.WEIGHT_STATIONARY, Interconnect.SYSTOLIC, 4, 4, local_bytes=8
+    )
     assert local_banks(small, plan_for(small)) == 3  # 3 bytes (taps): 3 one-byte weight sets
     assert local_banks(large, plan_for(large)) == 8

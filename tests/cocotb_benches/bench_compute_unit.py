@@ -120,8 +120,7 @@ class ComputeBench:
     async def execute(self, instruction: Compute) -> int:
         """Issue one instruction; return the cycles from its acceptance to ``idle``."""
         await FallingEdge(self.dut.clk)
-        self.dut.cmd__payload.value = instruction.encode() & ((1 << len(self.dut.cmd__payload))
-                                                              - 1)
+        self.dut.cmd__payload.value = instruction.encode() & ((1 << len(self.dut.cmd__payload)) - 1)
         self.dut.cmd__valid.value = 1
         await ReadOnly()
         while not self.dut.cmd__ready.value:
@@ -155,7 +154,8 @@ async def random_programs_match_numpy(dut) -> None:
     bad = np.argwhere(bench.acc != expected)
     assert bad.size == 0, (
         f"{len(bad)} wrong accumulator elements (first at line/elem {bad[0].tolist()}) after:\n"
-        + "\n".join(i.describe() for i in program))
+        + "\n".join(i.describe() for i in program)
+    )
 
 
 @cocotb.test()
