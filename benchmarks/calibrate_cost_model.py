@@ -50,6 +50,10 @@ def report(records: list[dict], fitted) -> str:
         for quantity in ("area_um2", "leakage_mw", "dynamic_mw", "critical_path_ns"):
             coefficients = ", ".join(f"{k}={v:.4g}" for k, v in getattr(component,
                                                                         quantity).items() if v)
+            if "fallback" in fitted.errors[name]:
+                lines.append(f"| {name} | {quantity} | {coefficients or '0'} | not fitted: "
+                             f"{fitted.errors[name]['fallback'][:80]} | |")
+                continue
             error = fitted.errors[name][quantity]
             mean = "n/a" if error["mean_abs_rel"] is None else f"{error['mean_abs_rel']:.1%}"
             worst = "n/a" if error["max_abs_rel"] is None else f"{error['max_abs_rel']:.1%}"
@@ -59,6 +63,11 @@ def report(records: list[dict], fitted) -> str:
     from tensorforge.config import AcceleratorConfig
 
     for record in records:
+        if "asic" not in record:
+            lines.append(f"| {record['component']} | "
+                         f"{AcceleratorConfig.from_dict(record['config']).describe()} | "
+                         f"failed: {record['asic_error'][:80]} | | | | |")
+            continue
         t = targets(record)
         e = record.get("ecp5", {})
         fpga = e.get("error", "")[:60] if "error" in e else (

@@ -19,9 +19,9 @@ dma               bus bits, 1
 The ASIC flow maps memories onto flip-flops, so the scratchpad and accumulator area per bit is a
 register-file figure (several times an SRAM macro's): the model says so in its report and does
 not pretend otherwise. The controller is not synthesized on its own yet; `CONTROL_UM2` stands in.
-Clock: the slowest component's critical path, each fitted as a linear function of its
-features. Dynamic power is at the calibration clock and switching activity; it scales
-linearly to this model's clock.
+Clock: the slowest component's critical path, each fitted as a linear function of the
+logarithm of its size (`timing_features`). Dynamic power is at the calibration clock and
+switching activity; it scales linearly to this model's clock.
 """
 
 from __future__ import annotations
@@ -68,6 +68,15 @@ def features(component: str, config: AcceleratorConfig) -> dict[str, float]:
         case "dma":
             return {"bus_bits": config.dma.bus_bits, "one": 1.0}
     raise ConfigError(f"unknown component {component!r}; known: {', '.join(COMPONENTS)}")
+
+
+def timing_features(component: str, config: AcceleratorConfig) -> dict[str, float]:
+    """Inputs of the critical-path fit: delay grows with the logarithm of a block's size
+    (adder trees, address decoders, fan-out buffers), so extrapolation stays sane."""
+    size = {"pe_array": config.array.pes, "scratchpad": int(config.scratchpad.capacity) * 8,
+            "accumulator": int(config.scratchpad.accumulator) * 8,
+            "dma": config.dma.bus_bits}[component]
+    return {"log2_size": math.log2(max(size, 2)), "one": 1.0}
 
 
 @dataclass(frozen=True)
@@ -133,7 +142,9 @@ class SynthesisAreaPower:
             values = features(name, config)
             component = fit.components[name]
             result[name] = {q: component.predict(q, values) for q in
-                            ("area_um2", "leakage_mw", "dynamic_mw", "critical_path_ns")}
+                            ("area_um2", "leakage_mw", "dynamic_mw")}
+            result[name]["critical_path_ns"] = component.predict(
+                "critical_path_ns", timing_features(name, config))
         return result
 
     def __call__(self, config: AcceleratorConfig) -> HardwareCost:
