@@ -43,6 +43,7 @@ from scipy.stats import qmc
 
 from tensorforge.dse.opt_base import Optimizer
 from tensorforge.dse.problem import Problem
+from tensorforge.dse.space import Space
 
 logger = logging.getLogger(__name__)
 
@@ -129,10 +130,16 @@ class MOBOSearch(Optimizer):
 
     def _acquire(self, q: int, seen: set[int], pending: list[np.ndarray]) -> list[np.ndarray]:
         """``q`` unseen genomes chosen greedily by qLogNEHVI from a random candidate pool."""
-        pool = self.space.sample_unseen(self.candidates, self.rng, seen)
+        pool = self._candidate_pool(seen)
         if pool.shape[0] <= q:
             return list(pool)
-        with torch.random.fork_rng(), warnings.catch_warnings():
+        with (
+            torch.random.fork_rng(),
+            warnings.catch_warnings(),
+            # linear_operator builds sparse interpolation matrices, and torch >= 2.13 warns
+            # unless the caller opts in or out of invariant checks; they are well formed.
+            torch.sparse.check_sparse_tensor_invariants(enable=False),
+        ):
             # Fitting restarts and MC samples draw from torch's global RNG; fork it so the
             # search is reproducible from `seed` without touching anyone else's random state.
             torch.manual_seed(int(self.rng.integers(2**31)))
@@ -152,6 +159,29 @@ class MOBOSearch(Optimizer):
                 )
                 return list(pool[:q])
             return self._greedy(acquisition, pool, q, pending)
+
+    def _candidate_pool(self, seen: set[int]) -> np.ndarray:
+        """Up to ``candidates`` unseen genomes (``N x d``): half near the Pareto set, half
+        uniform.
+
+        Uniform draws alone rarely contain a design that is best in every "distance" variable
+        at once (one in hundreds of thousands in a hardware space); neighbours of the current
+        Pareto set, one or two variables changed, let the acquisition refine what works while
+        the uniform half keeps it exploring.
+        """
+        local = _neighbours(
+            self.space,
+            self.history.genomes[self.history.pareto_indices],
+            self.candidates // 2,
+            self.rng,
+        )
+        pool: dict[int, np.ndarray] = {}
+        for rank, genome in zip(self.space.rank(local), local, strict=True):
+            if rank not in seen:
+                pool.setdefault(rank, genome)
+        uniform = self.space.sample_unseen(self.candidates - len(pool), self.rng, seen | set(pool))
+        pool.update(zip(self.space.rank(uniform), uniform, strict=True))
+        return np.stack(list(pool.values())) if pool else np.zeros((0, self.space.dim), np.int64)
 
     def _greedy(
         self,
@@ -240,3 +270,25 @@ class MOBOSearch(Optimizer):
     @staticmethod
     def _tensor(values: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(values, dtype=_DTYPE)
+
+
+def _neighbours(space: Space, parents: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n x d`` genomes, each a random parent (``p x d``) with one or two free variables
+    changed: ordered ones by a step of one, categorical ones to any other value."""
+    free = np.flatnonzero(space.sizes > 1)
+    if n <= 0 or parents.shape[0] == 0 or free.size == 0:
+        return np.zeros((0, space.dim), dtype=np.int64)
+    children = parents[rng.integers(parents.shape[0], size=n)].copy()
+    ordered = np.array([v.ordered for v in space.variables])
+    for change in range(2):
+        # Every child changes once; half of them change a second variable too.
+        rows = np.flatnonzero(rng.random(n) < 0.5) if change else np.arange(n)
+        column = free[rng.integers(free.size, size=rows.size)]
+        size = space.sizes[column]
+        current = children[rows, column]
+        step = np.where(rng.random(rows.size) < 0.5, -1, 1)
+        stepped = np.clip(current + step, 0, size - 1)
+        # Any other value of a category: shift by 1..size-1 modulo size.
+        shifted = (current + rng.integers(1, np.maximum(size, 2))) % size
+        children[rows, column] = np.where(ordered[column], stepped, shifted)
+    return children

@@ -39,7 +39,8 @@ _MAX_STALE_GENERATIONS = 50
 class NSGA2Search(Optimizer):
     """Elitist non-dominated sorting GA with crowding distance (Deb et al., 2002).
 
-    Options: ``population_size`` (default 20, small because hardware evaluations are dear),
+    Options: ``population_size`` (default 10: hardware evaluations are dear, and at budgets of
+    about a hundred, more generations of a small population beat fewer of a large one),
     ``crossover_eta`` and ``mutation_eta`` (distribution indices; low values take big steps,
     which suits coarse integer grids).
     """
@@ -51,7 +52,7 @@ class NSGA2Search(Optimizer):
         problem: Problem,
         *,
         seed: int,
-        population_size: int = 20,
+        population_size: int = 10,
         crossover_eta: float = 3.0,
         mutation_eta: float = 3.0,
     ) -> None:

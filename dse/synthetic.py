@@ -69,12 +69,17 @@ class Benchmark:
 
 
 def zdt1() -> Benchmark:
-    """ZDT1 on a 41 x 11 x 11 grid with a 3-way categorical; about 15 thousand designs."""
+    """ZDT1 on integer, choice and power-of-two grids plus a 3-way categorical (104k designs).
+
+    ``x1`` places a design along the front; the other variables set the distance ``g`` from
+    it, which is least at ``x2 = x3 = 0``, ``x4 = 1`` and ``mode = "fast"``.
+    """
     space = Space(
         [
             IntegerRange("x1", 0, 40),
             IntegerRange("x2", 0, 100, step=10),
             OrderedChoice("x3", tuple(k / 10 for k in range(11))),
+            IntegerRange("x4", 1, 64, power_of_two=True),
             Categorical("mode", ("slow", "fast", "odd")),
             Fixed("version", 1),
         ]
@@ -84,7 +89,8 @@ def zdt1() -> Benchmark:
     def metrics(x: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         f1 = x["x1"] / 40
         shift = np.array([penalty[m] for m in x["mode"]])
-        g = 1 + 4.5 * (x["x2"] / 100 + x["x3"]) / 2 + shift
+        spread = (x["x2"] / 100 + x["x3"] + np.log2(x["x4"]) / 6) / 3
+        g = 1 + 4.5 * spread + shift
         return {"f1": f1, "f2": g * (1 - np.sqrt(f1 / g))}
 
     problem = Problem(space, ("f1", "f2"), reference_point=(1.1, 3.0))
@@ -92,7 +98,8 @@ def zdt1() -> Benchmark:
 
 
 def dtlz2() -> Benchmark:
-    """DTLZ2 with 3 objectives; angles on 17-point grids, distance variables of mixed types."""
+    """DTLZ2 with 3 objectives (273k designs): two angles on 17-point grids place a design on
+    the sphere octant; four distance variables of mixed types push it outwards."""
     space = Space(
         [
             IntegerRange("a1", 0, 16),
@@ -100,8 +107,10 @@ def dtlz2() -> Benchmark:
             OrderedChoice("d1", (0.0, 0.25, 0.5, 0.75, 1.0)),
             IntegerRange("d2", 0, 8),
             IntegerRange("banks", 1, 64, power_of_two=True),
+            Categorical("layout", ("row", "tile", "col")),
         ]
     )
+    offset = {"row": 0.1, "tile": 0.0, "col": 0.2}
 
     def metrics(x: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         theta1 = x["a1"] / 16 * math.pi / 2
@@ -109,7 +118,7 @@ def dtlz2() -> Benchmark:
         distance = (
             (x["d1"] - 0.5) ** 2 + (x["d2"] / 8 - 0.5) ** 2 + (np.log2(x["banks"]) / 6 - 0.5) ** 2
         )
-        radius = 1 + distance
+        radius = 1 + distance + np.array([offset[k] for k in x["layout"]])
         return {
             "f1": radius * np.cos(theta1) * np.cos(theta2),
             "f2": radius * np.cos(theta1) * np.sin(theta2),
