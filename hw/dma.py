@@ -69,6 +69,20 @@ def _byte_mask(m: Module, count, total: int, name: str) -> Signal:
     return mask
 
 
+def _accept_command(m: Module, unit, insn, line, rows_left, row_addr):
+    """In a unit's IDLE state: take ``cmd`` and latch its tile fields; returns the handshake."""
+    payload = unit.cmd.payload
+    m.d.comb += [unit.idle.eq(1), unit.cmd.ready.eq(1)]
+    with m.If(unit.cmd.valid):
+        m.d.sync += [
+            insn.eq(payload),
+            line.eq(payload.line),
+            rows_left.eq(payload.rows),
+            row_addr.eq(payload.dram_addr),
+        ]
+    return unit.cmd.valid
+
+
 def _expand_bytes(mask) -> Cat:
     """Each mask bit widened to a byte of ones."""
     return Cat(bit.replicate(8) for bit in mask)
@@ -168,26 +182,21 @@ class LoadUnit(wiring.Component):
                 self.acc_write.req.payload.mask.eq(-1),
             ]
 
+        def zero_lines(then: str) -> None:
+            with m.If(pads_left == 0):
+                m.next = then
+            with m.Else():
+                write_line(Const(0, line_bytes * 8))
+                with m.If(written):
+                    m.d.sync += [line.eq(line + 1), pads_left.eq(pads_left - 1)]
+
         with m.FSM():
             with m.State("IDLE"):
-                m.d.comb += [self.idle.eq(1), self.cmd.ready.eq(1)]
-                with m.If(self.cmd.valid):
-                    payload = self.cmd.payload
-                    m.d.sync += [
-                        insn.eq(payload),
-                        line.eq(payload.line),
-                        rows_left.eq(payload.rows),
-                        pads_left.eq(payload.pad_before),
-                        row_addr.eq(payload.dram_addr),
-                    ]
+                with m.If(_accept_command(m, self, insn, line, rows_left, row_addr)):
+                    m.d.sync += pads_left.eq(self.cmd.payload.pad_before)
                     m.next = "PAD_BEFORE"
             with m.State("PAD_BEFORE"):
-                with m.If(pads_left == 0):
-                    m.next = "ROW_START"
-                with m.Else():
-                    write_line(Const(0, line_bytes * 8))
-                    with m.If(written):
-                        m.d.sync += [line.eq(line + 1), pads_left.eq(pads_left - 1)]
+                zero_lines("ROW_START")
             with m.State("ROW_START"):
                 m.d.sync += [
                     buffer.eq(0),
@@ -227,12 +236,7 @@ class LoadUnit(wiring.Component):
                     ]
                     m.next = "ROW_START"
             with m.State("PAD_AFTER"):
-                with m.If(pads_left == 0):
-                    m.next = "IDLE"
-                with m.Else():
-                    write_line(Const(0, line_bytes * 8))
-                    with m.If(written):
-                        m.d.sync += [line.eq(line + 1), pads_left.eq(pads_left - 1)]
+                zero_lines("IDLE")
         return m
 
 
@@ -307,15 +311,7 @@ class StoreUnit(wiring.Component):
 
         with m.FSM():
             with m.State("IDLE"):
-                m.d.comb += [self.idle.eq(1), self.cmd.ready.eq(1)]
-                with m.If(self.cmd.valid):
-                    payload = self.cmd.payload
-                    m.d.sync += [
-                        insn.eq(payload),
-                        line.eq(payload.line),
-                        rows_left.eq(payload.rows),
-                        row_addr.eq(payload.dram_addr),
-                    ]
+                with m.If(_accept_command(m, self, insn, line, rows_left, row_addr)):
                     m.next = "ROW_START"
             with m.State("ROW_START"):
                 with m.If(rows_left == 0):

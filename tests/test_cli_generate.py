@@ -1,0 +1,75 @@
+"""`tensorforge generate` and the shared hardware flags."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from tensorforge.cli import main
+from tensorforge.commands.hwflags import add_hardware_arguments, config_from_args
+from tensorforge.config import AcceleratorConfig
+
+SMALL = ["--pe", "2x3", "--spad-kib", "1", "--acc-kib", "1", "--banks", "3", "--bus-bits", "32"]
+
+
+def _flags(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_hardware_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def test_generate_writes_verilog_config_and_ports(tmp_path, capsys):
+    out = tmp_path / "gen"
+    assert main(["generate", *SMALL, "--burst", "4", "--link", "none", "--out", str(out)]) == 0
+    verilog = (out / "accelerator.v").read_text()
+    assert "module accelerator(" in verilog
+    config = AcceleratorConfig.from_dict(json.loads((out / "config.json").read_text()))
+    assert (config.array.rows, config.array.cols, config.scratchpad.banks) == (2, 3, 3)
+    assert (config.dma.bus_bits, config.dma.max_burst, config.array.interconnect) == (
+        32, 4, "none")
+    ports = (out / "ports.md").read_text()
+    for text in ("m_axi__araddr", "| output | 32 |", "s_axil__wdata", "insn_count", "0x2c"):
+        assert text in ports, text
+    assert "accelerator.v" in capsys.readouterr().out
+
+
+def test_generate_reads_a_toml_config(tmp_path):
+    toml = tmp_path / "acc.toml"
+    toml.write_text(
+        'intrinsic = "gemv"\n[array]\nrows = 4\ncols = 2\ndataflow = "ws"\n'
+        '[scratchpad]\ncapacity = "512B"\nbanks = 2\naccumulator = "256B"\n'
+    )
+    assert main(["generate", "--config", str(toml), "--out", str(tmp_path / "g")]) == 0
+    config = AcceleratorConfig.from_dict(json.loads((tmp_path / "g" / "config.json").read_text()))
+    assert config.intrinsic == "gemv" and config.scratchpad.capacity == 512
+
+
+def test_flags_give_the_documented_defaults():
+    config = config_from_args(_flags([]))
+    assert config == AcceleratorConfig()
+    conv = config_from_args(_flags(["--intrinsic", "conv2d", "--taps", "5"]))
+    assert conv.array.local_bytes == 5  # weight-stationary CONV2D keeps the taps in each PE
+    assert config_from_args(_flags(["--spad-kib", "32KiB"])).scratchpad.capacity == 32 * 1024
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--banks", "0"], "banks must be a positive integer, not 0"),
+        (["--pe", "32x32", "--spad-kib", "1"], "cannot hold one gemm step"),
+        (["--intrinsic", "matmul"], "--intrinsic must be one of"),
+        (["--pe", "8x"], "--pe must be ROWSxCOLS"),
+        (["--bus-bits", "48"], "dma.bus_bits must be one of"),
+        (["--spad-kib", "lots"], "not a size"),
+        (["--dataflow", "is", "--pe", "4x8"], "needs a square array"),
+        (["--config", "/nonexistent/acc.toml"], "does not exist"),
+    ],
+)
+def test_bad_configurations_are_clear_errors(argv, message, tmp_path, capsys):
+    assert main(["generate", *argv, "--out", str(tmp_path / "x")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err, err
+    assert "Traceback" not in err
+    assert not (tmp_path / "x" / "accelerator.v").exists()
