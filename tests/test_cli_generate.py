@@ -27,8 +27,7 @@ def test_generate_writes_verilog_config_and_ports(tmp_path, capsys):
     assert "module accelerator(" in verilog
     config = AcceleratorConfig.from_dict(json.loads((out / "config.json").read_text()))
     assert (config.array.rows, config.array.cols, config.scratchpad.banks) == (2, 3, 3)
-    assert (config.dma.bus_bits, config.dma.max_burst, config.array.interconnect) == (
-        32, 4, "none")
+    assert (config.dma.bus_bits, config.dma.max_burst, config.array.interconnect) == (32, 4, "none")
     ports = (out / "ports.md").read_text()
     for text in ("m_axi__araddr", "| output | 32 |", "s_axil__wdata", "insn_count", "0x2c"):
         assert text in ports, text

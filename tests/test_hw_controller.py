@@ -42,8 +42,11 @@ ACCELERATOR_BUILD_OPTIONS = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "-CFLAGS",
 def accelerator_model(name: str):
     from tensorforge.sim.rtl_harness import build_model
 
-    return build_model(Accelerator(ACCELERATOR_CONFIGS[name]), top=TOP_NAME,
-                       build_options=ACCELERATOR_BUILD_OPTIONS)
+    return build_model(
+        Accelerator(ACCELERATOR_CONFIGS[name]),
+        top=TOP_NAME,
+        build_options=ACCELERATOR_BUILD_OPTIONS,
+    )
 
 
 @pytest.mark.rtl
@@ -74,20 +77,40 @@ CONTROLLER_CONFIGS = {  # bus bytes vs the 16-byte instruction: 4 beats (in burs
 def pipelined_program(rng: random.Random, steps: int) -> list:
     """LOAD -> COMPUTE -> STORE per step with two buffers in flight, VTA style, plus token-free
     instructions sprinkled in; the fields are random so that payload mix-ups show."""
+
     def field() -> int:
         return rng.randrange(1 << 10)
 
     program = []
     for s in range(steps):
-        program.append(Load(line=field(), dram_addr=field(), rows=field() % 64, row_len=7,
-                            push_next=True, pop_next=s >= 2))
-        program.append(Compute(a_base=field(), b_base=field(), acc_base=field(),
-                               pop_prev=True, push_prev=True, push_next=True, pop_next=s >= 2))
-        program.append(Store(line=field(), dram_addr=field(), rows=3, pop_prev=True,
-                             push_prev=True))
+        program.append(
+            Load(
+                line=field(),
+                dram_addr=field(),
+                rows=field() % 64,
+                row_len=7,
+                push_next=True,
+                pop_next=s >= 2,
+            )
+        )
+        program.append(
+            Compute(
+                a_base=field(),
+                b_base=field(),
+                acc_base=field(),
+                pop_prev=True,
+                push_prev=True,
+                push_next=True,
+                pop_next=s >= 2,
+            )
+        )
+        program.append(
+            Store(line=field(), dram_addr=field(), rows=3, pop_prev=True, push_prev=True)
+        )
         if rng.random() < 0.3:  # no tokens: may run whenever its unit is free
-            program.append(rng.choice([Load(line=field()), Store(line=field()),
-                                       Compute(acc_base=field())]))
+            program.append(
+                rng.choice([Load(line=field()), Store(line=field()), Compute(acc_base=field())])
+            )
     return program + [Finish()]
 
 
@@ -98,7 +121,8 @@ def _token_trace_is_legal(program, trace) -> str:
         for index, start, finish in unit_trace:
             insn = program[index]
             unit = {Opcode.LOAD: "load", Opcode.COMPUTE: "compute", Opcode.STORE: "store"}[
-                insn.opcode]
+                insn.opcode
+            ]
             for name, producer, push_flag, consumer, pop_flag in TOKEN_QUEUES:
                 if unit == consumer and getattr(insn, pop_flag):
                     events.append((start, 1, "pop", name, index))
@@ -124,8 +148,9 @@ def test_controller_dispatches_in_order_and_honours_tokens(bus_bits):
     base = 0x100 + 16 * rng.randrange(8)
     memory = bytes(base) + encode_program(program)
     units = {"load": Opcode.LOAD, "compute": Opcode.COMPUTE, "store": Opcode.STORE}
-    expected = {u: [i for i, ins in enumerate(program) if ins.opcode is op]
-                for u, op in units.items()}
+    expected = {
+        u: [i for i, ins in enumerate(program) if ins.opcode is op] for u, op in units.items()
+    }
     trace = {unit: [] for unit in units}  # (program index, start cycle, finish cycle)
 
     async def testbench(ctx):
@@ -141,8 +166,12 @@ def test_controller_dispatches_in_order_and_honours_tokens(bus_bits):
             ctx.set(dut.fetch.rvalid, deliver)
             if deliver:
                 address, last = beats[0]
-                ctx.set(dut.fetch.rdata, int.from_bytes(
-                    memory[address : address + bus_bytes].ljust(bus_bytes, b"\0"), "little"))
+                ctx.set(
+                    dut.fetch.rdata,
+                    int.from_bytes(
+                        memory[address : address + bus_bytes].ljust(bus_bytes, b"\0"), "little"
+                    ),
+                )
                 ctx.set(dut.fetch.rlast, last)
                 ctx.set(dut.fetch.rid, 1)
             for unit in units:
@@ -155,7 +184,7 @@ def test_controller_dispatches_in_order_and_honours_tokens(bus_bits):
                 beats += [(address + n * bus_bytes, n == count - 1) for n in range(count)]
             if deliver and ctx.get(dut.fetch.rready):
                 beats.pop(0)
-            for unit, opcode in units.items():
+            for unit in units:
                 cmd = getattr(dut, f"{unit}_cmd")
                 if ctx.get(cmd.valid) and ctx.get(cmd.ready):
                     done = len(trace[unit])
@@ -186,6 +215,9 @@ def test_controller_dispatches_in_order_and_honours_tokens(bus_bits):
     problem = _token_trace_is_legal(program, trace)
     assert not problem, f"seed {seed}: {problem}"
     loads, computes = trace["load"], trace["compute"]
-    overlapped = any(l_start < c_finish and c_start < l_finish
-                     for _, l_start, l_finish in loads for _, c_start, c_finish in computes)
+    overlapped = any(
+        l_start < c_finish and c_start < l_finish
+        for _, l_start, l_finish in loads
+        for _, c_start, c_finish in computes
+    )
     assert overlapped, f"seed {seed}: load and compute never overlapped"
