@@ -58,9 +58,9 @@ class MOBOSearch(Optimizer):
 
     Options: ``initial_points`` (Sobol design size; default ``max(6, d + 2)`` for ``d`` free
     variables), ``candidates`` (pool size per round, default 1024), ``mc_samples`` (QMC samples
-    of the acquisition, default 64), ``log_objectives`` (None: log when every value and the
-    reference are positive), ``fit_iterations`` (L-BFGS cap per GP fit; fits warm-start from
-    the previous round's hyperparameters).
+    of the acquisition, default 64), ``log_objectives`` (model the log of every objective
+    that is positive throughout, reference included; default true), ``fit_iterations``
+    (L-BFGS cap per GP fit; fits warm-start from the previous round's hyperparameters).
     """
 
     name = "mobo"
@@ -73,7 +73,7 @@ class MOBOSearch(Optimizer):
         initial_points: int | None = None,
         candidates: int = 1024,
         mc_samples: int = 64,
-        log_objectives: bool | None = None,
+        log_objectives: bool = True,
         fit_iterations: int = 200,
     ) -> None:
         super().__init__(problem, seed=seed)
@@ -111,6 +111,8 @@ class MOBOSearch(Optimizer):
             genome = self._initial.pop(0)
             if self.space.rank(genome[None])[0] not in seen:
                 chosen.append(genome)
+        if chosen:
+            seen = seen | set(self.space.rank(np.stack(chosen)))
         if len(chosen) < n and len(self.history) >= 2:
             pending = list(self._outstanding.values()) + chosen
             chosen += self._acquire(n - len(chosen), seen, pending)
@@ -217,17 +219,15 @@ class MOBOSearch(Optimizer):
 
     # --- model -----------------------------------------------------------------------------
 
-    def _use_log(self) -> bool:
-        if self.log_objectives is not None:
-            return self.log_objectives
-        return bool(np.all(self.history.objectives > 0) and np.all(self.problem.reference > 0))
-
     def _outcomes(self) -> tuple[np.ndarray, np.ndarray]:
         """Training outcomes (``n x (m + c)``, objectives negated for maximization) and the
         reference point (``m``) in the same transformed space."""
-        objectives, reference = self.history.objectives, self.problem.reference
-        if self._use_log():
-            objectives, reference = np.log(objectives), np.log(reference)
+        objectives, reference = self.history.objectives.copy(), self.problem.reference.copy()
+        if self.log_objectives:
+            # Only columns that are positive throughout (reference included) can be logged.
+            positive = np.all(objectives > 0, axis=0) & (reference > 0)
+            objectives[:, positive] = np.log(objectives[:, positive])
+            reference[positive] = np.log(reference[positive])
         outcomes = np.concatenate([-objectives, self.history.constraint_values], axis=1)
         return outcomes, -reference
 
