@@ -41,7 +41,14 @@ class Variable:
 
     @property
     def values(self) -> tuple[Any, ...]:
-        """Every value of the domain, in index order."""
+        """Every value of the domain, in index order (computed once: encode runs per point)."""
+        cached = self.__dict__.get("_values")
+        if cached is None:
+            cached = tuple(self._domain())
+            object.__setattr__(self, "_values", cached)  # frozen dataclasses too
+        return cached
+
+    def _domain(self) -> tuple[Any, ...]:
         raise NotImplementedError
 
     @property
@@ -62,10 +69,21 @@ class Variable:
 
     def index_of(self, value: Any) -> int:
         """The genome index of ``value``; a ConfigError names the legal values otherwise."""
-        for index, candidate in enumerate(self.values):
-            # True == 1 in Python; a flag must not select the integer 1 (or the reverse).
+        # True == 1 in Python; keying on "is it a bool" keeps a flag from selecting 1.
+        index = self.__dict__.get("_index")
+        if index is None:
+            try:
+                index = {(isinstance(v, bool), v): i for i, v in enumerate(self.values)}
+            except TypeError:  # unhashable choices (lists): fall back to a scan
+                index = {}
+            object.__setattr__(self, "_index", index)
+        try:
+            return index[(isinstance(value, bool), value)]
+        except (KeyError, TypeError):
+            pass
+        for position, candidate in enumerate(self.values):
             if candidate == value and isinstance(candidate, bool) == isinstance(value, bool):
-                return index
+                return position
         raise ConfigError(
             f"{self.name} = {value!r} is not in the design space; choose one of {list(self.values)}"
         )
@@ -111,8 +129,7 @@ class IntegerRange(Variable):
             raise ConfigError(f"{self.name}: use either step or power_of_two, not both")
         self._check_nonempty()
 
-    @property
-    def values(self) -> tuple[int, ...]:
+    def _domain(self) -> tuple[int, ...]:
         if self.power_of_two:
             if self.high < 1:
                 return ()
@@ -134,8 +151,7 @@ class OrderedChoice(Variable):
         self._check_nonempty()
         _check_unique(self.name, self.choices)
 
-    @property
-    def values(self) -> tuple[Any, ...]:
+    def _domain(self) -> tuple[Any, ...]:
         return self.choices
 
 
@@ -151,8 +167,7 @@ class Categorical(Variable):
         self._check_nonempty()
         _check_unique(self.name, self.choices)
 
-    @property
-    def values(self) -> tuple[Any, ...]:
+    def _domain(self) -> tuple[Any, ...]:
         return self.choices
 
     @property
@@ -170,8 +185,7 @@ class Fixed(Variable):
     def __post_init__(self) -> None:
         self._check_nonempty()
 
-    @property
-    def values(self) -> tuple[Any, ...]:
+    def _domain(self) -> tuple[Any, ...]:
         return (self.value,)
 
 
