@@ -140,8 +140,8 @@ class IntegerRange(Variable):
 
 
 @dataclass(frozen=True)
-class OrderedChoice(Variable):
-    """An explicit list of values whose order means something, e.g. ``[4, 8, 16, 32]``."""
+class _ChoiceList(Variable):
+    """An explicit list of distinct values; the subclasses say whether its order means much."""
 
     name: str
     choices: tuple[Any, ...]
@@ -156,19 +156,13 @@ class OrderedChoice(Variable):
 
 
 @dataclass(frozen=True)
-class Categorical(Variable):
+class OrderedChoice(_ChoiceList):
+    """Values whose order means something, e.g. ``[4, 8, 16, 32]``: neighbours are similar."""
+
+
+@dataclass(frozen=True)
+class Categorical(_ChoiceList):
     """Unordered alternatives, e.g. interconnect ``none`` / ``systolic`` / ``full``."""
-
-    name: str
-    choices: tuple[Any, ...]
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "choices", tuple(self.choices))
-        self._check_nonempty()
-        _check_unique(self.name, self.choices)
-
-    def _domain(self) -> tuple[Any, ...]:
-        return self.choices
 
     @property
     def ordered(self) -> bool:
