@@ -142,12 +142,7 @@ def synthesize_ecp5(
 def _run_flow(
     verilog: str, options: Ecp5Options, run_dir: Path, timeout_s: float, key: str
 ) -> Ecp5Report:
-    yosys = run_yosys(
-        verilog,
-        [f"synth_ecp5 -top {options.top} -json netlist.json", stat_command()],
-        run_dir=run_dir,
-        timeout_s=timeout_s,
-    )
+    yosys = run_yosys(verilog, ecp5_script(options.top), run_dir=run_dir, timeout_s=timeout_s)
     stat = read_stat(run_dir, options.top)
     args = [
         nextpnr_device_flag(options.part),
@@ -188,6 +183,25 @@ def _run_flow(
         logs={"yosys": log_tail(yosys.log()), "nextpnr": log_tail(nextpnr.log())},
         key=key,
     )
+
+
+def ecp5_script(top: str) -> list[str]:
+    """``synth_ecp5`` with the public wire names dropped before LUT mapping.
+
+    Amaranth names the elements of an ``amaranth.lib.data`` array view after the port they
+    alias: output ``out__payload`` (64 bits) comes with wires ``out__payload[0]`` and
+    ``out__payload[1]``. ABC9 hands LUT outputs back to Yosys as single bits named
+    ``<wire>[<bit>]`` and rebuilds buses by that suffix, so bit 0 of the port and the element
+    wire become the same name and Yosys stops on ``Assert `count_id(wire->name) == 0'`` (Yosys
+    issue #4349; the PE arrays' ``out`` port hits it). ``opt_clean -purge`` removes such alias
+    wires (ports stay) before ABC9 runs, as suggested there.
+    """
+    return [
+        f"synth_ecp5 -top {top} -run :map_luts",
+        "opt_clean -purge",
+        f"synth_ecp5 -top {top} -run map_luts: -json netlist.json",
+        stat_command(),
+    ]
 
 
 def _read_nextpnr_report(

@@ -55,6 +55,7 @@ class StaResult:
 def sta_script(
     *,
     liberty: Path,
+    extra_liberties: list[Path] | None = None,
     netlist: str,
     top: str,
     clock_port: str | None,
@@ -62,10 +63,14 @@ def sta_script(
     activity: float,
     port_activity: dict[str, float],
 ) -> str:
-    """The Tcl script that times ``netlist`` and estimates its power."""
+    """The Tcl script that times ``netlist`` and estimates its power.
+
+    ``extra_liberties`` hold cells the standard-cell library lacks (the SRAM macros).
+    """
     clock = clock_port or VIRTUAL_CLOCK
     lines = [
         f"read_liberty {{{liberty}}}",
+        *(f"read_liberty {{{path}}}" for path in extra_liberties or []),
         f"read_verilog {{{netlist}}}",
         f"link_design {{{top}}}",
         "set_cmd_units -time ns",

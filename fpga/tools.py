@@ -144,8 +144,13 @@ def run_tool(
     cwd: Path,
     log_name: str,
     timeout_s: float,
+    own_log: str | None = None,
 ) -> ToolRun:
     """Run ``spec`` with ``args`` in ``cwd``; output goes to ``cwd / log_name``.
+
+    ``own_log`` names a log file the tool writes itself (``args`` must ask for it); it becomes
+    the run's log, for tools whose console output is incomplete: YoWASP Yosys 0.70 loses
+    everything it prints after running ABC, the error that stopped it included.
 
     Raises `ToolError` (with the last log lines) when the tool exits non-zero or runs past
     ``timeout_s``; on a timeout the whole process group is killed so no orphan keeps a core.
@@ -153,10 +158,11 @@ def run_tool(
     executable = find_tool(spec)
     tool_version(spec)
     argv = [str(executable), *args]
-    log_path = cwd / log_name
+    console_path = cwd / log_name
+    log_path = cwd / own_log if own_log else console_path
     logger.info("running %s in %s", " ".join(argv), cwd)
     start = time.monotonic()
-    with open(log_path, "w") as log_file:
+    with open(console_path, "w") as log_file:
         try:
             process = subprocess.Popen(
                 argv,
@@ -176,11 +182,11 @@ def run_tool(
                 spec.name,
                 f"timed out after {timeout_s:g} s (raise timeout_s / --timeout if the design "
                 f"is large)",
-                log_path.read_text(errors="replace"),
+                _read_log(log_path, console_path),
             ) from None
     seconds = time.monotonic() - start
     if returncode != 0:
-        log = log_path.read_text(errors="replace")
+        log = _read_log(log_path, console_path)
         first_error = next((line.strip() for line in log.splitlines() if "ERROR" in line), "")
         reason = f": {first_error}" if first_error else ""
         raise ToolError(
@@ -188,6 +194,12 @@ def run_tool(
         )
     logger.info("%s finished in %.1f s", spec.name, seconds)
     return ToolRun(spec.name, tuple(argv), log_path, seconds)
+
+
+def _read_log(log_path: Path, console_path: Path) -> str:
+    """The tool's own log, or its console output where it wrote none."""
+    path = log_path if log_path.is_file() else console_path
+    return path.read_text(errors="replace")
 
 
 def _kill_group(process: subprocess.Popen) -> None:

@@ -42,14 +42,29 @@ def check_top_name(top: str) -> None:
 
 
 def run_yosys(
-    verilog: str, commands: list[str], *, run_dir: Path, timeout_s: float
+    verilog: str | None,
+    commands: list[str],
+    *,
+    run_dir: Path,
+    timeout_s: float,
+    log_name: str = "yosys",
 ) -> ToolRun:
-    """Read ``verilog`` (as SystemVerilog, a superset) and run ``commands`` in ``run_dir``."""
-    (run_dir / DESIGN_FILE).write_text(verilog)
-    script = [f"read_verilog -sv {DESIGN_FILE}", *commands]
-    (run_dir / "synth.ys").write_text("\n".join(script) + "\n")
-    return run_tool(YOSYS, ["-s", "synth.ys"], cwd=run_dir, log_name="yosys.log",
-                    timeout_s=timeout_s)
+    """Read ``verilog`` (as SystemVerilog, a superset) and run ``commands`` in ``run_dir``.
+
+    With ``verilog=None`` nothing is read first: ``commands`` load the design themselves (a
+    later step of a flow that continues from a saved design). ``log_name`` names the script
+    and log files, so that several runs can share a directory.
+    """
+    script = list(commands)
+    if verilog is not None:
+        (run_dir / DESIGN_FILE).write_text(verilog)
+        script.insert(0, f"read_verilog -sv {DESIGN_FILE}")
+    script_name = f"{log_name}.ys"
+    (run_dir / script_name).write_text("\n".join(script) + "\n")
+    # Yosys writes its own log (-l): its console output stops after the first ABC run.
+    return run_tool(YOSYS, ["-l", f"{log_name}.log", "-s", script_name], cwd=run_dir,
+                    log_name=f"{log_name}.console", timeout_s=timeout_s,
+                    own_log=f"{log_name}.log")
 
 
 def stat_command(liberty: Path | None = None) -> str:
