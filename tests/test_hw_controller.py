@@ -33,11 +33,6 @@ ACCELERATOR_CONFIGS = {
 }
 
 
-# GCC takes over 10 minutes on the ~4000-signal VPI symbol table of a whole accelerator at -O1
-# or -O2 (3 s at -O0); the model simulates a few thousand cycles, so -O0 costs little.
-ACCELERATOR_BUILD_OPTIONS = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "-CFLAGS", "-O0")
-
-
 @functools.cache
 def accelerator_model(name: str):
     from tensorforge.sim.rtl_harness import build_model
@@ -45,7 +40,6 @@ def accelerator_model(name: str):
     return build_model(
         Accelerator(ACCELERATOR_CONFIGS[name]),
         top=TOP_NAME,
-        build_options=ACCELERATOR_BUILD_OPTIONS,
     )
 
 
