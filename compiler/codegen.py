@@ -236,30 +236,31 @@ class _Walker:
         if not dims:
             yield 0, offset, 1, 1, 0, 0
             return
-        data, need = [], []
-        for dim in dims:
-            if dim.kind == "group":
-                n, _, size = dim.entries[0]
-                data.append(-(-valid[n] // size))
-                need.append(data[-1])
-            else:
-                data.append(sum(valid[n] if n else 1 for n, _, _ in dim.entries)
-                            - len(dim.entries) + 1)
-                need.append(sum(size * (-(-valid[n] // size) if n else 1)
-                                for n, _, size in dim.entries) - len(dim.entries) + 1)
+        data = [_valid_lines(dim, valid) for dim in dims]
+        need = [_needed_lines(dim, valid) for dim in dims]
+        apart = any(dim.kind == "blocks" for dim in dims)
         extent = need if padded else data
         inner = dims[-1]
         for outer in itertools.product(*(range(e) for e in extent[:-1])):
             line = sum(c * d.step for c, d in zip(outer, dims, strict=False))
+            if apart:  # a block axis holds the valid part of its own block only
+                local = dict(valid)
+                for c, dim in zip(outer, dims, strict=False):
+                    if dim.kind == "blocks":
+                        n, _, size = dim.entries[0]
+                        local[n] = min(size, valid[n] - c * size)
+                data = [_valid_lines(dim, local) if dim.kind == "block_axis" else lines
+                        for dim, lines in zip(dims, data, strict=True)]
+            last = need[-1] if padded else data[-1]
             if any(c >= d for c, d in zip(outer, data, strict=False)):
-                yield line, None, 0, 0, 0, extent[-1]
+                yield line, None, 0, 0, 0, last
                 continue
             coords, row_len = dict(origin), 1
             for c, dim in zip(outer, dims, strict=False):
                 n, iota, size = next((e for e in dim.entries if e[0]), (None, None, 1))
                 if n is None:
                     continue
-                coords[n] += c * size if dim.kind == "group" else c
+                coords[n] += c if dim.is_line_axis else c * size
                 if dim.kind == "group" and iota is not None:
                     row_len = min(size, valid[n] - c * size)
             address = offset + sum(coords[n] * strides[n] for n in self.uses[tile.role])
@@ -273,7 +274,7 @@ class _Walker:
                            0, 0)
                 continue
             stride = strides[n] if n is not None else 0
-            yield line, address, data[-1], row_len, stride, extent[-1] - data[-1]
+            yield line, address, data[-1], row_len, stride, last - data[-1]
 
     def _load(self, role: str, slot: int, origin: dict, valid: dict) -> None:
         tile = self.tiling.operand(role)
@@ -340,9 +341,30 @@ class _Walker:
         emit.end(reads=[("A", slot["A"]), ("B", slot["B"])], writes=[("C", slot["C"])])
 
 
+def _valid_lines(dim, valid: dict) -> int:
+    """Lines of one tile dimension that hold data (``valid`` elements per index)."""
+    if not dim.is_line_axis:
+        n, _, size = dim.entries[0]
+        return -(-valid[n] // size)
+    if dim.kind == "block_axis":  # at most one block's worth
+        return sum(min(valid[n], size) if n else 1
+                   for n, _, size in dim.entries) - len(dim.entries) + 1
+    return sum(valid[n] if n else 1 for n, _, _ in dim.entries) - len(dim.entries) + 1
+
+
+def _needed_lines(dim, valid: dict) -> int:
+    """Lines of one tile dimension that the valid blocks read (data and zero padding)."""
+    if dim.kind == "block_axis":
+        return dim.lines
+    if dim.kind == "axis":
+        return sum(size * (-(-valid[n] // size) if n else 1)
+                   for n, _, size in dim.entries) - len(dim.entries) + 1
+    return _valid_lines(dim, valid)
+
+
 def _check_sliding_axes(tile: OperandTile, strides: dict[str, int]) -> None:
     for dim in tile.dims:
-        if dim.kind == "axis" and len({strides[n] for n in dim.indices}) > 1:
+        if dim.is_line_axis and len({strides[n] for n in dim.indices}) > 1:
             raise MappingError(
                 f"{tile.access} cannot be loaded as the sliding window "
                 f"{'+'.join(i for _, i, _ in dim.entries)}: {' and '.join(dim.indices)} have "

@@ -93,12 +93,17 @@ class Program:
         return self.lowering.finish(result, extras)
 
     def run_functional(self, inputs: MappingType[str, np.ndarray], *,
-                       check_hazards: bool = True) -> np.ndarray:
-        """Pack, run on the functional simulator, unpack: the output the accelerator computes."""
+                       check_hazards: bool = True,
+                       garbage: np.random.Generator | None = None) -> np.ndarray:
+        """Pack, run on the functional simulator, unpack: the output the accelerator computes.
+
+        ``garbage`` starts the buffers from random values instead of zeros (as real SRAM
+        would), which a correct program never notices."""
         from tensorforge.sim.functional import run_program
 
         image = self.pack_inputs(inputs)
-        run_program(self.config, list(self.instructions), image, check_hazards=check_hazards)
+        run_program(self.config, list(self.instructions), image, check_hazards=check_hazards,
+                    garbage=garbage)
         return self.unpack_output(image)
 
     # ------------------------------------------------------------------ figures

@@ -12,10 +12,19 @@ Each operand tile is a row-major array of buffer lines (`TileDim`, outermost fir
   CONV2D's ``y+s`` keeps one strip of ``Y*nb_y + S*nb_s - 1`` lines in which consecutive
   blocks overlap (the halo is loaded once and shared).
 
+An intrinsic step reads its block as *consecutive* lines, so an axis may hold several blocks
+in one strip only if every line axis inside it spans exactly one block. Where an inner axis
+would span several (CONV2D's B, ``(r, s, c)``, with more than one block of ``c``: the lines of
+one block would be interleaved with the next block's), that axis keeps one block (kind
+*block_axis*) and its blocks become a *blocks* dimension outside all line axes::
+
+    axis s (S lines) x axis c (C*nb_c lines)  ->  blocks c (nb_c) x axis s (S) x block_axis c (C)
+
 So the block an intrinsic step reads is ``base + sum(coordinate[n] * block_coef[n])``: affine in
-the step coordinates, which is what the COMPUTE micro-loop needs. Elements and lines of a block
-past the valid data are zero (loaded with shorter rows and pad lines), per the intrinsic
-contract.
+the step coordinates, which is what the COMPUTE micro-loop needs, and ``block_lines``
+consecutive lines from there. Elements and lines of a block past the valid data are zeroed by
+the LOADs (shorter rows and pad lines), per the intrinsic contract: the compiler never relies on
+what a buffer held before.
 """
 
 from __future__ import annotations
@@ -37,7 +46,10 @@ ROLES = ("A", "B", "C")
 class TileDim:
     """One dimension of an operand tile: a run of buffer lines."""
 
-    kind: str  # "group" (unmatched index or line-index blocks) or "axis" (intrinsic line axis)
+    # "group" (unmatched index, or blocks of the index along a line), "axis" (intrinsic line
+    # axis, all blocks in one strip), "blocks" (blocks of a line axis kept apart) or
+    # "block_axis" (an intrinsic line axis holding one block; its blocks are a "blocks" dim)
+    kind: str
     # (device index or None if unmatched, intrinsic index or None, block size) per entry;
     # a group has one entry, an axis one per intrinsic index it sums (y+s has two)
     entries: tuple[tuple[str | None, str | None, int], ...]
@@ -47,6 +59,10 @@ class TileDim:
     @property
     def indices(self) -> tuple[str, ...]:
         return tuple(n for n, _, _ in self.entries if n is not None)
+
+    @property
+    def is_line_axis(self) -> bool:
+        return self.kind in ("axis", "block_axis")
 
 
 @dataclass(frozen=True)
@@ -153,9 +169,17 @@ def _operand_tile(role, access, intrinsic, isizes, imap, tiles, block) -> Operan
         raw.append(("group", ((n, None, 1),), tiles[n]))
     if elem is not None:
         raw.append(("group", ((elem, layout.elem_axis, block[elem]),), blocks[elem]))
-    for axis in layout.line_axes:
-        extent = sum(isizes[i] * (blocks[imap[i]] if i in imap else 1) for i in axis)
+    apart = _blocks_apart(layout.line_axes, isizes, imap, blocks)
+    for position, axis in enumerate(layout.line_axes):
+        if position in apart:
+            raw += [("blocks", ((imap[i], i, isizes[i]),), blocks[imap[i]])
+                    for i in axis if i in imap]
+    for position, axis in enumerate(layout.line_axes):
         entries = tuple((imap.get(i), i, isizes[i]) for i in axis)
+        if position in apart:
+            raw.append(("block_axis", entries, sum(isizes[i] for i in axis) - (len(axis) - 1)))
+            continue
+        extent = sum(isizes[i] * (blocks[imap[i]] if i in imap else 1) for i in axis)
         raw.append(("axis", entries, extent - (len(axis) - 1)))
     dims, step = [], 1
     for kind, entries, lines in reversed(raw):
@@ -164,11 +188,25 @@ def _operand_tile(role, access, intrinsic, isizes, imap, tiles, block) -> Operan
     dims.reverse()
     coef: dict[str, int] = {}
     for dim in dims:
+        if dim.kind == "block_axis":  # one block: its blocks dimension places it
+            continue
         for n, _, size in dim.entries:
             if n is not None:
-                coef[n] = dim.step if dim.kind == "group" else size * dim.step
+                coef[n] = size * dim.step if dim.kind == "axis" else dim.step
     elem_size = isizes[layout.elem_axis] if layout.elem_axis else 1
     return OperandTile(role, access, tuple(dims), step, tuple(coef.items()), elem, elem_size)
+
+
+def _blocks_apart(line_axes, isizes, imap, blocks) -> set[int]:
+    """Positions of the line axes whose blocks must leave their strip to keep blocks contiguous.
+
+    A block is consecutive lines if every axis inside the outermost one a block spans several
+    lines of holds a single block; an inner axis with more blocks goes apart.
+    """
+    spans = [sum(isizes[i] for i in axis) - (len(axis) - 1) for axis in line_axes]
+    first = next((p for p, lines in enumerate(spans) if lines > 1), len(spans))
+    return {p for p, axis in enumerate(line_axes)
+            if p > first and any(blocks[imap[i]] > 1 for i in axis if i in imap)}
 
 
 def _check_capacity(tiling: Tiling, config: AcceleratorConfig) -> None:

@@ -130,13 +130,24 @@ class FunctionalSimulator:
     ``spad`` is ``spad_lines x spad_line_elems`` and ``acc`` is ``acc_lines x acc_line_elems``
     (int64 arrays holding ``in_bits``/``acc_bits`` values). ``check_hazards`` turns the token
     race detector off for speed; deadlocks and bounds are always checked.
+
+    The buffers start zeroed, unless ``garbage`` (a seeded generator) fills them with random
+    values: real SRAM keeps whatever earlier programs left, so a program must read only lines it
+    loaded or computed itself, and a run from garbage shows whether it does.
     """
 
-    def __init__(self, config: AcceleratorConfig, *, check_hazards: bool = True) -> None:
+    def __init__(self, config: AcceleratorConfig, *, check_hazards: bool = True,
+                 garbage: np.random.Generator | None = None) -> None:
         self.config = config
         self.check_hazards = check_hazards
-        self.spad = np.zeros((config.spad_lines, config.spad_line_elems), dtype=np.int64)
-        self.acc = np.zeros((config.acc_lines, config.acc_line_elems), dtype=np.int64)
+        spad_shape = (config.spad_lines, config.spad_line_elems)
+        acc_shape = (config.acc_lines, config.acc_line_elems)
+        if garbage is None:
+            self.spad = np.zeros(spad_shape, dtype=np.int64)
+            self.acc = np.zeros(acc_shape, dtype=np.int64)
+        else:
+            self.spad = _random_values(garbage, spad_shape, config.precision.in_bits)
+            self.acc = _random_values(garbage, acc_shape, config.precision.acc_bits)
 
     # ------------------------------------------------------------------ the run loop
 
@@ -374,6 +385,12 @@ class FunctionalSimulator:
         return [("spad", _merge(reads), False), ("acc", _merge(writes), True)]
 
 
+def _random_values(rng: np.random.Generator, shape: tuple[int, int], bits: int) -> np.ndarray:
+    """Uniform ``bits``-wide two's-complement values (what uninitialized SRAM may hold)."""
+    bits = min(bits, 63)
+    return rng.integers(-(1 << (bits - 1)), 1 << (bits - 1), size=shape, dtype=np.int64)
+
+
 def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Union of half-open ranges, so the hazard check touches each line once."""
     merged: list[tuple[int, int]] = []
@@ -391,6 +408,9 @@ def run_program(
     dram: bytearray,
     *,
     check_hazards: bool = True,
+    garbage: np.random.Generator | None = None,
 ) -> Statistics:
-    """Run ``program`` on a fresh accelerator (zeroed buffers) against ``dram`` (in place)."""
-    return FunctionalSimulator(config, check_hazards=check_hazards).run(program, dram)
+    """Run ``program`` on a fresh accelerator against ``dram`` (in place); its buffers start
+    zeroed, or filled from ``garbage`` (see `FunctionalSimulator`)."""
+    simulator = FunctionalSimulator(config, check_hazards=check_hazards, garbage=garbage)
+    return simulator.run(program, dram)

@@ -6,13 +6,19 @@ import numpy as np
 import pytest
 
 from tensorforge.compiler.codegen import generate
-from tensorforge.compiler.mappers import default_mapping, library_mapping
+from tensorforge.compiler.mappers import default_mapping, device_choices, library_mapping
+from tensorforge.compiler.mapping import Mapping
 from tensorforge.compiler.workload import parse_workload
-from tensorforge.config import AcceleratorConfig, ArrayConfig
+from tensorforge.config import AcceleratorConfig, ArrayConfig, ScratchpadConfig
 from tensorforge.isa import Compute, Load, Store, decode_program
+from tensorforge.sim.functional import FunctionalSimulator
 
 GEMM_4x4 = AcceleratorConfig(array=ArrayConfig(rows=4, cols=4))
 GEMV_4x4 = AcceleratorConfig(intrinsic="gemv", array=ArrayConfig(rows=4, cols=4, dataflow="os"))
+# intrinsic sizes k=3, c=2, x=1, y=2, r=1, s=3 (taps)
+CONV_2x3 = AcceleratorConfig(intrinsic="conv2d", array=ArrayConfig(rows=2, cols=3, dataflow="os"),
+                             scratchpad=ScratchpadConfig(capacity=4096, accumulator=4096))
+CONV = "C[k,x,y] += A[c,x+r,y+s] * B[k,c,r,s]"
 CASES = {
     "prime gemm": ("C[i,j] += A[i,k] * B[k,j]", "i=7,j=11,k=13"),
     "smaller than the array": ("C[i,j] += A[i,k] * B[k,j]", "i=2,j=3,k=3"),
@@ -80,3 +86,84 @@ def test_other_intrinsics_run_a_convolution(intrinsic, dataflow):
     program = generate(workload, default_mapping(workload, config), config)
     inputs = workload.random_inputs(np.random.default_rng(11))
     np.testing.assert_array_equal(program.run_functional(inputs), workload.reference(inputs))
+
+
+# ---------------------------------------------------------------------- partial and multi-block
+# tiles on the intrinsic's line axes: every block an intrinsic step reads must hold exactly the
+# tile's data, zeros where the tile is partial, whatever the buffers held before.
+
+
+def _identity_mapping(workload, config, tiles, order):
+    """The tensorize choice mapping every intrinsic index to the same-named workload index."""
+    choice = next(c for c in device_choices(workload, config)
+                  if all(iota == n for iota, n in c.index_map.items()))
+    return Mapping(choice, tuple(tiles.items()), tuple(order))
+
+
+def _earlier_program(config, text):
+    """A larger program of the same kind, on extreme inputs, to run first and leave its data."""
+    workload = parse_workload(text, "i=24,j=16,k=24" if "j" in text else "i=24,k=24"
+                              if "i" in text else "k=8,x=3,y=8,c=8,r=2,s=3")
+    program = generate(workload, default_mapping(workload, config), config)
+    inputs = {name: np.full(workload.shapes[name], (127, -128)[n % 2])
+              for n, name in enumerate(workload.input_names)}
+    return program, inputs
+
+
+LINE_AXIS_CASES = {
+    # the property-test find: B's line axes are (r, s, c); with two blocks of c in a tile, the
+    # blocks of c were interleaved in one strip, so a block read the next block's lines
+    "conv: two c blocks, 2 of 3 taps": (CONV_2x3, CONV, "k=1,x=1,y=1,c=3,r=1,s=2",
+                                        {}, "ykxcsr"),
+    "conv: two full c blocks": (CONV_2x3, CONV, "k=1,x=1,y=1,c=4,r=1,s=3", {}, "ykxcsr"),
+    "conv: partial y, s and c blocks": (CONV_2x3, CONV, "k=2,x=2,y=3,c=3,r=2,s=4", {}, "kxycrs"),
+    "conv: partial last tile of c and r": (CONV_2x3, CONV, "k=4,x=1,y=2,c=5,r=3,s=2",
+                                           {"c": 4, "r": 2}, "kxycrs"),
+    "conv: partial last tile of y and k": (CONV_2x3, CONV, "k=4,x=2,y=5,c=2,r=1,s=3",
+                                           {"y": 4, "k": 3}, "ykxcrs"),
+    "gemm: partial i and k blocks": (GEMM_4x4, "C[i,j] += A[i,k] * B[k,j]", "i=6,j=3,k=7",
+                                     {}, "ijk"),
+    "gemm: partial last tile of i and k": (GEMM_4x4, "C[i,j] += A[i,k] * B[k,j]",
+                                           "i=10,j=5,k=9", {"i": 8, "k": 4}, "ijk"),
+    "gemv: partial i and k blocks": (GEMV_4x4, "C[i] += A[i,k] * B[k]", "i=6,k=5", {}, "ik"),
+    "gemv: partial last tile of i": (GEMV_4x4, "C[i] += A[i,k] * B[k]", "i=11,k=6", {"i": 8},
+                                     "ik"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LINE_AXIS_CASES))
+def test_partial_line_axis_tiles_ignore_stale_buffers(name):
+    config, text, sizes, tiles, order = LINE_AXIS_CASES[name]
+    workload = parse_workload(text, sizes)
+    tiles = {n: tiles.get(n, size) for n, size in workload.sizes.items()}
+    program = generate(workload, _identity_mapping(workload, config, tiles, order), config)
+    inputs = workload.random_inputs(np.random.default_rng(5))
+    expected = workload.reference(inputs)
+    # real SRAM keeps what earlier programs left: run after a program that filled the
+    # scratchpad and accumulator with large values, and from random garbage
+    simulator = FunctionalSimulator(config)
+    earlier, earlier_inputs = _earlier_program(config, text)
+    simulator.run(list(earlier.instructions), earlier.pack_inputs(earlier_inputs))
+    used = max(i.line + i.rows + i.pad_after for i in program.instructions
+               if isinstance(i, Load))
+    assert np.count_nonzero(simulator.spad[:used]) > used  # it left data where we load
+    image = program.pack_inputs(inputs)
+    simulator.run(list(program.instructions), image)
+    np.testing.assert_array_equal(program.unpack_output(image), expected)
+    for seed in range(2):
+        result = program.run_functional(inputs, garbage=np.random.default_rng(seed))
+        np.testing.assert_array_equal(result, expected)
+
+
+def test_multi_block_inner_line_axis_keeps_each_block_contiguous():
+    # CONV2D's B block is (r, s, c) lines: the s-major strip of a c tile spanning two blocks
+    # cannot hold both; each c block sits apart, whole, and its coefficient steps over it
+    from tensorforge.compiler.tiling import build_tiling
+
+    workload = parse_workload(CONV, "k=1,x=1,y=1,c=4,r=1,s=3")
+    mapping = _identity_mapping(workload, CONV_2x3, workload.sizes, "ykxcsr")
+    tile = build_tiling(workload, mapping.choice, mapping.tile_sizes, CONV_2x3).operand("B")
+    block_lines = CONV_2x3.blocks["B"].lines
+    assert block_lines == 1 * 3 * 2
+    assert tile.lines == 2 * block_lines
+    assert tile.coef["c"] == block_lines

@@ -8,7 +8,7 @@ import pytest
 from tensorforge.config import AcceleratorConfig, ArrayConfig
 from tensorforge.errors import SimulationError
 from tensorforge.isa import Buffer, Compute, ComputeMode, Finish, Load, Store, encode_program
-from tensorforge.sim.functional import run_program
+from tensorforge.sim.functional import FunctionalSimulator, run_program
 
 CONFIG = AcceleratorConfig(array=ArrayConfig(rows=4, cols=4))
 
@@ -42,6 +42,35 @@ def test_gemm_step_matches_numpy_and_counts():
     assert stats.instructions == {"LOAD": 2, "COMPUTE": 2, "STORE": 1, "FINISH": 1}
     assert stats.dram_bytes_read == 28 and stats.dram_bytes_written == 64
     assert stats.macs == 64 and stats.mac_steps == 1 and stats.zero_steps == 1
+
+
+def test_buffers_start_zeroed_or_from_seeded_garbage():
+    assert not FunctionalSimulator(CONFIG).spad.any()
+    assert not FunctionalSimulator(CONFIG).acc.any()
+    first = FunctionalSimulator(CONFIG, garbage=np.random.default_rng(4))
+    again = FunctionalSimulator(CONFIG, garbage=np.random.default_rng(4))
+    np.testing.assert_array_equal(first.spad, again.spad)
+    np.testing.assert_array_equal(first.acc, again.acc)
+    in_half, acc_half = 1 << (CONFIG.precision.in_bits - 1), 1 << (CONFIG.precision.acc_bits - 1)
+    assert -in_half <= first.spad.min() and first.spad.max() < in_half
+    assert -acc_half <= first.acc.min() and first.acc.max() < acc_half
+    assert np.count_nonzero(first.spad) > first.spad.size // 2
+    assert first.acc.max() > in_half  # accumulator garbage is acc_bits wide
+
+
+def test_load_pad_lines_and_zero_fill_overwrite_garbage():
+    # the hand-written GEMM reads a pad line and a short row: both must be zero from the LOAD,
+    # not from the buffer's initial state
+    rng = np.random.default_rng(1)
+    a = rng.integers(-128, 128, (4, 4))
+    b = rng.integers(-128, 128, (3, 4))
+    program = _gemm_program()
+    program[0] = Load(line=0, dram_addr=0, rows=4, row_len=3, stride=4, push_next=True)
+    for seed in range(3):
+        dram = _image(a, b)
+        run_program(CONFIG, program, dram, garbage=np.random.default_rng(seed))
+        result = np.frombuffer(bytes(dram[32:]), dtype="<i4").reshape(4, 4)
+        np.testing.assert_array_equal(result, a[:, :3] @ b)
 
 
 def test_accumulator_wraps_to_acc_bits():
