@@ -1,0 +1,153 @@
+"""Drive the generated accelerator from cocotb: DRAM image in, program started, counters out.
+
+`AcceleratorDriver` is the host of one simulated accelerator (top level
+`tensorforge.hw.accelerator.Accelerator`): the clock and reset, the DRAM (`DramModel` on
+``m_axi``) and an `AxiLiteMaster` on the control registers (``s_axil``), whose addresses come
+from `tensorforge.hw.registers.REGISTERS` by name. `run` executes one `ProgramJob` the way
+software on a real SoC would: reset, place the image, write ``insn_addr``/``insn_count``,
+write 1 to ``control``, wait for ``irq`` (STATUS.done) with a cycle limit, read the counters.
+
+Nothing a program does can hang the bench: the wait ends at the cycle limit, or at once when
+the DRAM refuses a write outside the program's output region. The outcome then records what
+each unit's controller gate holds (`in_flight`), so the error can name the instruction.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, Event, First, RisingEdge
+from cocotb.utils import get_sim_time
+from cocotbext.axi import AxiLiteBus, AxiLiteMaster
+
+from tensorforge.hw.registers import COUNTERS, register
+from tensorforge.sim.activity import ToggleCounter
+from tensorforge.sim.dram_model import DramModel
+from tensorforge.sim.rtl_jobs import JobOutcome, ProgramJob
+
+CLOCK_PERIOD_NS = 10
+RESET_CYCLES = 4
+UNITS = ("load", "compute", "store")
+
+
+def _peek(scope, name: str) -> Any:
+    """An internal signal's value as an int, or None where the model does not expose it."""
+    try:
+        value = getattr(scope, name).value
+        return int(value) if value.is_resolvable else None
+    except (AttributeError, ValueError):
+        return None
+
+
+def in_flight(dut) -> dict[str, dict[str, Any]]:
+    """What each controller gate holds: the instruction word and whether it awaits a token.
+
+    Reads the controller's gate registers (``<unit>_gate_state``, ``<unit>_instruction``,
+    ``<unit>_waits_for_token``) through VPI; a model built without them yields ``{}``.
+    """
+    controller = getattr(dut, "controller", None)
+    if controller is None:
+        return {}
+    held = {}
+    for unit in UNITS:
+        state = _peek(controller, f"{unit}_gate_state")
+        if state is None:
+            return {}
+        held[unit] = {
+            "word": _peek(controller, f"{unit}_instruction") if state else None,
+            "waits_for_token": bool(_peek(controller, f"{unit}_waits_for_token")),
+        }
+    return held
+
+
+class AcceleratorDriver:
+    """The host side of one accelerator instance in a cocotb test (see the module docstring)."""
+
+    def __init__(self, dut, ram_bytes: int) -> None:
+        self.dut = dut
+        Clock(dut.clk, CLOCK_PERIOD_NS, unit="ns").start()
+        dut.rst.value = 1
+        self.dram = DramModel(dut, ram_bytes)
+        bus = AxiLiteBus.from_prefix(dut, "s_axil", bus_separator="__")
+        self.host = AxiLiteMaster(bus, dut.clk, dut.rst)
+
+    async def reset(self) -> None:
+        self.dut.rst.value = 1
+        await ClockCycles(self.dut.clk, RESET_CYCLES)
+        self.dut.rst.value = 0
+        await RisingEdge(self.dut.clk)
+
+    async def write_register(self, name: str, value: int) -> None:
+        await self.host.write_dword(register(name).offset, value)
+
+    async def read_register(self, name: str) -> int:
+        return await self.host.read_dword(register(name).offset)
+
+    async def counters(self) -> dict[str, int]:
+        return {name: await self.read_register(name) for name in COUNTERS}
+
+    async def start(self, instruction_base: int, instruction_count: int) -> None:
+        await self.write_register("insn_addr", instruction_base)
+        await self.write_register("insn_count", instruction_count)
+        await self.write_register("control", 1)
+
+    def cycle(self) -> int:
+        return int(get_sim_time("ns") // CLOCK_PERIOD_NS)
+
+    async def wait_done(self, max_cycles: int) -> tuple[bool, int]:
+        """Wait for ``irq`` at most ``max_cycles``; returns ``(finished, cycles waited)``.
+
+        A refused DRAM write ends the wait at once (unfinished): the program is wrong and what
+        it does next is noise.
+        """
+        stop = Event()
+
+        async def on_irq() -> None:
+            await RisingEdge(self.dut.irq)
+            stop.set()
+
+        self.dram.memory.on_violation = stop.set
+        watcher = cocotb.start_soon(on_irq())
+        begin = self.cycle()
+        await First(stop.wait(), ClockCycles(self.dut.clk, max_cycles))
+        watcher.cancel()
+        self.dram.memory.on_violation = None
+        finished = str(self.dut.irq.value) == "1" and not self.dram.memory.violations
+        return finished, self.cycle() - begin
+
+    async def run(self, job: ProgramJob, directory: Path) -> JobOutcome:
+        """Run one job; the DRAM afterwards goes to ``job.output_image(directory)``."""
+        image = (directory / job.image).read_bytes()
+        self.dram.memory.load(image, job.writable, job.ram_bytes)
+        await self.reset()
+        self.dram.set_timing(job.timing)
+        toggles = ToggleCounter(self.dut, job.ports) if job.activity else None
+
+        await self.start(job.instruction_base, job.instruction_count)
+        started = time.perf_counter()
+        if toggles is not None:
+            toggles.start()
+        finished, waited = await self.wait_done(job.max_cycles)
+        if toggles is not None:
+            toggles.stop()
+        wall = time.perf_counter() - started
+        held = {} if finished else in_flight(self.dut)
+        status = await self.read_register("status")
+        counters = await self.counters()
+        job.output_image(directory).write_bytes(self.dram.read(0, len(image)))
+        return JobOutcome(
+            name=job.name,
+            finished=finished,
+            counters=counters,
+            status=status,
+            waited_cycles=waited,
+            wall_seconds=wall,
+            violations=[(v.address, v.length) for v in self.dram.memory.violations],
+            in_flight=held,
+            toggles=toggles.toggles if toggles is not None else {},
+            activity_cycles=toggles.cycles if toggles is not None else 0,
+        )

@@ -1,0 +1,77 @@
+"""The DRAM traffic a program causes on the AXI bus, counted from its instructions alone.
+
+`Program.statistics()` counts payload bytes (elements x width). The accelerator's counters
+count bus beats x bus width, instruction fetch included, so they differ by the bus alignment
+of each row. This module predicts the counters exactly, from the same rules the hardware
+follows: each LOAD/STORE row (cut to one buffer line) goes as the bursts
+`tensorforge.hw.axi.plan_bursts` plans, and fetch reads the program in aligned chunks of
+``max(16, bus bytes)``. An RTL run whose counters differ has moved data nobody asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from tensorforge.config import AcceleratorConfig
+from tensorforge.hw.axi import plan_bursts
+from tensorforge.isa import INSTRUCTION_BYTES, Buffer, Instruction, Load, Store
+
+
+def dram_rows(config: AcceleratorConfig, instruction: Load | Store) -> list[tuple[int, int]]:
+    """``(start, bytes)`` of each DRAM row a LOAD reads or a STORE writes (empty rows left out).
+
+    Rows longer than a buffer line are cut to the line, as the DMA does.
+    """
+    to_acc = isinstance(instruction, Store) or instruction.buffer is Buffer.ACC
+    if to_acc:
+        elems, elem_bytes = config.acc_line_elems, config.precision.acc_bytes
+    else:
+        elems, elem_bytes = config.spad_line_elems, config.precision.in_bytes
+    length = min(instruction.row_len, elems) * elem_bytes
+    if not length:
+        return []
+    step = instruction.stride * elem_bytes
+    return [(instruction.dram_addr + row * step, length) for row in range(instruction.rows)]
+
+
+def _beats(rows: Iterable[tuple[int, int]], config: AcceleratorConfig) -> int:
+    bus_bytes, burst = config.dma.bus_bytes, config.dma.max_burst
+    return sum(
+        beats for start, length in rows for _, beats in plan_bursts(start, length, bus_bytes, burst)
+    )
+
+
+def fetch_bytes(config: AcceleratorConfig, base: int, count: int) -> int:
+    """Bytes instruction fetch reads for ``count`` instructions at ``base``: whole chunks."""
+    if count == 0:
+        return 0
+    chunk = max(INSTRUCTION_BYTES, config.dma.bus_bytes)
+    first = base // chunk
+    last = (base + count * INSTRUCTION_BYTES - 1) // chunk
+    return (last - first + 1) * chunk
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Bytes on the AXI data channels: ``read`` (R beats, fetch included), ``written`` (W)."""
+
+    read: int
+    written: int
+    fetch: int
+
+
+def bus_traffic(
+    config: AcceleratorConfig, instructions: Iterable[Instruction], base: int
+) -> Traffic:
+    """What the ``bytes_read``/``bytes_written`` counters should say after the program."""
+    instructions = list(instructions)
+    loads = [row for i in instructions if isinstance(i, Load) for row in dram_rows(config, i)]
+    stores = [row for i in instructions if isinstance(i, Store) for row in dram_rows(config, i)]
+    fetch = fetch_bytes(config, base, len(instructions))
+    bus_bytes = config.dma.bus_bytes
+    return Traffic(
+        read=_beats(loads, config) * bus_bytes + fetch,
+        written=_beats(stores, config) * bus_bytes,
+        fetch=fetch,
+    )

@@ -1,0 +1,140 @@
+"""The files that carry programs into the cocotb process and their outcomes back out.
+
+`run_on_rtl` (pytest or CLI side) and the bench ``bench_run_program.py`` (simulator side) are
+two processes; they share nothing but a directory. The host side writes one ``jobs.json``
+naming a DRAM image file (``*.in.bin``) per program and puts the path of ``jobs.json`` into
+the bench's environment (`JOBS_ENV`); the bench writes, per job, the DRAM after the run
+(``*.out.bin``) and an outcome JSON. Plain JSON and raw bytes keep both sides readable by hand
+when a run goes wrong.
+
+This module imports neither Amaranth nor cocotb, so both sides can use it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tensorforge.errors import ConfigError
+
+#: The environment variable that names ``jobs.json`` for the bench.
+JOBS_ENV = "TENSORFORGE_RTL_JOBS"
+JOBS_FILE = "jobs.json"
+
+
+@dataclass(frozen=True)
+class DramTiming:
+    """How slow the simulated DRAM is, on top of cocotbext-axi's ideal `AxiRam` timing.
+
+    ``latency``: cycles added between a read burst's address handshake and its first data beat,
+    and between a write burst's last data beat and its response. Bursts are pipelined: the
+    latency of one burst overlaps the data of the one before.
+    ``bandwidth``: bytes per cycle each direction (read, write) may move; ``None`` is one full
+    bus beat per cycle. A rate below the bus width spaces the beats out (a token bucket that
+    earns ``bandwidth / bus_bytes`` beats per cycle).
+    """
+
+    latency: int = 0
+    bandwidth: float | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.latency, bool) or not isinstance(self.latency, int) or self.latency < 0:
+            raise ConfigError(f"DRAM latency must be 0 or more cycles, not {self.latency!r}")
+        if self.bandwidth is not None and not self.bandwidth > 0:
+            raise ConfigError(
+                f"DRAM bandwidth must be a positive number of bytes per cycle, not "
+                f"{self.bandwidth!r}"
+            )
+
+    @property
+    def ideal(self) -> bool:
+        return self.latency == 0 and self.bandwidth is None
+
+    def beats_per_cycle(self, bus_bytes: int) -> float:
+        if self.bandwidth is None:
+            return 1.0
+        return min(1.0, self.bandwidth / bus_bytes)
+
+
+@dataclass(frozen=True)
+class ProgramJob:
+    """One program to run: its DRAM image, where its instructions are, what it may write.
+
+    ``writable`` lists the ``[start, end)`` byte ranges the program's STOREs may write (its
+    output region); a write anywhere else ends the run with an error naming the instruction.
+    ``ram_bytes`` is the simulated DRAM size (the image plus a guard region); reads or writes
+    past it answer SLVERR. ``ports`` are the accelerator's input ports and their widths, for
+    toggle counting when ``activity`` is set. ``config`` is the `AcceleratorConfig` as a dict.
+    """
+
+    name: str
+    config: dict[str, Any]
+    image: str
+    instruction_base: int
+    instruction_count: int
+    writable: tuple[tuple[int, int], ...]
+    ram_bytes: int
+    max_cycles: int
+    timing: DramTiming = field(default_factory=DramTiming)
+    activity: bool = False
+    ports: tuple[tuple[str, int], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ProgramJob:
+        values = dict(data)
+        values["timing"] = DramTiming(**values["timing"])
+        values["writable"] = tuple(tuple(pair) for pair in values["writable"])
+        values["ports"] = tuple(tuple(pair) for pair in values["ports"])
+        return cls(**values)
+
+    def output_image(self, directory: Path) -> Path:
+        return directory / f"{self.name}.out.bin"
+
+    def outcome_path(self, directory: Path) -> Path:
+        return directory / f"{self.name}.outcome.json"
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """What the bench saw: counters, whether the program finished, and how long it took.
+
+    Raw facts only; `tensorforge.sim.rtl_diagnosis` turns them into a message. ``violations``
+    are the refused DRAM writes ``(address, length)``; ``in_flight`` is, per unit, the
+    instruction word its controller gate holds (``None`` when it holds nothing), and whether
+    it waits for a token. ``toggles`` maps each input port to its bit transitions over
+    ``activity_cycles`` cycles.
+    """
+
+    name: str
+    finished: bool
+    counters: dict[str, int]
+    status: int
+    waited_cycles: int
+    wall_seconds: float
+    violations: list[tuple[int, int]] = field(default_factory=list)
+    in_flight: dict[str, dict[str, Any]] = field(default_factory=dict)
+    toggles: dict[str, int] = field(default_factory=dict)
+    activity_cycles: int = 0
+
+    def write(self, path: Path) -> None:
+        path.write_text(json.dumps(asdict(self), indent=2, sort_keys=True))
+
+    @classmethod
+    def read(cls, path: Path) -> JobOutcome:
+        return cls(**json.loads(path.read_text()))
+
+
+def write_jobs(directory: Path, jobs: list[ProgramJob]) -> Path:
+    """Write ``jobs.json`` into ``directory``; returns its path (the value of `JOBS_ENV`)."""
+    path = directory / JOBS_FILE
+    path.write_text(json.dumps([job.to_dict() for job in jobs], indent=2))
+    return path
+
+
+def read_jobs(path: Path) -> list[ProgramJob]:
+    return [ProgramJob.from_dict(entry) for entry in json.loads(path.read_text())]
