@@ -31,6 +31,7 @@ import numpy as np
 
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
+from tensorforge.dse.area_power import SynthesisAreaPower
 from tensorforge.dse.evaluate import (
     AreaPowerModel,
     FirstOrderAreaPower,
@@ -45,6 +46,7 @@ from tensorforge.dse.optimizers import make_optimizer
 from tensorforge.dse.pareto import pareto_indices, total_violation
 from tensorforge.dse.problem import Constraint, Problem
 from tensorforge.dse.scenarios import Scenario
+from tensorforge.dse.sw_evaluator import SoftwareSearchEvaluator
 from tensorforge.dse.sweep_store import FAILED, INFEASIBLE, OK, SweepStore, TrialRecord
 from tensorforge.errors import ConfigError, TensorforgeError
 from tensorforge.hashing import stable_hash
@@ -53,6 +55,56 @@ logger = logging.getLogger(__name__)
 
 OBJECTIVES = ("latency_ms", "power_w", "area_mm2")
 VALID = "invalid"  # the penalty constraint's metric: 0 for a real design, 1 otherwise
+
+#: Cost-model evaluations per layer and hardware trial of the default software search. At 200
+#: a layer takes about 0.5 s on one core (most of it building the layer's space), so the
+#: 8-layer, 12-trial demo runs in about a minute on two workers; 600 (the search's own default)
+#: finds mappings a few per cent faster at twice the time (see docs/experiments).
+CODESIGN_SEARCH_BUDGET = 200
+
+
+def hasco_evaluator() -> LayerEvaluator:
+    """HASCO's software search (heuristic + Q-learning) under the analytical cost model."""
+    return SoftwareSearchEvaluator(method="hasco", budget=CODESIGN_SEARCH_BUDGET)
+
+
+#: Layer evaluators by name (``tensorforge explore --evaluator``): the first is the default.
+EVALUATORS: dict[str, Callable[[], LayerEvaluator]] = {
+    "hasco": hasco_evaluator,
+    "first-order": FirstOrderEvaluator,
+}
+
+#: Area/power models by name (``tensorforge explore --hardware-model``): the first is the
+#: default.
+HARDWARE_MODELS: dict[str, Callable[[], AreaPowerModel]] = {
+    "first-order": FirstOrderAreaPower,
+    "synthesis": SynthesisAreaPower,
+}
+
+
+def _from_table(table: dict[str, Callable[[], Any]], kind: str, name: str) -> Any:
+    try:
+        return table[name]()
+    except KeyError:
+        raise ConfigError(f"unknown {kind} {name!r}; choose one of {', '.join(table)}") from None
+
+
+def make_evaluator(name: str) -> LayerEvaluator:
+    """The layer evaluator registered as ``name`` in `EVALUATORS`."""
+    return _from_table(EVALUATORS, "evaluator", name)
+
+
+def make_hardware_model(name: str) -> AreaPowerModel:
+    """The area/power model registered as ``name`` in `HARDWARE_MODELS`."""
+    return _from_table(HARDWARE_MODELS, "hardware model", name)
+
+
+def _default_evaluator() -> LayerEvaluator:
+    return make_evaluator(next(iter(EVALUATORS)))
+
+
+def _default_hardware_model() -> AreaPowerModel:
+    return make_hardware_model(next(iter(HARDWARE_MODELS)))
 
 
 @dataclass(frozen=True)
@@ -94,8 +146,8 @@ class SweepSpec:
     seed: int = 0
     batch_size: int = 1
     method_options: dict[str, Any] = field(default_factory=dict)
-    evaluator: LayerEvaluator = field(default_factory=FirstOrderEvaluator)
-    hardware_model: AreaPowerModel = field(default_factory=FirstOrderAreaPower)
+    evaluator: LayerEvaluator = field(default_factory=_default_evaluator)
+    hardware_model: AreaPowerModel = field(default_factory=_default_hardware_model)
 
     def __post_init__(self) -> None:
         if self.trials < 1:

@@ -1,4 +1,5 @@
-"""The co-design loop on tiny workloads with the first-order evaluator."""
+"""The co-design loop on tiny workloads with the first-order evaluator (injected: these tests are
+about the loop, not the model; the default evaluator is HASCO's software search)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,20 @@ from hypothesis import strategies as st
 
 from tensorforge.compiler.workload import parse_workload
 from tensorforge.config import AcceleratorConfig
-from tensorforge.dse.codesign import SweepSpec, merge_layers, run_sweep
+from tensorforge.dse.codesign import (
+    SweepSpec,
+    layer_seed,
+    make_evaluator,
+    make_hardware_model,
+    merge_layers,
+    run_sweep,
+)
+from tensorforge.dse.evaluate import FirstOrderAreaPower
 from tensorforge.dse.evaluate_first_order import FirstOrderEvaluator
 from tensorforge.dse.hwspace import HardwareSpace
 from tensorforge.dse.report import headline
 from tensorforge.dse.scenarios import Scenario
+from tensorforge.dse.sw_evaluator import SoftwareSearchEvaluator
 from tensorforge.dse.sweep_store import FAILED, INFEASIBLE, OK, SweepStore
 from tensorforge.errors import ConfigError
 
@@ -42,6 +52,8 @@ def _spec(**changes: object) -> SweepSpec:
         "method": "random",
         "trials": 12,
         "seed": 3,
+        "evaluator": FirstOrderEvaluator(),
+        "hardware_model": FirstOrderAreaPower(),
     }
     values.update(changes)
     return SweepSpec(**values)
@@ -154,3 +166,35 @@ def test_hypervolume_trace_is_monotone(tmp_path) -> None:
     )
     trace = np.array(result.hypervolumes)
     assert len(trace) == 10 and np.all(np.diff(trace) >= 0)
+
+
+def test_default_evaluator_is_hascos_software_search() -> None:
+    spec = SweepSpec("tiny", merge_layers([("gemm", GEMM, 1)]))
+    assert isinstance(spec.evaluator, SoftwareSearchEvaluator)
+    assert spec.evaluator.method == "hasco"
+    assert "hasco" in spec.description()["evaluator"]
+    assert isinstance(make_evaluator("first-order"), FirstOrderEvaluator)
+    assert isinstance(make_hardware_model("first-order"), FirstOrderAreaPower)
+    with pytest.raises(ConfigError, match="first-order"):
+        make_evaluator("maestro")
+    with pytest.raises(ConfigError, match="synthesis"):
+        make_hardware_model("vivado")
+
+
+def test_software_search_objectives_are_its_layer_results(tmp_path) -> None:
+    evaluator = SoftwareSearchEvaluator(budget=40)
+    layers = merge_layers([("gemm", GEMM, 2)])
+    spec = _spec(
+        layers=layers,
+        trials=2,
+        evaluator=evaluator,
+        space=HardwareSpace({**SMALL_SPACE, "intrinsic": "gemm"}),
+    )
+    result = run_sweep(spec, store=SweepStore(tmp_path / "s.sqlite"))
+    ok = [t for t in result.trials if t.status == OK]
+    assert ok
+    for trial in ok:
+        config = AcceleratorConfig.from_dict(trial.config)
+        alone = evaluator(GEMM, config, layer_seed(spec.seed, layers[0]))
+        assert trial.metrics["latency_cycles"] == 2 * alone.cycles
+        assert trial.layers[0]["mapping"] == alone.mapping and alone.mapping["choice"]

@@ -8,6 +8,7 @@ from dse_evaluators import CountingEvaluator, Killed
 
 from tensorforge.compiler.workload import parse_workload
 from tensorforge.dse.codesign import SweepSpec, merge_layers, run_sweep
+from tensorforge.dse.evaluate import FirstOrderAreaPower
 from tensorforge.dse.hwspace import HardwareSpace
 from tensorforge.dse.scenarios import Scenario
 from tensorforge.dse.sweep_store import OK, SweepStore
@@ -51,6 +52,7 @@ def _spec(case: str, evaluator: CountingEvaluator) -> SweepSpec:
         method=case.split("-")[0],
         seed=11,
         evaluator=evaluator,
+        hardware_model=FirstOrderAreaPower(),
         **options,
     )
 

@@ -62,8 +62,23 @@ def resolve_workload(name: str, sizes: list[str] | None = None) -> tuple[str, li
 
 def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     """Search options shared by ``explore`` and ``demo``."""
+    from tensorforge.dse.codesign import EVALUATORS, HARDWARE_MODELS
     from tensorforge.dse.optimizers import OPTIMIZERS
 
+    parser.add_argument(
+        "--evaluator",
+        choices=list(EVALUATORS),
+        default=next(iter(EVALUATORS)),
+        help="per-layer evaluation: hasco (software search under the cost model) or "
+        f"first-order (roofline; fast) (default: {next(iter(EVALUATORS))})",
+    )
+    parser.add_argument(
+        "--hardware-model",
+        choices=list(HARDWARE_MODELS),
+        default=next(iter(HARDWARE_MODELS)),
+        help="area/power/clock model: synthesis (fitted to OSU 0.18um synthesis) or "
+        f"first-order (45 nm constants) (default: {next(iter(HARDWARE_MODELS))})",
+    )
     parser.add_argument(
         "--method",
         choices=sorted(OPTIMIZERS),
@@ -141,7 +156,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tensorforge.dse.codesign import SweepSpec, merge_layers
+    from tensorforge.dse.codesign import merge_layers
     from tensorforge.dse.hwspace import HardwareSpace
     from tensorforge.dse.scenarios import scenario
 
@@ -150,17 +165,25 @@ def run(args: argparse.Namespace) -> int:
     bounds = scenario(args.scenario).with_bounds(
         power_w=args.power_w, area_mm2=args.area_mm2, latency_ms=args.latency_ms
     )
-    spec = SweepSpec(
+    spec = sweep_spec(args, name, merge_layers(layers), space=space, scenario=bounds)
+    return execute(spec, args)
+
+
+def sweep_spec(args: argparse.Namespace, name: str, layers: tuple, **fields: Any) -> Any:
+    """The `SweepSpec` of the shared sweep options (`add_sweep_arguments`) plus ``fields``."""
+    from tensorforge.dse.codesign import SweepSpec, make_evaluator, make_hardware_model
+
+    return SweepSpec(
         workload_name=name,
-        layers=merge_layers(layers),
-        space=space,
-        scenario=bounds,
+        layers=layers,
         method=args.method,
         trials=args.trials,
         seed=args.seed,
         batch_size=args.batch_size,
+        evaluator=make_evaluator(args.evaluator),
+        hardware_model=make_hardware_model(args.hardware_model),
+        **fields,
     )
-    return execute(spec, args)
 
 
 def execute(spec: Any, args: argparse.Namespace) -> int:
