@@ -14,6 +14,7 @@ import time
 import numpy as np
 import torch
 from rich.console import Console
+from rich.progress import Progress
 from rich.table import Table
 
 from tensorforge.dse.optimizers import OPTIMIZERS, Optimizer, make_optimizer
@@ -44,23 +45,28 @@ def main() -> None:
     table = Table(title=f"hypervolume / optimum after {args.budget} evaluations")
     for column in ("problem", "method", "HV fraction (mean +- std)", "wall s / run"):
         table.add_column(column)
-    for problem_name in args.problems:
-        benchmark = BENCHMARKS[problem_name]()
-        optimum = benchmark.optimal_hypervolume
-        for method in args.methods:
-            fractions, seconds = [], []
-            for seed in range(args.seeds):
-                start = time.perf_counter()
-                optimizer = make_optimizer(method, benchmark.problem, seed=seed)
-                run(optimizer, benchmark, args.budget, args.batch)
-                seconds.append(time.perf_counter() - start)
-                fractions.append(optimizer.history.hypervolume / optimum)
-            table.add_row(
-                problem_name,
-                method,
-                f"{np.mean(fractions):.3f} +- {np.std(fractions):.3f}",
-                f"{np.mean(seconds):.2f}",
-            )
+    runs = len(args.problems) * len(args.methods) * args.seeds
+    with Progress(transient=True) as progress:
+        task = progress.add_task("searching", total=runs)
+        for problem_name in args.problems:
+            benchmark = BENCHMARKS[problem_name]()
+            optimum = benchmark.optimal_hypervolume
+            for method in args.methods:
+                fractions, seconds = [], []
+                for seed in range(args.seeds):
+                    progress.update(task, description=f"{problem_name} {method} seed {seed}")
+                    start = time.perf_counter()
+                    optimizer = make_optimizer(method, benchmark.problem, seed=seed)
+                    run(optimizer, benchmark, args.budget, args.batch)
+                    seconds.append(time.perf_counter() - start)
+                    fractions.append(optimizer.history.hypervolume / optimum)
+                    progress.advance(task)
+                table.add_row(
+                    problem_name,
+                    method,
+                    f"{np.mean(fractions):.3f} +- {np.std(fractions):.3f}",
+                    f"{np.mean(seconds):.2f}",
+                )
     Console().print(table)
 
 
