@@ -133,14 +133,13 @@ class _Emitter:
     def add(self, unit: int, kind: type[Instruction], **values) -> None:
         self.kinds.append(kind)
         self.fields.append(values)
-        if self.open_group is not None:
-            self.groups[self.open_group].last = len(self.fields) - 1
 
     def end(self, reads: list[tuple] = (), writes: list[tuple] = ()) -> None:
         """Close the open task: wait for the tasks it conflicts with, then record its regions."""
         gid = self.open_group
         self.open_group = None
         group = self.groups[gid]
+        group.last = len(self.fields) - 1
         if group.last < group.first:
             return
         producers = [self.writer[r] for r in reads if r in self.writer]
@@ -168,7 +167,16 @@ class _Emitter:
         self.fields[self.groups[producer].last][push] = True
 
     def build(self) -> list[Instruction]:
-        return [kind(**values) for kind, values in zip(self.kinds, self.fields, strict=True)]
+        """The instructions; equal ones share one (immutable) object, built and checked once."""
+        made: dict[tuple, Instruction] = {}
+        program = []
+        for kind, values in zip(self.kinds, self.fields, strict=True):
+            key = (kind, *values.items())
+            instruction = made.get(key)
+            if instruction is None:
+                instruction = made[key] = kind(**values)
+            program.append(instruction)
+        return program
 
 
 # ---------------------------------------------------------------------- the walk
@@ -197,6 +205,8 @@ class _Walker:
         self.bases["C"] = [k * lines for k in range(slots["C"])]
         for role in ("A", "B"):
             _check_sliding_axes(tiling.operand(role), self.addressing[role][1])
+        self.plans = {r: _run_plan(tiling.operand(r), *self.addressing[r]) for r in layouts}
+        self.mac_plans: dict[tuple[int, ...], list] = {}  # by blocks per index of a step
 
     def run(self, order: tuple[str, ...]) -> None:
         counts = [range(self.tiling.count(n)) for n in order]
@@ -231,50 +241,59 @@ class _Walker:
         ``dram_elem`` is None for a run of zero lines only. Loads (``padded``) cover every
         line the valid blocks read; stores only the lines holding results.
         """
-        offset, strides = self.addressing[tile.role]
-        dims = tile.dims
+        offset, origin_strides, dims = self.plans[tile.role]
         if not dims:
             yield 0, offset, 1, 1, 0, 0
             return
+        apart = [dim for dim in dims if dim[0] == "blocks"]  # outermost, see tiling
+        if not apart:
+            yield from self._strip_runs(offset, origin_strides, dims, origin, valid, padded, 0)
+            return
+        rest = dims[len(apart):]
+        for coords in itertools.product(*(range(-(-valid[n] // size))
+                                          for _, n, _, size, _, _, _ in apart)):
+            local_origin, local_valid, line = dict(origin), dict(valid), 0
+            for c, (_, n, _, size, step, _, _) in zip(coords, apart, strict=True):
+                local_origin[n] += c * size
+                local_valid[n] = min(size, valid[n] - c * size)
+                line += c * step
+            yield from self._strip_runs(offset, origin_strides, rest, local_origin, local_valid,
+                                        padded, line)
+
+    def _strip_runs(self, offset, origin_strides, dims, origin, valid, padded, first_line):
+        """`_runs` of tile dimensions that are independent of each other (no blocks dims).
+
+        Each outer dimension contributes, per coordinate, a line offset, a DRAM offset and
+        whether it holds data; their combinations, in row-major order, start one run each.
+        """
+        address = offset + sum(origin[n] * stride for n, stride in origin_strides)
         data = [_valid_lines(dim, valid) for dim in dims]
-        need = [_needed_lines(dim, valid) for dim in dims]
-        apart = any(dim.kind == "blocks" for dim in dims)
-        extent = need if padded else data
-        inner = dims[-1]
-        for outer in itertools.product(*(range(e) for e in extent[:-1])):
-            line = sum(c * d.step for c, d in zip(outer, dims, strict=False))
-            if apart:  # a block axis holds the valid part of its own block only
-                local = dict(valid)
-                for c, dim in zip(outer, dims, strict=False):
-                    if dim.kind == "blocks":
-                        n, _, size = dim.entries[0]
-                        local[n] = min(size, valid[n] - c * size)
-                data = [_valid_lines(dim, local) if dim.kind == "block_axis" else lines
-                        for dim, lines in zip(dims, data, strict=True)]
-            last = need[-1] if padded else data[-1]
-            if any(c >= d for c, d in zip(outer, data, strict=False)):
+        extent = [_needed_lines(dim, valid) for dim in dims] if padded else data
+        starts = [(first_line, address, True, 1)]
+        outer = zip(dims[:-1], extent, data, strict=False)
+        for (kind, n, iota, size, step, dram_step, _), lines, held in outer:
+            if kind == "group" and iota is not None:  # blocks along a line: shorter last row
+                options = [(c * step, c * dram_step, c < held, min(size, valid[n] - c * size))
+                           for c in range(lines)]
+                starts = [(line + dl, at + da, ok and ok_c, row_len)
+                          for line, at, ok, _ in starts for dl, da, ok_c, row_len in options]
+            else:
+                options = [(c * step, c * dram_step, c < held) for c in range(lines)]
+                starts = [(line + dl, at + da, ok and ok_c, row_len)
+                          for line, at, ok, row_len in starts for dl, da, ok_c in options]
+        kind, n, iota, size, _, dram_step, _ = dims[-1]
+        last, rows = extent[-1], data[-1]
+        for line, at, ok, row_len in starts:
+            if not ok:
                 yield line, None, 0, 0, 0, last
-                continue
-            coords, row_len = dict(origin), 1
-            for c, dim in zip(outer, dims, strict=False):
-                n, iota, size = next((e for e in dim.entries if e[0]), (None, None, 1))
-                if n is None:
-                    continue
-                coords[n] += c if dim.is_line_axis else c * size
-                if dim.kind == "group" and iota is not None:
-                    row_len = min(size, valid[n] - c * size)
-            address = offset + sum(coords[n] * strides[n] for n in self.uses[tile.role])
-            n, iota, size = next((e for e in inner.entries if e[0]), (None, None, 1))
-            if inner.kind == "group" and iota is not None:  # blocks of the line index
+            elif kind == "group" and iota is not None:  # blocks of the line index
                 full = valid[n] // size
                 if full:
-                    yield line, address, full, size, strides[n] * size, 0
+                    yield line, at, full, size, dram_step, 0
                 if valid[n] % size:
-                    yield (line + full, address + full * strides[n] * size, 1, valid[n] % size,
-                           0, 0)
-                continue
-            stride = strides[n] if n is not None else 0
-            yield line, address, data[-1], row_len, stride, last - data[-1]
+                    yield line + full, at + full * dram_step, 1, valid[n] % size, 0, 0
+            else:
+                yield line, at, rows, row_len, dram_step, last - rows
 
     def _load(self, role: str, slot: int, origin: dict, valid: dict) -> None:
         tile = self.tiling.operand(role)
@@ -282,11 +301,18 @@ class _Walker:
         base = self.bases[role][slot]
         emit = self.emit
         emit.begin(LOAD)
+        dram_base, elem_bytes = layout.base, layout.elem_bytes
         for line, address, rows, row_len, stride, pad in self._runs(tile, origin, valid, True):
             if address is None or rows == 0:
                 _zero_lines(emit, base + line, pad)
-                continue
-            _rows(emit, Load, base + line, layout, address, rows, row_len, stride, pad)
+            elif rows <= MAX_ROWS and 0 <= stride <= MAX_STRIDE and pad <= MAX_PAD:
+                emit.add(LOAD, Load, line=base + line,  # the common case of `_rows`, inline
+                         dram_addr=dram_base + address * elem_bytes, rows=rows, row_len=row_len,
+                         stride=stride if rows > 1 else 0, buffer=Buffer.SPAD)
+                if pad:
+                    emit.add(LOAD, Load, line=base + line + rows, pad_after=pad)
+            else:
+                _rows(emit, Load, base + line, layout, address, rows, row_len, stride, pad)
         emit.end(writes=[(role, slot)])
 
     def _store(self, slot: int, origin: dict, valid: dict) -> None:
@@ -314,52 +340,82 @@ class _Walker:
                 emit.add(COMPUTE, Compute, mode=ComputeMode.ZERO,
                          inner=min(MAX_EXTENT, count - start) if step else 1,
                          acc_base=c_base + start * block_lines, acc_inner=step)
-        counts = {n: (-(-valid[n] // self.block[n])) for n in self.sizes}
-        coefs = {r: tiling.operand(r).coef for r in ("A", "B", "C")}
-        bases = {"A": self.bases["A"][slot["A"]], "B": self.bases["B"][slot["B"]], "C": c_base}
+        counts = tuple(-(-valid[n] // self.block[n]) for n in self.sizes)
+        plan = self.mac_plans.get(counts)
+        if plan is None:
+            plan = self.mac_plans[counts] = self._mac_plan(dict(zip(self.sizes, counts,
+                                                                     strict=True)))
+        a_base, b_base = self.bases["A"][slot["A"]], self.bases["B"][slot["B"]]
+        for acc, a, b, loop in plan:
+            emit.add(COMPUTE, Compute, mode=ComputeMode.MAC, acc_base=c_base + acc,
+                     a_base=a_base + a, b_base=b_base + b, **loop)
+        emit.end(reads=[("A", slot["A"]), ("B", slot["B"])], writes=[("C", slot["C"])])
+
+
+    def _mac_plan(self, counts: dict[str, int]) -> list[tuple[int, int, int, dict]]:
+        """MAC COMPUTEs of a tile step with ``counts`` blocks per index, as ``(C, A, B block
+        offsets from the buffer bases, the other fields)``.
+
+        The two indices with the most blocks (and line steps that fit) form the micro-loop,
+        the rest unroll into separate instructions.
+        """
+        coefs = {r: self.tiling.operand(r).coef for r in ("C", "A", "B")}
         loopable = sorted((n for n in counts if counts[n] > 1
                            and all(coefs[r].get(n, 0) <= MAX_STEP for r in coefs)),
                           key=lambda n: -counts[n])
         inner = loopable[0] if loopable else None
         outer = loopable[1] if len(loopable) > 1 else None
         rest = [n for n in counts if n not in (inner, outer)]
+        plan = []
         for coords in itertools.product(*(range(counts[n]) for n in rest)):
             start = dict(zip(rest, coords, strict=True))
             for o0 in range(0, counts.get(outer, 1), MAX_EXTENT):
                 for i0 in range(0, counts.get(inner, 1), MAX_EXTENT):
                     at = {**start, **({outer: o0} if outer else {}),
                           **({inner: i0} if inner else {})}
-                    addr = {r: bases[r] + sum(at.get(n, 0) * c for n, c in coefs[r].items())
-                            for r in coefs}
-                    emit.add(COMPUTE, Compute, mode=ComputeMode.MAC,
-                             outer=min(MAX_EXTENT, counts[outer] - o0) if outer else 1,
-                             inner=min(MAX_EXTENT, counts[inner] - i0) if inner else 1,
-                             acc_base=addr["C"], a_base=addr["A"], b_base=addr["B"],
-                             acc_outer=coefs["C"].get(outer, 0), acc_inner=coefs["C"].get(inner, 0),
-                             a_outer=coefs["A"].get(outer, 0), a_inner=coefs["A"].get(inner, 0),
-                             b_outer=coefs["B"].get(outer, 0), b_inner=coefs["B"].get(inner, 0))
-        emit.end(reads=[("A", slot["A"]), ("B", slot["B"])], writes=[("C", slot["C"])])
+                    acc, a, b = (sum(at.get(n, 0) * c for n, c in coefs[r].items())
+                                 for r in ("C", "A", "B"))
+                    plan.append((acc, a, b, {
+                        "outer": min(MAX_EXTENT, counts[outer] - o0) if outer else 1,
+                        "inner": min(MAX_EXTENT, counts[inner] - i0) if inner else 1,
+                        "acc_outer": coefs["C"].get(outer, 0),
+                        "acc_inner": coefs["C"].get(inner, 0),
+                        "a_outer": coefs["A"].get(outer, 0), "a_inner": coefs["A"].get(inner, 0),
+                        "b_outer": coefs["B"].get(outer, 0), "b_inner": coefs["B"].get(inner, 0),
+                    }))
+        return plan
+
+def _run_plan(tile: OperandTile, offset: int, strides: dict[str, int]):
+    """``(offset, ((index, stride), ...), dims)`` that `_Walker._runs` walks for one operand.
+
+    A dim is ``(kind, index, intrinsic index, size, line step, DRAM step)``: ``index`` is the
+    dim's first device index (None if no device index is matched to it), the DRAM step is
+    the element distance between neighbouring positions.
+    """
+    dims = []
+    for dim in tile.dims:
+        n, iota, size = next((e for e in dim.entries if e[0]), (None, None, 1))
+        along = 0 if n is None else strides[n] * (1 if dim.is_line_axis else size)
+        dims.append((dim.kind, n, iota, size, dim.step, along, dim.entries))
+    uses = tuple((n, strides[n]) for n in tile.access.indices)
+    return offset, uses, tuple(dims)
 
 
-def _valid_lines(dim, valid: dict) -> int:
+def _valid_lines(dim: tuple, valid: dict) -> int:
     """Lines of one tile dimension that hold data (``valid`` elements per index)."""
-    if not dim.is_line_axis:
-        n, _, size = dim.entries[0]
+    kind, n, _, size, _, _, entries = dim
+    if kind in ("group", "blocks"):
         return -(-valid[n] // size)
-    if dim.kind == "block_axis":  # at most one block's worth
-        return sum(min(valid[n], size) if n else 1
-                   for n, _, size in dim.entries) - len(dim.entries) + 1
-    return sum(valid[n] if n else 1 for n, _, _ in dim.entries) - len(dim.entries) + 1
+    return sum(valid[m] if m else 1 for m, _, _ in entries) - len(entries) + 1
 
 
-def _needed_lines(dim, valid: dict) -> int:
+def _needed_lines(dim: tuple, valid: dict) -> int:
     """Lines of one tile dimension that the valid blocks read (data and zero padding)."""
-    if dim.kind == "block_axis":
-        return dim.lines
-    if dim.kind == "axis":
-        return sum(size * (-(-valid[n] // size) if n else 1)
-                   for n, _, size in dim.entries) - len(dim.entries) + 1
-    return _valid_lines(dim, valid)
+    kind, n, _, size, _, _, entries = dim
+    if kind in ("group", "blocks"):
+        return -(-valid[n] // size)
+    return sum(size * (-(-valid[m] // size) if m else 1)
+               for m, _, size in entries) - len(entries) + 1
 
 
 def _check_sliding_axes(tile: OperandTile, strides: dict[str, int]) -> None:
@@ -379,15 +435,13 @@ def _zero_lines(emit: _Emitter, line: int, count: int) -> None:
 
 def _rows(emit, kind, line, layout, address, rows, row_len, stride, pad) -> None:
     """One LOAD/STORE per chunk of rows that fits the ISA fields; pad lines after."""
-    if stride < 0 or stride > MAX_STRIDE:
-        chunk = 1
-    else:
-        chunk = MAX_ROWS
-    extra = {"buffer": Buffer.SPAD} if kind is Load else {}
+    chunk = 1 if stride < 0 or stride > MAX_STRIDE else MAX_ROWS
+    unit, extra = (LOAD, {"buffer": Buffer.SPAD}) if kind is Load else (STORE, {})
+    base, elem_bytes = layout.base, layout.elem_bytes
     for start in range(0, rows, chunk):
         count = min(chunk, rows - start)
-        emit.add(LOAD if kind is Load else STORE, kind, line=line + start,
-                 dram_addr=layout.base + (address + start * stride) * layout.elem_bytes,
+        emit.add(unit, kind, line=line + start,
+                 dram_addr=base + (address + start * stride) * elem_bytes,
                  rows=count, row_len=row_len, stride=stride if count > 1 else 0, **extra)
     if pad:
         _zero_lines(emit, line + rows, pad)

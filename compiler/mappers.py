@@ -118,26 +118,40 @@ def library_mapping(workload: Workload, config: AcceleratorConfig) -> Mapping:
 def estimate_cycles(device: Workload, tiling: Tiling, order: tuple[str, ...],
                     config: AcceleratorConfig) -> float:
     """Roofline estimate of a tiling under a loop order (for ranking mappings only)."""
-    sizes = device.sizes
-    counts = {n: tiling.count(n) for n in sizes}
-    block = dict(tiling.block)
-    steps = math.prod(-(-sizes[n] // block[n]) for n in sizes)
-    compute = steps  # one intrinsic step per cycle, padding included
-    traffic, instructions = 0.0, 0
-    for role in ("A", "B"):
-        tile = tiling.operand(role)
-        used = set(tile.access.indices)
-        deepest = max((p for p, n in enumerate(order) if n in used and counts[n] > 1),
-                      default=-1)
-        loads = math.prod(counts[n] for n in order[: deepest + 1])
-        traffic += loads * tile.lines * config.spad_line_bytes
-        strips = math.prod(d.lines for d in tile.dims[:-1])  # one LOAD per strip
-        instructions += loads * strips
-    traffic += math.prod(sizes[n] for n in device.output.indices) * config.precision.acc_bytes
-    memory = traffic / config.dma.bus_bytes
-    tile_steps = math.prod(counts.values())
-    return (max(compute, memory) + STEP_OVERHEAD * tile_steps
-            + INSTRUCTION_CYCLES * instructions)
+    return _Estimate(device, tiling, config)(order)
+
+
+class _Estimate:
+    """`estimate_cycles` of one tiling, with what does not depend on the order computed once."""
+
+    def __init__(self, device: Workload, tiling: Tiling, config: AcceleratorConfig) -> None:
+        sizes = device.sizes
+        self.counts = counts = {n: tiling.count(n) for n in sizes}
+        block = dict(tiling.block)
+        self.compute = math.prod(-(-sizes[n] // block[n]) for n in sizes)  # steps, 1 a cycle
+        self.operands = []
+        for role in ("A", "B"):
+            tile = tiling.operand(role)
+            strips = math.prod(d.lines for d in tile.dims[:-1])  # one LOAD per strip
+            looping = {n for n in tile.access.indices if counts[n] > 1}
+            self.operands.append((looping, tile.lines * config.spad_line_bytes, strips))
+        self.output_bytes = (math.prod(sizes[n] for n in device.output.indices)
+                             * config.precision.acc_bytes)
+        self.bus_bytes = config.dma.bus_bytes
+        self.tile_steps = math.prod(counts.values())
+
+    def __call__(self, order: tuple[str, ...]) -> float:
+        counts = self.counts
+        traffic, instructions = 0.0, 0
+        for looping, tile_bytes, strips in self.operands:
+            deepest = max((p for p, n in enumerate(order) if n in looping), default=-1)
+            loads = math.prod(counts[n] for n in order[: deepest + 1])
+            traffic += loads * tile_bytes
+            instructions += loads * strips
+        traffic += self.output_bytes
+        memory = traffic / self.bus_bytes
+        return (max(self.compute, memory) + STEP_OVERHEAD * self.tile_steps
+                + INSTRUCTION_CYCLES * instructions)
 
 
 def _orders(device: Workload) -> list[tuple[str, ...]]:
@@ -148,7 +162,8 @@ def _orders(device: Workload) -> list[tuple[str, ...]]:
 
 
 def _best_order(device, tiling, orders, config) -> tuple[float, tuple[str, ...]]:
-    return min((estimate_cycles(device, tiling, order, config), order) for order in orders)
+    estimate = _Estimate(device, tiling, config)
+    return min((estimate(order), order) for order in orders)
 
 
 def _grow(device, choice, block, orders, config):

@@ -16,9 +16,10 @@ An intrinsic step reads its block as *consecutive* lines, so an axis may hold se
 in one strip only if every line axis inside it spans exactly one block. Where an inner axis
 would span several (CONV2D's B, ``(r, s, c)``, with more than one block of ``c``: the lines of
 one block would be interleaved with the next block's), that axis keeps one block (kind
-*block_axis*) and its blocks become a *blocks* dimension outside all line axes::
+*block_axis*) and its blocks become a *blocks* dimension, outermost::
 
-    axis s (S lines) x axis c (C*nb_c lines)  ->  blocks c (nb_c) x axis s (S) x block_axis c (C)
+    group k x axis s (S lines) x axis c (C*nb_c)  ->  blocks c (nb_c) x group k x axis s (S)
+                                                      x block_axis c (C)
 
 So the block an intrinsic step reads is ``base + sum(coordinate[n] * block_coef[n])``: affine in
 the step coordinates, which is what the COMPUTE micro-loop needs, and ``block_lines``
@@ -32,6 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 from tensorforge.compiler.matching import TensorizeChoice
 from tensorforge.compiler.workload import Access, Workload
@@ -96,7 +98,12 @@ class Tiling:
 
     def count(self, index: str) -> int:
         """How many tiles the index has."""
-        return -(-dict(self.sizes)[index] // dict(self.tiles)[index])
+        return self._counts[index]
+
+    @cached_property  # read in the mapping search's inner loop
+    def _counts(self) -> dict[str, int]:
+        tiles = dict(self.tiles)
+        return {n: -(-size // tiles[n]) for n, size in self.sizes}
 
     def spad_lines(self) -> int:
         slots = dict(self.slots)
@@ -157,7 +164,11 @@ def _operand_tile(role, access, intrinsic, isizes, imap, tiles, block) -> Operan
     layout = BLOCK_LAYOUTS[intrinsic][role]
     back = {n: iota for iota, n in imap.items()}
     blocks = {n: -(-tiles[n] // block[n]) for n in tiles}
-    raw: list[tuple[str, tuple[tuple[str | None, str | None, int], ...], int]] = []
+    apart = _blocks_apart(layout.line_axes, isizes, imap, blocks)
+    raw: list[tuple[str, tuple[tuple[str | None, str | None, int], ...], int]] = [
+        ("blocks", ((imap[i], i, isizes[i]),), blocks[imap[i]])
+        for position, axis in enumerate(layout.line_axes) if position in apart
+        for i in axis if i in imap]
     on_axes = {imap[i] for axis in layout.line_axes for i in axis if i in imap}
     elem = imap.get(layout.elem_axis) if layout.elem_axis else None
     for n in access.indices:
@@ -169,11 +180,6 @@ def _operand_tile(role, access, intrinsic, isizes, imap, tiles, block) -> Operan
         raw.append(("group", ((n, None, 1),), tiles[n]))
     if elem is not None:
         raw.append(("group", ((elem, layout.elem_axis, block[elem]),), blocks[elem]))
-    apart = _blocks_apart(layout.line_axes, isizes, imap, blocks)
-    for position, axis in enumerate(layout.line_axes):
-        if position in apart:
-            raw += [("blocks", ((imap[i], i, isizes[i]),), blocks[imap[i]])
-                    for i in axis if i in imap]
     for position, axis in enumerate(layout.line_axes):
         entries = tuple((imap.get(i), i, isizes[i]) for i in axis)
         if position in apart:

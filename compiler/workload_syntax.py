@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 from tensorforge.errors import WorkloadError
 
@@ -24,7 +25,7 @@ class AffineExpr:
     def coefs(self) -> dict[str, int]:
         return dict(self.terms)
 
-    @property
+    @cached_property  # immutable, and read in the compiler's inner loops
     def indices(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.terms)
 
@@ -60,7 +61,7 @@ class Access:
     tensor: str
     dims: tuple[AffineExpr, ...]
 
-    @property
+    @cached_property  # immutable, and read in the compiler's inner loops
     def indices(self) -> tuple[str, ...]:
         """Indices in order of first appearance."""
         return tuple(dict.fromkeys(name for dim in self.dims for name in dim.indices))
