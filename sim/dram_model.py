@@ -107,13 +107,17 @@ class _TokenBucket:
 
 
 def _read_pauses(bus, timing: DramTiming, bus_bytes: int) -> Iterator[bool]:
-    """Pause decisions of the R channel; samples AR and R handshakes at each edge."""
+    """Pause decisions of the R channel; samples AR and R handshakes at each edge.
+
+    A burst whose AR handshake is at edge ``c`` may present data from edge ``c + 1 + latency``
+    (edge ``c + 1`` is when the stock slave would first drive it).
+    """
     bucket = _TokenBucket(timing.beats_per_cycle(bus_bytes))
     bursts: deque[list[int]] = deque()  # [cycle its data may start, beats left]
     cycle = 0
     while True:
         if _fired(bus.ar, "ar"):
-            bursts.append([cycle + timing.latency, int(bus.ar.arlen.value) + 1])
+            bursts.append([cycle + 1 + timing.latency, int(bus.ar.arlen.value) + 1])
         beat = _fired(bus.r, "r")
         if beat and bursts:
             bursts[0][1] -= 1
@@ -138,7 +142,7 @@ def _response_pauses(bus, timing: DramTiming) -> Iterator[bool]:
     cycle = 0
     while True:
         if _fired(bus.w, "w") and _high(bus.w.wlast):
-            responses.append(cycle + timing.latency)
+            responses.append(cycle + 2 + timing.latency)
         if _fired(bus.b, "b") and responses:
             responses.popleft()
         yield not (responses and responses[0] <= cycle)

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import functools
 import logging
+import shutil
 import tempfile
 from collections.abc import Mapping as MappingType
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -30,17 +30,17 @@ from tensorforge.compiler.program import Program
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import SimulationError
+from tensorforge.isa import INSTRUCTION_BYTES, Compute, Instruction, Load, Store, encode_program
 from tensorforge.sim.activity import PortActivity, input_ports
-from tensorforge.sim.axi_traffic import Traffic, bus_traffic
+from tensorforge.sim.axi_traffic import bus_traffic, dram_rows
 from tensorforge.sim.dram_model import ram_size
+from tensorforge.sim.program_result import RtlResult, first_mismatches
 from tensorforge.sim.rtl_diagnosis import explain
 from tensorforge.sim.rtl_jobs import JOBS_ENV, DramTiming, JobOutcome, ProgramJob, write_jobs
 
 logger = logging.getLogger(__name__)
 
 BENCH_NAME = "bench_run_program.py"
-#: Mismatching elements an `RtlResult` keeps (the first ones, in C order).
-MISMATCHES_KEPT = 10
 
 
 def bench_path() -> Path:
@@ -66,190 +66,146 @@ def accelerator_model(config: AcceleratorConfig, waves: bool = False):
     return build_model(Accelerator(config), top=TOP_NAME, waves=waves)
 
 
-def default_cycle_limit(program: Program, timing: DramTiming) -> int:
+def default_cycle_limit(config: AcceleratorConfig, instructions: Sequence[Instruction],
+                        timing: DramTiming) -> int:
     """A limit no correct run reaches: 20x a serial estimate of every step and beat, + 20k."""
-    config = program.config
-    statistics = program.statistics()
-    beats = (statistics["dram_bytes_read"] + statistics["dram_bytes_written"]
-             + statistics["program_bytes"]) // config.dma.bus_bytes
+    beats = rows = steps = 0
+    for instruction in instructions:
+        if isinstance(instruction, Load | Store):
+            rows += instruction.rows + getattr(instruction, "pad_before", 0) + getattr(
+                instruction, "pad_after", 0)
+            beats += sum(-(-size // config.dma.bus_bytes) + 1
+                         for _, size in dram_rows(config, instruction))
+        elif isinstance(instruction, Compute):
+            steps += instruction.outer * instruction.inner
     per_beat = 1 / timing.beats_per_cycle(config.dma.bus_bytes)
-    rows = sum(getattr(i, "rows", 0) for i in program.instructions)
-    step_cycles = statistics["mac_steps"] * (config.blocks["A"].lines + config.blocks["B"].lines)
-    serial = step_cycles + beats * per_beat + rows * (timing.latency + 8) + 50 * len(
-        program.instructions)
+    step_cycles = steps * (config.blocks["A"].lines + config.blocks["B"].lines + 4)
+    serial = (step_cycles + beats * per_beat + rows * (timing.latency + 8)
+              + 50 * len(instructions))
     return int(20 * serial) + 20_000
 
 
 @dataclass(frozen=True)
 class RtlCase:
-    """One program to run: a workload, its mapping (None: the default) and its inputs."""
+    """One program to run: a workload, its mapping (None: the default) and its inputs.
+
+    ``program`` replaces compilation with a ready `Program` (of this workload), e.g. one a
+    test has edited.
+    """
 
     workload: Workload
     mapping: Mapping | None = None
     inputs: MappingType[str, np.ndarray] | None = None
     seed: int = 0
+    program: Program | None = None
 
 
 @dataclass(frozen=True)
-class Mismatch:
-    index: tuple[int, ...]
-    observed: int
-    expected: int
+class RunOptions:
+    """How to run: DRAM timing, cycle limit, waveform, activity, where the files go."""
 
-
-@dataclass(frozen=True)
-class RtlResult:
-    """One program's run on the RTL: the output, how it compares, and what the counters say.
-
-    ``ideal_cycles`` is the device stage's MACs / PEs; ``utilization`` = ideal / ``cycles``.
-    ``expected_traffic`` is the AXI traffic predicted from the instructions
-    (`tensorforge.sim.axi_traffic`); ``traffic_consistent`` says the counters agree with it.
-    ``sim_seconds`` is the wall time of the run itself (from start to done, not the build or
-    the simulator start), ``sim_cycles_per_second`` = cycles / that.
-    """
-
-    workload: str
-    config: str
-    seed: int
-    match: bool
-    output: np.ndarray
-    expected: np.ndarray
-    mismatches: tuple[Mismatch, ...]
-    cycles: int
-    ideal_cycles: float
-    load_busy: int
-    compute_busy: int
-    store_busy: int
-    bank_conflict_stalls: int
-    dependency_waits: int
-    dram_bytes_read: int
-    dram_bytes_written: int
-    expected_traffic: Traffic
-    instructions: int
-    sim_seconds: float
-    activity: PortActivity | None = None
+    timing: DramTiming = field(default_factory=DramTiming)
+    max_cycles: int | None = None
+    waves: bool = False
+    activity: bool = False
     test_dir: Path | None = None
-    waveform: Path | None = None
-    counters: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def utilization(self) -> float:
-        return self.ideal_cycles / self.cycles if self.cycles else 0.0
-
-    @property
-    def sim_cycles_per_second(self) -> float:
-        return self.cycles / self.sim_seconds if self.sim_seconds > 0 else 0.0
-
-    @property
-    def mismatch_count(self) -> int:
-        return int(np.count_nonzero(self.output != self.expected))
-
-    @property
-    def traffic_consistent(self) -> bool:
-        return (self.dram_bytes_read, self.dram_bytes_written) == (
-            self.expected_traffic.read, self.expected_traffic.written)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able summary (no arrays)."""
-        return {
-            "workload": self.workload,
-            "config": self.config,
-            "seed": self.seed,
-            "match": self.match,
-            "mismatch_count": self.mismatch_count,
-            "mismatches": [
-                {"index": list(m.index), "observed": m.observed, "expected": m.expected}
-                for m in self.mismatches
-            ],
-            "cycles": self.cycles,
-            "ideal_cycles": self.ideal_cycles,
-            "utilization": self.utilization,
-            "load_busy": self.load_busy,
-            "compute_busy": self.compute_busy,
-            "store_busy": self.store_busy,
-            "bank_conflict_stalls": self.bank_conflict_stalls,
-            "dependency_waits": self.dependency_waits,
-            "dram_bytes_read": self.dram_bytes_read,
-            "dram_bytes_written": self.dram_bytes_written,
-            "expected_dram_bytes_read": self.expected_traffic.read,
-            "expected_dram_bytes_written": self.expected_traffic.written,
-            "instructions": self.instructions,
-            "sim_seconds": self.sim_seconds,
-            "sim_cycles_per_second": self.sim_cycles_per_second,
-            "waveform": str(self.waveform) if self.waveform else None,
-        }
-
-
-def _first_mismatches(output: np.ndarray, expected: np.ndarray) -> tuple[Mismatch, ...]:
-    if output.shape != expected.shape:
-        raise SimulationError(f"RTL output has shape {output.shape}, the reference "
-                              f"{expected.shape}")
-    wrong = np.argwhere(output != expected)[:MISMATCHES_KEPT]
-    return tuple(
-        Mismatch(tuple(int(i) for i in index), int(output[tuple(index)]),
-                 int(expected[tuple(index)]))
-        for index in wrong
-    )
+    seed: int = 0
 
 
 @dataclass(frozen=True)
-class _Prepared:
-    case: RtlCase
-    program: Program
-    inputs: dict[str, np.ndarray]
+class _Image:
+    """A DRAM image with its program, ready to become a `ProgramJob`."""
+
     image: bytes
-    job: ProgramJob
+    instructions: tuple[Instruction, ...]
+    instruction_base: int
+    writable: tuple[tuple[int, int], ...]
+    timing: DramTiming | None = None  # None: the run's
 
 
-def _prepare(case: RtlCase, config: AcceleratorConfig, name: str, directory: Path,
-             timing: DramTiming, max_cycles: int | None, ports: tuple, activity: bool
-             ) -> _Prepared:
+
+def _execute(config: AcceleratorConfig, images: Sequence[_Image], options: RunOptions
+             ) -> tuple[list[tuple[ProgramJob, JobOutcome, bytes]], Path | None, Path | None]:
+    """Run every image in one simulator process; raise for a run that did not end cleanly.
+
+    Returns per image its job, outcome and DRAM afterwards; the run directory (None when it
+    was a temporary one, removed after a clean run without waveform); the waveform.
+    """
+    model = accelerator_model(config, options.waves)
+    own_directory = options.test_dir is None
+    directory = Path(tempfile.mkdtemp(prefix="tensorforge-rtl-run-")) if own_directory else Path(
+        options.test_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    ports = ()
+    if options.activity:
+        ports = tuple(input_ports(model.verilog_path.read_text(), model.top).items())
+    jobs = []
+    for index, item in enumerate(images):
+        name = f"program{index}"
+        (directory / f"{name}.in.bin").write_bytes(item.image)
+        jobs.append(ProgramJob(
+            name=name,
+            config=config.to_dict(),
+            image=f"{name}.in.bin",
+            instruction_base=item.instruction_base,
+            instruction_count=len(item.instructions),
+            writable=item.writable,
+            ram_bytes=ram_size(len(item.image), config.dma.bus_bytes),
+            max_cycles=options.max_cycles or default_cycle_limit(
+                config, item.instructions, item.timing or options.timing),
+            timing=item.timing or options.timing,
+            activity=options.activity,
+            ports=ports,
+        ))
+    jobs_file = write_jobs(directory, jobs)
+    results = model.run(bench_path(), test_dir=directory, extra_env={JOBS_ENV: str(jobs_file)},
+                        seed=options.seed)
+    runs = []
+    for item, job in zip(images, jobs, strict=True):
+        outcome = JobOutcome.read(job.outcome_path(directory))
+        error = explain(config, item.instructions, outcome, job.writable, item.image)
+        if error:
+            raise SimulationError(
+                f"RTL run of {job.name} on {config.describe()} (seed {options.seed}): {error}\n"
+                f"run directory: {directory}"
+            )
+        runs.append((job, outcome, job.output_image(directory).read_bytes()))
+    if own_directory and results.waveform is None:  # a failed run keeps its files (above)
+        shutil.rmtree(directory, ignore_errors=True)
+        return runs, None, None
+    return runs, directory, results.waveform
+
+
+def _compile(case: RtlCase, config: AcceleratorConfig) -> tuple[Program, dict, _Image]:
     from tensorforge.compiler.codegen import generate
     from tensorforge.compiler.mappers import default_mapping
 
-    mapping = case.mapping or default_mapping(case.workload, config)
-    program = generate(case.workload, mapping, config)
+    program = case.program
+    if program is None:
+        mapping = case.mapping or default_mapping(case.workload, config)
+        program = generate(case.workload, mapping, config)
     inputs = dict(case.inputs) if case.inputs is not None else case.workload.random_inputs(
         np.random.default_rng(case.seed))
-    image = bytes(program.pack_inputs(inputs))
-    (directory / f"{name}.in.bin").write_bytes(image)
-    job = ProgramJob(
-        name=name,
-        config=config.to_dict(),
-        image=f"{name}.in.bin",
-        instruction_base=program.instruction_base,
-        instruction_count=len(program.instructions),
-        writable=((program.output.base, program.output.end),),
-        ram_bytes=ram_size(len(image), config.dma.bus_bytes),
-        max_cycles=max_cycles or default_cycle_limit(program, timing),
-        timing=timing,
-        activity=activity,
-        ports=ports,
-    )
-    return _Prepared(case, program, inputs, image, job)
+    image = _Image(bytes(program.pack_inputs(inputs)), tuple(program.instructions),
+                   program.instruction_base, ((program.output.base, program.output.end),))
+    return program, inputs, image
 
 
-def _result(prepared: _Prepared, outcome: JobOutcome, directory: Path, waveform: Path | None
-            ) -> RtlResult:
-    program, job, config = prepared.program, prepared.job, prepared.program.config
-    error = explain(config, program.instructions, outcome, job.writable, prepared.image)
-    if error:
-        raise SimulationError(
-            f"RTL run of {prepared.case.workload} on {config.describe()} (seed "
-            f"{prepared.case.seed}): {error}\nrun directory: {directory}"
-        )
-    dram = job.output_image(directory).read_bytes()
+def _result(case: RtlCase, program: Program, inputs: dict, run: tuple, directory: Path | None,
+            waveform: Path | None) -> RtlResult:
+    job, outcome, dram = run
+    config = program.config
     output = np.asarray(program.unpack_output(dram))
-    expected = prepared.case.workload.reference(prepared.inputs)
-    mismatches = _first_mismatches(output, expected)
+    expected = case.workload.reference(inputs)
+    mismatches = first_mismatches(output, expected)
     counters = outcome.counters
     activity = None
     if job.activity:
         activity = PortActivity(outcome.toggles, dict(job.ports), outcome.activity_cycles)
     return RtlResult(
-        workload=str(prepared.case.workload),
+        workload=str(case.workload),
         config=config.describe(),
-        seed=prepared.case.seed,
+        seed=case.seed,
         match=not mismatches,
         output=output,
         expected=expected,
@@ -273,17 +229,8 @@ def _result(prepared: _Prepared, outcome: JobOutcome, directory: Path, waveform:
     )
 
 
-def run_programs_on_rtl(
-    config: AcceleratorConfig,
-    cases: Sequence[RtlCase],
-    *,
-    dram_latency: int = 0,
-    dram_bandwidth: float | None = None,
-    max_cycles: int | None = None,
-    waves: bool = False,
-    activity: bool = False,
-    test_dir: Path | None = None,
-) -> list[RtlResult]:
+def run_programs_on_rtl(config: AcceleratorConfig, cases: Sequence[RtlCase],
+                        options: RunOptions | None = None) -> list[RtlResult]:
     """Run every case on one simulator process of ``Accelerator(config)``; results in order.
 
     Raises `SimulationError` for a run that hangs past its cycle limit, writes outside its
@@ -292,24 +239,13 @@ def run_programs_on_rtl(
     """
     if not cases:
         return []
-    timing = DramTiming(latency=dram_latency, bandwidth=dram_bandwidth)
-    model = accelerator_model(config, waves)
-    directory = Path(test_dir) if test_dir is not None else Path(
-        tempfile.mkdtemp(prefix="tensorforge-rtl-run-"))
-    directory.mkdir(parents=True, exist_ok=True)
-    ports = ()
-    if activity:
-        ports = tuple(input_ports(model.verilog_path.read_text(), model.top).items())
-    prepared = [
-        _prepare(case, config, f"program{index}", directory, timing, max_cycles, ports, activity)
-        for index, case in enumerate(cases)
+    options = options or RunOptions(seed=cases[0].seed)
+    compiled = [_compile(case, config) for case in cases]
+    runs, directory, waveform = _execute(config, [image for *_, image in compiled], options)
+    return [
+        _result(case, program, inputs, run, directory, waveform)
+        for case, (program, inputs, _), run in zip(cases, compiled, runs, strict=True)
     ]
-    jobs_file = write_jobs(directory, [p.job for p in prepared])
-    results = model.run(bench_path(), test_dir=directory, extra_env={JOBS_ENV: str(jobs_file)},
-                        seed=cases[0].seed)
-    outcomes = [JobOutcome.read(p.job.outcome_path(directory)) for p in prepared]
-    return [_result(p, o, directory, results.waveform) for p, o in zip(prepared, outcomes,
-                                                                       strict=True)]
 
 
 def run_on_rtl(
@@ -334,8 +270,38 @@ def run_on_rtl(
     (default: `default_cycle_limit`). ``waves`` records a waveform (``result.waveform``);
     ``activity`` counts input-port toggles for `tensorforge.sim.activity.estimate_power`.
     """
-    case = RtlCase(workload, mapping, inputs, seed)
-    return run_programs_on_rtl(
-        config, [case], dram_latency=dram_latency, dram_bandwidth=dram_bandwidth,
-        max_cycles=max_cycles, waves=waves, activity=activity, test_dir=test_dir,
-    )[0]
+    options = RunOptions(
+        timing=DramTiming(latency=dram_latency, bandwidth=dram_bandwidth),
+        max_cycles=max_cycles, waves=waves, activity=activity, test_dir=test_dir, seed=seed,
+    )
+    return run_programs_on_rtl(config, [RtlCase(workload, mapping, inputs, seed)], options)[0]
+
+
+@dataclass(frozen=True)
+class RawProgram:
+    """A hand-written program: instructions placed after ``dram`` (16-byte aligned).
+
+    ``writable`` are the byte ranges its STOREs may write; ``timing`` overrides the run's.
+    """
+
+    instructions: tuple[Instruction, ...]
+    dram: bytes = b""
+    writable: tuple[tuple[int, int], ...] = ()
+    timing: DramTiming | None = None
+
+    def image(self) -> _Image:
+        base = -(-len(self.dram) // INSTRUCTION_BYTES) * INSTRUCTION_BYTES
+        image = bytes(self.dram).ljust(base, b"\0") + encode_program(list(self.instructions))
+        return _Image(image, tuple(self.instructions), base, tuple(self.writable), self.timing)
+
+
+def run_instructions_on_rtl(
+    config: AcceleratorConfig,
+    programs: Sequence[RawProgram],
+    options: RunOptions | None = None,
+) -> list[tuple[dict[str, int], bytes]]:
+    """Run hand-written programs on the RTL (one simulator process): per program the counters
+    and the DRAM afterwards. For directed tests of timing and of the error paths."""
+    runs, *_ = _execute(config, [p.image() for p in programs], options or RunOptions())
+    return [(outcome.counters, after[: len(p.dram)])
+            for p, (_, outcome, after) in zip(programs, runs, strict=True)]

@@ -1,0 +1,116 @@
+"""`tensorforge simulate`: run a workload's program on the generated RTL and check it.
+
+Compiles the workload for the accelerator the hardware flags describe, runs it on the
+Verilator model of that accelerator with seeded random inputs, compares the output with the
+numpy reference, and reports the accelerator's counters: cycles, ideal cycles (MACs / PEs),
+PE utilization, unit busy cycles, bank conflicts, token waits and DRAM traffic. ``--power``
+also records the run's switching activity and synthesizes the design with it (area, power,
+energy). A result that differs from numpy prints the first differing elements and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from tensorforge.commands.compile import _config, _hardware_arguments, _mapping, _workload
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "simulate",
+        help="run a workload on the generated RTL (Verilator) and check it against numpy",
+        description="Compile a workload, run it on the Verilator model of the accelerator and "
+        "report whether the result equals numpy's, with cycle counts and utilization.",
+    )
+    parser.add_argument("--workload", required=True,
+                        help="workload text, e.g. 'C[i,j] += A[i,k] * B[k,j]', or a zoo name")
+    parser.add_argument("--sizes", default="", help="index sizes, e.g. i=64,j=64,k=64")
+    parser.add_argument("--mapping", default="default",
+                        help="default (heuristic), library (im2col + GEMM) or a JSON file")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    parser.add_argument("--dram-latency", type=int, default=0, metavar="CYCLES",
+                        help="cycles DRAM adds before each burst's data (default 0)")
+    parser.add_argument("--dram-bandwidth", type=float, default=None, metavar="BYTES",
+                        help="DRAM bytes per cycle each way (default: one bus beat per cycle)")
+    parser.add_argument("--max-cycles", type=int, default=None,
+                        help="stop the run after this many cycles (default: generous)")
+    parser.add_argument("--waves", action="store_true", help="record a waveform (FST)")
+    parser.add_argument("--power", action="store_true",
+                        help="record switching activity and report ASIC area, power, energy")
+    parser.add_argument("--clock-ns", type=float, default=10.0,
+                        help="clock period for --power (default 10 ns)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    _hardware_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def _print_table(summary: dict, power: dict | None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{summary['workload']}\n{summary['config']}", show_header=False)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    verdict = "[green]yes[/green]" if summary["match"] else "[red]NO[/red]"
+    rows = [
+        ("matches numpy", verdict),
+        ("cycles", f"{summary['cycles']:,}"),
+        ("ideal cycles (MACs / PEs)", f"{summary['ideal_cycles']:,.1f}"),
+        ("PE utilization", f"{summary['utilization']:.1%}"),
+        ("load / compute / store busy",
+         f"{summary['load_busy']:,} / {summary['compute_busy']:,} / {summary['store_busy']:,}"),
+        ("bank conflict stalls", f"{summary['bank_conflict_stalls']:,}"),
+        ("token waits (unit-cycles)", f"{summary['dependency_waits']:,}"),
+        ("DRAM bytes read / written",
+         f"{summary['dram_bytes_read']:,} / {summary['dram_bytes_written']:,}"),
+        ("simulated cycles per second", f"{summary['sim_cycles_per_second']:,.0f}"),
+    ]
+    if power is not None:
+        rows += [
+            ("area (um^2)", f"{power['area_um2']:,.0f}"),
+            ("power (mW)", f"{power['power_mw']:.3f}"),
+            ("energy (uJ)", f"{power['energy_uj']:.4f}"),
+        ]
+    if summary.get("waveform"):
+        rows.append(("waveform", summary["waveform"]))
+    for name, value in rows:
+        table.add_row(name, value)
+    Console().print(table)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tensorforge.sim.rtl_run import run_on_rtl
+
+    workload = _workload(args)
+    config = _config(args)
+    mapping = _mapping(args, workload, config)
+    result = run_on_rtl(
+        workload, config, mapping, seed=args.seed, dram_latency=args.dram_latency,
+        dram_bandwidth=args.dram_bandwidth, max_cycles=args.max_cycles, waves=args.waves,
+        activity=args.power,
+    )
+    summary = result.to_dict()
+    power = None
+    if args.power:
+        from tensorforge.hw.accelerator import TOP_NAME
+        from tensorforge.sim.activity import estimate_power
+        from tensorforge.sim.rtl_run import accelerator_model
+
+        verilog = accelerator_model(config).verilog_path.read_text()
+        power = estimate_power(verilog, TOP_NAME, result.activity, result.cycles,
+                               clock_ns=args.clock_ns).to_dict()
+        summary["power"] = power
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        _print_table(summary, power)
+    if not result.match:
+        print(f"error: the RTL result differs from numpy in {result.mismatch_count} elements "
+              f"(seed {args.seed}); first:", file=sys.stderr)
+        for mismatch in result.mismatches:
+            print(f"  {list(mismatch.index)}: RTL {mismatch.observed}, numpy {mismatch.expected}",
+                  file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,183 @@
+"""`run_on_rtl` and its parts: cycle counts against independent counts, the DRAM model's
+latency and bandwidth, errors that name the instruction, activity and power.
+
+All RTL tests share one small accelerator (4x4 GEMM, the first configuration of the
+regression suite, so its Verilator model is built once for both).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from tensorforge.compiler.workload import parse_workload
+from tensorforge.config import AcceleratorConfig
+from tensorforge.errors import ConfigError, SimulationError
+from tensorforge.isa import Buffer, Compute, Finish, Load, Store
+from tensorforge.sim.axi_traffic import bus_traffic, fetch_bytes
+from tensorforge.sim.rtl_jobs import DramTiming
+
+CONFIG = AcceleratorConfig.from_dict({
+    "intrinsic": "gemm",
+    "array": {"rows": 4, "cols": 4, "interconnect": "systolic", "dataflow": "ws"},
+    "scratchpad": {"capacity": 2048, "banks": 4, "accumulator": 1024},
+    "dma": {"bus_bits": 64, "max_burst": 16},
+})
+GEMM = parse_workload("C[i,j] += A[i,k] * B[k,j]", "i=12,j=10,k=9", name="gemm")
+
+# An isolated LOAD keeps the load unit busy LOAD_START + sum over rows of
+# (LOAD_ROW + beats + DRAM latency) cycles: the DMA contract says each row is its read bursts
+# (one beat per cycle, `LoadUnit.beats_per_cycle`) and then one line write. The two constants
+# are the fixed cost of taking the command and of each row (measured; the DMA does not expose
+# them yet).
+LOAD_START, LOAD_ROW = 3, 4
+
+
+# ------------------------------------------------------------------ pure Python
+
+
+def test_dram_timing_rejects_nonsense():
+    with pytest.raises(ConfigError, match="latency"):
+        DramTiming(latency=-1)
+    with pytest.raises(ConfigError, match="bandwidth"):
+        DramTiming(bandwidth=0)
+    assert DramTiming().ideal and DramTiming(bandwidth=4).beats_per_cycle(8) == 0.5
+
+
+def test_bus_traffic_counts_beats_and_fetch():
+    # 4 rows of 4 int8 at odd addresses on a 64-bit bus: rows straddling a beat cost two.
+    loads = [Load(rows=4, row_len=4, stride=6, dram_addr=3)]  # rows at 3, 9, 15, 21
+    traffic = bus_traffic(CONFIG, [*loads, Finish()], base=64)
+    assert traffic.read == (2 + 1 + 2 + 1) * 8 + 32
+    assert fetch_bytes(CONFIG, 64, 2) == 32 and fetch_bytes(CONFIG, 48, 1) == 16
+    stores = [Store(rows=2, row_len=4, stride=4, dram_addr=0)]  # 16 B rows, aligned
+    assert bus_traffic(CONFIG, stores, base=0).written == 2 * 16
+
+
+# ------------------------------------------------------------------ RTL
+
+
+@pytest.mark.rtl
+def test_one_compute_is_busy_for_the_documented_step_latency():
+    from tensorforge.hw.compute_unit import step_latency
+    from tensorforge.sim.rtl_run import RawProgram, run_instructions_on_rtl
+
+    (counters, _), = run_instructions_on_rtl(CONFIG, [RawProgram((Compute(), Finish()))])
+    # step_latency counts from the accepting edge to the first idle cycle; idle is low from
+    # the cycle after that edge, so the busy counter sees one cycle fewer.
+    assert counters["compute_busy"] == step_latency(CONFIG) - 1, counters
+    assert counters["load_busy"] == counters["store_busy"] == counters["bank_conflicts"] == 0
+
+
+@pytest.mark.rtl
+def test_load_busy_follows_rows_beats_and_dram_latency():
+    from tensorforge.sim.rtl_run import RawProgram, run_instructions_on_rtl
+
+    dram = bytes(range(256)) * 2
+    shapes = [(Buffer.SPAD, 1), (Buffer.SPAD, 4), (Buffer.ACC, 3)]  # (buffer, rows)
+    timings = [DramTiming(), DramTiming(latency=7), DramTiming(bandwidth=4)]  # 4 B = 1/2 beat
+    cases = [(buffer, rows, timing) for buffer, rows in shapes for timing in timings]
+    programs = [
+        RawProgram((Load(buffer=buffer, rows=rows, row_len=4, stride=64), Finish()), dram,
+                   timing=timing)
+        for buffer, rows, timing in cases
+    ]
+    runs = run_instructions_on_rtl(CONFIG, programs)
+    for (buffer, rows, timing), (counters, _) in zip(cases, runs, strict=True):
+        line_bytes = CONFIG.acc_line_bytes if buffer is Buffer.ACC else CONFIG.spad_line_bytes
+        beats = -(-line_bytes // CONFIG.dma.bus_bytes)  # aligned rows of one line each
+        per_beat = 1 / timing.beats_per_cycle(CONFIG.dma.bus_bytes)
+        row_cycles = LOAD_ROW + 1 + (beats - 1) * per_beat + timing.latency
+        expected = LOAD_START + rows * row_cycles
+        assert counters["load_busy"] == expected, (buffer, rows, timing, counters)
+        assert counters["bytes_read"] == rows * beats * 8 + fetch_bytes(CONFIG, 512, 2)
+
+
+@pytest.mark.rtl
+def test_slow_dram_costs_cycles_not_correctness(tmp_path):
+    from tensorforge.sim.rtl_run import RtlCase, RunOptions, run_programs_on_rtl
+
+    seed = 11
+    fast, = run_programs_on_rtl(CONFIG, [RtlCase(GEMM, seed=seed)],
+                                RunOptions(test_dir=tmp_path / "fast", seed=seed))
+    slow, = run_programs_on_rtl(CONFIG, [RtlCase(GEMM, seed=seed)], RunOptions(
+        timing=DramTiming(latency=30, bandwidth=2), test_dir=tmp_path / "slow", seed=seed))
+    assert fast.match and slow.match, f"seed {seed}"
+    assert fast.traffic_consistent and slow.traffic_consistent
+    assert slow.load_busy > fast.load_busy + 30 * 9  # every LOAD row waits 30 cycles more
+    assert slow.cycles > fast.cycles
+    assert fast.ideal_cycles == GEMM.macs / CONFIG.array.pes
+    assert fast.utilization == pytest.approx(fast.ideal_cycles / fast.cycles)
+
+
+@pytest.mark.rtl
+def test_write_outside_the_output_region_names_the_store():
+    from tensorforge.sim.rtl_run import RawProgram, run_instructions_on_rtl
+
+    program = RawProgram((Load(rows=1, row_len=4), Store(rows=2, row_len=4, stride=4,
+                                                         dram_addr=96), Finish()),
+                         bytes(256), writable=((64, 100),))
+    with pytest.raises(SimulationError, match=r"outside its output region.*instruction #1 "
+                                              r"\(STORE"):
+        run_instructions_on_rtl(CONFIG, [program])
+
+
+@pytest.mark.rtl
+def test_compiled_program_with_a_misdirected_store_fails_naming_it():
+    from tensorforge.compiler.codegen import generate
+    from tensorforge.compiler.mappers import default_mapping
+    from tensorforge.sim.rtl_run import RtlCase, run_programs_on_rtl
+
+    program = generate(GEMM, default_mapping(GEMM, CONFIG), CONFIG)
+    index = next(i for i, ins in enumerate(program.instructions) if isinstance(ins, Store))
+    instructions = list(program.instructions)
+    instructions[index] = dataclasses.replace(instructions[index], dram_addr=0)  # onto A
+    broken = dataclasses.replace(program, instructions=tuple(instructions))
+    with pytest.raises(SimulationError, match=rf"instruction #{index} \(STORE"):
+        run_programs_on_rtl(CONFIG, [RtlCase(GEMM, program=broken)])
+
+
+@pytest.mark.rtl
+def test_a_program_that_never_finishes_is_stopped_and_named():
+    from tensorforge.sim.rtl_run import RawProgram, RunOptions, run_instructions_on_rtl
+
+    # The second COMPUTE pops a load->compute token that no LOAD pushes.
+    program = RawProgram((Load(rows=1, row_len=4), Compute(pop_prev=True), Finish()))
+    with pytest.raises(SimulationError, match=r"did not finish within 3000 cycles[\s\S]*"
+                                              r"compute unit waits for a token: instruction #1"):
+        run_instructions_on_rtl(CONFIG, [program], RunOptions(max_cycles=3000))
+
+
+@pytest.mark.rtl
+def test_zero_operands_toggle_the_read_data_less_than_random_ones():
+    from tensorforge.sim.rtl_run import RtlCase, RunOptions, run_programs_on_rtl
+
+    zeros = {name: np.zeros(shape, dtype=np.int64) for name, shape in GEMM.shapes.items()
+             if name in GEMM.input_names}
+    cases = [RtlCase(GEMM, inputs=zeros), RtlCase(GEMM, seed=5)]
+    quiet, busy = run_programs_on_rtl(CONFIG, cases, RunOptions(activity=True))
+    assert quiet.match and busy.match
+    assert quiet.activity.cycles == pytest.approx(quiet.cycles, abs=8)
+    assert quiet.activity.toggles["m_axi__rdata"] < busy.activity.toggles["m_axi__rdata"] / 2
+    assert quiet.activity.mean_rate < busy.activity.mean_rate
+
+
+@pytest.mark.rtl
+@pytest.mark.synth
+@pytest.mark.slow
+def test_zero_operands_draw_less_power_than_random_ones():
+    from tensorforge.hw.accelerator import TOP_NAME
+    from tensorforge.sim.activity import estimate_power
+    from tensorforge.sim.rtl_run import RtlCase, RunOptions, accelerator_model, run_programs_on_rtl
+
+    zeros = {name: np.zeros(GEMM.shapes[name], dtype=np.int64) for name in GEMM.input_names}
+    quiet, busy = run_programs_on_rtl(
+        CONFIG, [RtlCase(GEMM, inputs=zeros), RtlCase(GEMM, seed=5)], RunOptions(activity=True))
+    verilog = accelerator_model(CONFIG).verilog_path.read_text()
+    low = estimate_power(verilog, TOP_NAME, quiet.activity, quiet.cycles)
+    high = estimate_power(verilog, TOP_NAME, busy.activity, busy.cycles)
+    assert low.area_um2 == high.area_um2 > 0
+    assert 0 < low.power_mw < high.power_mw
+    assert low.energy_uj == pytest.approx(low.power_mw * quiet.cycles * 10 * 1e-6)
