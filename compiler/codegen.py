@@ -25,7 +25,6 @@ output, then host-only inputs of later stages, then the instruction stream itsel
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
 
 from tensorforge.compiler.layout import (
     DramLayout,
@@ -38,6 +37,7 @@ from tensorforge.compiler.lowering import Lowering
 from tensorforge.compiler.mapping import Mapping
 from tensorforge.compiler.program import Program
 from tensorforge.compiler.tiling import OperandTile, Tiling, build_tiling
+from tensorforge.compiler.tokens import COMPUTE, LOAD, STORE, Emitter
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import MappingError
@@ -47,7 +47,6 @@ from tensorforge.isa import (
     Compute,
     ComputeMode,
     Finish,
-    Instruction,
     Load,
     Opcode,
     Store,
@@ -59,7 +58,6 @@ MAX_STRIDE = LIMITS[(Opcode.LOAD, "stride")]
 MAX_PAD = LIMITS[(Opcode.LOAD, "pad_after")]
 MAX_STEP = LIMITS[(Opcode.COMPUTE, "a_inner")]
 MAX_EXTENT = LIMITS[(Opcode.COMPUTE, "inner")]
-LOAD, COMPUTE, STORE = 0, 1, 2
 
 
 def generate(workload: Workload, mapping: Mapping, config: AcceleratorConfig) -> Program:
@@ -69,7 +67,7 @@ def generate(workload: Workload, mapping: Mapping, config: AcceleratorConfig) ->
     tiling = build_tiling(device, mapping.choice, mapping.tile_sizes, config)
     mapping.check_order(tiling)
     layouts, extras, end = _layouts(lowering, tiling, config)
-    emitter = _Emitter()
+    emitter = Emitter()
     _Walker(device, tiling, layouts, config, emitter).run(mapping.order)
     emitter.add(COMPUTE, Finish)
     instructions = emitter.build()
@@ -103,82 +101,6 @@ def _layouts(lowering: Lowering, tiling: Tiling, config: AcceleratorConfig):
     return layouts, extras, base
 
 
-# ---------------------------------------------------------------------- tokens
-
-
-@dataclass
-class _Group:
-    unit: int
-    first: int  # instruction positions
-    last: int
-
-
-@dataclass
-class _Emitter:
-    """Instructions as field dicts, grouped into unit tasks, with the token bookkeeping."""
-
-    kinds: list[type[Instruction]] = field(default_factory=list)
-    fields: list[dict] = field(default_factory=list)
-    groups: list[_Group] = field(default_factory=list)
-    waited: dict[tuple[int, int], int] = field(default_factory=dict)
-    writer: dict[tuple, int] = field(default_factory=dict)
-    reader: dict[tuple, int] = field(default_factory=dict)
-    open_group: int | None = None
-
-    def begin(self, unit: int) -> int:
-        self.groups.append(_Group(unit, len(self.fields), len(self.fields) - 1))
-        self.open_group = len(self.groups) - 1
-        return self.open_group
-
-    def add(self, unit: int, kind: type[Instruction], **values) -> None:
-        self.kinds.append(kind)
-        self.fields.append(values)
-
-    def end(self, reads: list[tuple] = (), writes: list[tuple] = ()) -> None:
-        """Close the open task: wait for the tasks it conflicts with, then record its regions."""
-        gid = self.open_group
-        self.open_group = None
-        group = self.groups[gid]
-        group.last = len(self.fields) - 1
-        if group.last < group.first:
-            return
-        producers = [self.writer[r] for r in reads if r in self.writer]
-        producers += [table[r] for r in writes for table in (self.reader, self.writer)
-                      if r in table]
-        newest: dict[int, int] = {}  # one wait per unit: its newest conflicting task
-        for producer in producers:
-            unit = self.groups[producer].unit
-            newest[unit] = max(newest.get(unit, -1), producer)
-        for producer in newest.values():
-            self._wait(gid, producer)
-        for region in reads:
-            self.reader[region] = gid
-        for region in writes:
-            self.writer[region] = gid
-
-    def _wait(self, consumer: int, producer: int) -> None:
-        cunit, punit = self.groups[consumer].unit, self.groups[producer].unit
-        if cunit == punit or producer <= self.waited.get((cunit, punit), -1):
-            return
-        self.waited[(cunit, punit)] = producer
-        pop = "pop_prev" if punit == cunit - 1 else "pop_next"
-        push = "push_next" if cunit == punit + 1 else "push_prev"
-        self.fields[self.groups[consumer].first][pop] = True
-        self.fields[self.groups[producer].last][push] = True
-
-    def build(self) -> list[Instruction]:
-        """The instructions; equal ones share one (immutable) object, built and checked once."""
-        made: dict[tuple, Instruction] = {}
-        program = []
-        for kind, values in zip(self.kinds, self.fields, strict=True):
-            key = (kind, *values.items())
-            instruction = made.get(key)
-            if instruction is None:
-                instruction = made[key] = kind(**values)
-            program.append(instruction)
-        return program
-
-
 # ---------------------------------------------------------------------- the walk
 
 
@@ -186,7 +108,7 @@ class _Walker:
     """Emits the instructions of every tile step, in loop order."""
 
     def __init__(self, device: Workload, tiling: Tiling, layouts: dict[str, DramLayout],
-                 config: AcceleratorConfig, emitter: _Emitter) -> None:
+                 config: AcceleratorConfig, emitter: Emitter) -> None:
         self.device, self.tiling, self.config, self.emit = device, tiling, config, emitter
         self.sizes = device.sizes
         self.tiles = dict(tiling.tiles)
@@ -428,7 +350,7 @@ def _check_sliding_axes(tile: OperandTile, strides: dict[str, int]) -> None:
                 "strides; use another tensorize choice")
 
 
-def _zero_lines(emit: _Emitter, line: int, count: int) -> None:
+def _zero_lines(emit: Emitter, line: int, count: int) -> None:
     for start in range(0, count, MAX_PAD):
         emit.add(LOAD, Load, line=line + start, pad_after=min(MAX_PAD, count - start))
 
