@@ -351,7 +351,7 @@ def _evaluate(
         try:
             configs[index] = spec.space.to_config(point)
         except ConfigError as error:
-            yield _penalty(problem, index, point, None, INFEASIBLE, str(error), [])
+            yield _trial(problem, index, point, None, [], status=INFEASIBLE, error=str(error))
             continue
         pending[index] = {}
         for number, layer in enumerate(spec.layers):
@@ -391,54 +391,48 @@ def _finish(
         layers.append(entry)
     config_dict = config.to_dict()
     if errors:
-        return _penalty(problem, index, point, config_dict, FAILED, "; ".join(errors), layers)
+        return _trial(
+            problem, index, point, config_dict, layers, status=FAILED, error="; ".join(errors)
+        )
     try:
         metrics = aggregate(measured, spec.hardware_model(config)).to_dict()
     except Exception as error:  # noqa: BLE001 -- a broken hardware model fails this trial only
-        return _penalty(
-            problem,
-            index,
-            point,
-            config_dict,
-            FAILED,
-            f"hardware model: {type(error).__name__}: {error}",
-            layers,
-        )
+        failure = f"hardware model: {type(error).__name__}: {error}"
+        return _trial(problem, index, point, config_dict, layers, status=FAILED, error=failure)
     if not all(math.isfinite(metrics[name]) for name in OBJECTIVES):
-        return _penalty(
-            problem, index, point, config_dict, FAILED, f"non-finite objectives {metrics}", layers
-        )
+        failure = f"non-finite objectives {metrics}"
+        return _trial(problem, index, point, config_dict, layers, status=FAILED, error=failure)
     metrics[VALID] = 0.0
-    return TrialRecord(
-        index=index,
-        point=point,
-        status=OK,
-        config=config_dict,
-        metrics=metrics,
-        layers=layers,
-        objectives=[float(metrics[name]) for name in OBJECTIVES],
-        constraint_values=[float(v) for v in problem.constraint_values([metrics])[0]],
-        seconds=0.0,
-    )
+    return _trial(problem, index, point, config_dict, layers, metrics=metrics)
 
 
-def _penalty(
+def _trial(
     problem: Problem,
     index: int,
     point: dict[str, Any],
     config: dict[str, Any] | None,
-    status: str,
-    error: str,
     layers: list[dict[str, Any]],
+    *,
+    metrics: dict[str, float] | None = None,
+    status: str = OK,
+    error: str = "",
 ) -> TrialRecord:
-    """A failed or infeasible trial, with the penalty values the optimizer is told."""
+    """A trial's record with what the optimizer is told: the objectives and constraint margins
+    of ``metrics`` for an evaluated design, penalty values for a failed or infeasible one."""
+    if status == OK and metrics is not None:
+        objectives = [float(metrics[name]) for name in OBJECTIVES]
+        margins = [float(v) for v in problem.constraint_values([metrics])[0]]
+    else:
+        objectives = [2.0 * r for r in problem.reference_point]
+        margins = [1.0] * problem.n_constraints
     return TrialRecord(
         index=index,
         point=point,
         status=status,
         config=config,
+        metrics=metrics or {},
         layers=layers,
         error=error,
-        objectives=[2.0 * r for r in problem.reference_point],
-        constraint_values=[1.0] * problem.n_constraints,
+        objectives=objectives,
+        constraint_values=margins,
     )

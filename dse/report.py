@@ -223,37 +223,41 @@ def spec_reference(result: SweepResult) -> tuple[float, ...]:
 
 
 def _synthesis_section(rows: Sequence[SynthesisRow]) -> list[str]:
-    lines = ["## Synthesized designs (model vs synthesis)", ""]
+    lines = [
+        "## Synthesized designs (model vs synthesis)",
+        "",
+        "*sweep model*: the sweep's hardware model (its power is the workload's average power);",
+        "*fitted model*: `SynthesisAreaPower`, fitted to OSU 0.18 µm synthesis of blocks, its",
+        "power the peak (everything toggling); *ASIC*: the whole accelerator through the 0.18 µm",
+        "flow (memories as SRAM macros, 100 MHz, input activity 0.1); *ECP5*: Yosys + nextpnr.",
+        "",
+    ]
     table = []
     for row in rows:
-        ecp5, asic = row.ecp5 or {}, row.asic or {}
-        table.append(
-            [
-                row.trial,
-                row.model.get("area_mm2", ""),
-                asic.get("area_mm2", "—"),
-                row.model.get("power_w", ""),
-                asic.get("power_w", "—"),
-                row.model.get("clock_mhz", ""),
-                ecp5.get("fmax_mhz", "—"),
-                ecp5.get("luts", "—"),
-                ecp5.get("dsps", "—"),
-                "; ".join(row.notes),
-            ]
-        )
-    lines += _markdown_table(
-        [
-            "trial",
-            "model mm²",
-            "ASIC mm² (0.18 µm)",
-            "model W",
-            "ASIC W",
-            "model MHz",
-            "ECP5 Fmax MHz",
-            "LUTs",
-            "DSPs",
-            "notes",
-        ],
-        table,
-    )
+        ecp5, asic, fitted = row.ecp5 or {}, row.asic or {}, row.calibrated or {}
+        cells = [row.trial]
+        for key in ("area_mm2", "power_w"):
+            cells += [_number(row.model.get(key)), _number(fitted.get(key)), _number(asic.get(key))]
+        cells += [
+            _number(row.model.get("clock_mhz")),
+            _number(fitted.get("clock_mhz")),
+            _number(asic.get("fmax_mhz")),
+            _number(ecp5.get("fmax_mhz")),
+            _number(ecp5.get("luts")),
+            _number(ecp5.get("dsps")),
+            "; ".join(row.notes),
+        ]
+        table.append(cells)
+    header = ["trial"]
+    header += [f"{who} mm²" for who in ("sweep model", "fitted model", "ASIC")]
+    header += [f"{who} W" for who in ("sweep model", "fitted model", "ASIC")]
+    header += ["sweep model MHz", "fitted model MHz", "ASIC MHz"]
+    header += ["ECP5 Fmax MHz", "LUTs", "DSPs", "notes"]
+    lines += _markdown_table(header, table)
     return [*lines, ""]
+
+
+def _number(value: Any) -> str:
+    if value is None or value == "":
+        return "—"
+    return f"{value:.4g}" if isinstance(value, float) else str(value)

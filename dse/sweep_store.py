@@ -22,13 +22,12 @@ import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tensorforge.errors import TensorforgeError
 from tensorforge.paths import cache_dir
+from tensorforge.store import sqlite_connection
 
 SWEEP_STORE_FILENAME = "sweeps.sqlite"
 
@@ -106,20 +105,8 @@ class SweepStore:
     def __repr__(self) -> str:
         return f"SweepStore({str(self.path)!r})"
 
-    @contextlib.contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        try:
-            connection = sqlite3.connect(self.path, timeout=self.timeout_s)
-        except sqlite3.Error as error:
-            raise TensorforgeError(
-                f"cannot open the sweep store {self.path}: {error}; check the directory is "
-                "writable or pass --store with another file"
-            ) from error
-        try:
-            with connection:  # commits, or rolls back on an exception
-                yield connection
-        finally:
-            connection.close()
+    def _connect(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        return sqlite_connection(self.path, self.timeout_s, what="sweep store (--store)")
 
     # --- sweeps ----------------------------------------------------------------------------
 
