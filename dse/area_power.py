@@ -14,11 +14,12 @@ pe_array          PEs, PEs x systolic forwarding, PEs x crossbar stages (full),
 scratchpad        bits, banks x line bits (bank ports, muxes), 1
 accumulator       bits, 1
 dma               bus bits, 1
+control           1 (what a whole accelerator holds beyond the four: controller, queues,
+                  control registers, glue; fitted to synthesized accelerators' residuals)
 ================  ======================================================================
 
-The ASIC flow maps memories onto flip-flops, so the scratchpad and accumulator area per bit is a
-register-file figure (several times an SRAM macro's): the model says so in its report and does
-not pretend otherwise. The controller is not synthesized on its own yet; `CONTROL_UM2` stands in.
+Memories are SRAM macros (the ASIC flow's analytical 0.18um memory compiler), so buffer area
+per bit is a macro figure, not a flip-flop one.
 Clock: the slowest component's critical path, each fitted as a linear function of the
 logarithm of its size (`timing_features`). Dynamic power is at the calibration clock and
 switching activity; it scales linearly to this model's clock.
@@ -38,8 +39,7 @@ from tensorforge.dse.evaluate import HardwareCost
 from tensorforge.errors import ConfigError
 
 FIT_FILE = "area_power_fit.json"
-CONTROL_UM2 = 200_000.0  # instruction fetch, queues, decoder: a placeholder until synthesized
-COMPONENTS = ("pe_array", "scratchpad", "accumulator", "dma")
+COMPONENTS = ("pe_array", "scratchpad", "accumulator", "dma", "control")
 
 
 def features(component: str, config: AcceleratorConfig) -> dict[str, float]:
@@ -67,12 +67,16 @@ def features(component: str, config: AcceleratorConfig) -> dict[str, float]:
             return {"bits": int(spad.accumulator) * 8, "one": 1.0}
         case "dma":
             return {"bus_bits": config.dma.bus_bits, "one": 1.0}
+        case "control":
+            return {"one": 1.0}
     raise ConfigError(f"unknown component {component!r}; known: {', '.join(COMPONENTS)}")
 
 
 def timing_features(component: str, config: AcceleratorConfig) -> dict[str, float]:
     """Inputs of the critical-path fit: delay grows with the logarithm of a block's size
     (adder trees, address decoders, fan-out buffers), so extrapolation stays sane."""
+    if component == "control":
+        return {"one": 1.0}
     size = {"pe_array": config.array.pes, "scratchpad": int(config.scratchpad.capacity) * 8,
             "accumulator": int(config.scratchpad.accumulator) * 8,
             "dma": config.dma.bus_bits}[component]
@@ -150,7 +154,7 @@ class SynthesisAreaPower:
     def __call__(self, config: AcceleratorConfig) -> HardwareCost:
         fit = load_fit()
         parts = self.breakdown(config)
-        area_um2 = sum(p["area_um2"] for p in parts.values()) + CONTROL_UM2
+        area_um2 = sum(p["area_um2"] for p in parts.values())
         period_ns = max(max(p["critical_path_ns"] for p in parts.values()), 1.0)
         clock_mhz = 1e3 / period_ns
         leakage_w = sum(p["leakage_mw"] for p in parts.values()) * 1e-3

@@ -1,12 +1,16 @@
-"""Calibration: synthesize a small set of generated blocks, fit `area_power`'s coefficients,
-and report the fit's error on held-out designs (leave-one-out).
+"""Calibration: synthesize generated blocks and whole accelerators, fit `area_power`'s
+coefficients, and report the fit's error on held-out designs.
 
-The whole accelerator top level (``hw/accelerator.py``) had not landed when this was written,
-so the calibration set is the largest generated blocks that exist: PE arrays (every
-interconnect, a few shapes, with and without local stores), banked scratchpads, accumulator
-buffers and the DMA load unit, each through the OSU 0.18um ASIC flow (area, critical path,
-power at a fixed activity) and, where Yosys/nextpnr accept it, the ECP5 flow (LUT/FF/DSP/BRAM).
-Everything is kept: the block, its configuration as JSON, and both reports, in
+The components are fitted on their own blocks: PE arrays (every interconnect, a few shapes,
+with and without local stores), banked scratchpads, accumulator buffers and the DMA load unit,
+each through the OSU 0.18um ASIC flow (memories as SRAM macros; area, critical path, power at
+a fixed activity) and, where Yosys/nextpnr accept it, the ECP5 flow (LUT/FF/DSP/BRAM). Errors
+per component are leave-one-out. Whole accelerators (``hw.accelerator.Accelerator``) are
+synthesized too: what they hold beyond the fitted components (controller, instruction queues,
+control registers, glue) is the ``control`` component, a constant fitted to their residuals,
+and each accelerator is predicted by a model fitted without it (its own control residual left
+out), which is the held-out check of the sum-of-components model as the search uses it.
+Everything is kept: the design, its configuration as JSON, and both reports, in
 ``dse/data/calibration_records.json``; the fit in ``dse/data/area_power_fit.json``.
 """
 
@@ -37,9 +41,12 @@ ACTIVITY = 0.1
 QUANTITIES = ("area_um2", "leakage_mw", "dynamic_mw", "critical_path_ns")
 # Used only for a component none of whose designs synthesized (reported as such): the
 # first-order 45 nm DMA figure (150 um^2 per bus bit) scaled by (180/45)^2 to 0.18 um.
+# The control fallback is the placeholder the model used before accelerators were synthesized.
 FALLBACKS = {
     "dma": ComponentFit({"bus_bits": 150.0 * 16}, {}, {}, {}),
+    "control": ComponentFit({"one": 200_000.0}, {}, {}, {}),
 }
+FITTED = tuple(c for c in COMPONENTS if c != "control")  # fitted on blocks of their own
 
 
 @dataclass(frozen=True)
@@ -63,8 +70,18 @@ def _config(rows: int, cols: int, interconnect: str = "systolic", *, capacity: i
     })
 
 
+def accelerator_set() -> list[Design]:
+    """Whole accelerators: three sizes of the default (systolic, weight-stationary GEMM) design
+    (the 8x8 one is the default `AcceleratorConfig`; about five minutes of ASIC flow each)."""
+    return [
+        Design("accelerator", _config(2, 2, capacity=1024, banks=2, accumulator=512)),
+        Design("accelerator", _config(4, 4, capacity=4096, banks=4, accumulator=1024)),
+        Design("accelerator", AcceleratorConfig()),
+    ]
+
+
 def calibration_set() -> list[Design]:
-    """The designs synthesized (about ten minutes in all on one core)."""
+    """The component blocks synthesized (a few minutes in all on one core)."""
     designs = [Design("pe_array", _config(r, c, link))
                for r, c in ((2, 2), (2, 4), (4, 4))
                for link in ("none", "systolic", "full")]
@@ -72,8 +89,9 @@ def calibration_set() -> list[Design]:
                 Design("pe_array", _config(4, 2, "systolic"))]
     designs += [Design("scratchpad", _config(2, 2, capacity=cap, banks=banks))
                 for cap, banks in ((256, 1), (256, 2), (512, 2), (512, 4), (1024, 4),
-                                   (1024, 1))]
-    designs += [Design("accumulator", _config(2, 2, accumulator=acc)) for acc in (128, 256, 512)]
+                                   (1024, 1), (4096, 4), (16384, 8))]
+    designs += [Design("accumulator", _config(2, 2, accumulator=acc))
+                for acc in (128, 256, 512, 2048)]
     designs += [Design("dma", _config(2, 2, bus_bits=bits)) for bits in (32, 64, 128)]
     return designs
 
@@ -84,6 +102,10 @@ def block_verilog(design: Design) -> tuple[str, str]:
     from amaranth.back import verilog
     from amaranth.lib import data
 
+    if design.component == "accelerator":
+        from tensorforge.dse.synth_top import TOP, accelerator_verilog
+
+        return accelerator_verilog(design.config), TOP
     from tensorforge.hw.accumulator import AccumulatorBuffer
     from tensorforge.hw.dma import LoadUnit
     from tensorforge.hw.pe_array import PEArray
@@ -114,6 +136,7 @@ def synthesize(design: Design, *, ecp5: bool = True) -> dict[str, Any]:
         return record
     record |= {
         "asic": {"area_um2": asic.area_um2, "cells": asic.cells,
+                 "logic_area_um2": asic.logic_area_um2, "macro_area_um2": asic.macro_area_um2,
                  "critical_path_ns": asic.critical_path_ns,
                  "power_mw": vars(asic.power_mw)},
     }
@@ -163,7 +186,7 @@ def _fit_nonnegative(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 def fit(records: list[dict[str, Any]]) -> AreaPowerFit:
     """Fit every component's coefficients; leave-one-out errors go into ``errors``."""
     components, errors = {}, {}
-    for component in COMPONENTS:
+    for component in FITTED:
         own = [r for r in records if r["component"] == component and "asic" in r]
         if not own:
             failures = [r.get("asic_error", "") for r in records if r["component"] == component]
@@ -180,7 +203,72 @@ def fit(records: list[dict[str, Any]]) -> AreaPowerFit:
             component_errors[quantity] = _leave_one_out(x, y)
         components[component] = ComponentFit(**coefficients)
         errors[component] = component_errors
-    return AreaPowerFit(components, CLOCK_NS, ACTIVITY, "OSU 0.18um (yosys + OpenSTA)", errors)
+    accelerators = [r for r in records if r["component"] == "accelerator" and "asic" in r]
+    if accelerators:
+        components["control"] = _fit_control(components, accelerators)
+        errors["control"] = {"accelerators": len(accelerators)}
+        errors["accelerator"] = _held_out_accelerators(components, accelerators)
+    else:
+        components["control"] = FALLBACKS["control"]
+        errors["control"] = {"fallback": "no whole accelerator synthesized"}
+    return AreaPowerFit(components, CLOCK_NS, ACTIVITY, TECHNOLOGY, errors)
+
+
+TECHNOLOGY = "OSU 0.18um cells + analytical 0.18um SRAM macros (yosys + OpenSTA)"
+
+
+def _fitted_parts(components: dict[str, ComponentFit], record: dict[str, Any]
+                  ) -> dict[str, float]:
+    """The fitted components' sum (area, leakage, dynamic) and slowest path for ``record``."""
+    config = AcceleratorConfig.from_dict(record["config"])
+    total = dict.fromkeys(QUANTITIES, 0.0)
+    for name in FITTED:
+        for quantity in QUANTITIES[:3]:
+            total[quantity] += components[name].predict(quantity, features(name, config))
+        path = components[name].predict("critical_path_ns", timing_features(name, config))
+        total["critical_path_ns"] = max(total["critical_path_ns"], path)
+    return total
+
+
+def _fit_control(components: dict[str, ComponentFit], accelerators: list[dict[str, Any]]
+                 ) -> ComponentFit:
+    """What whole accelerators hold beyond the fitted components, as constants: the mean
+    residual of area, leakage and dynamic power (never negative), and the mean measured
+    critical path where it is longer than every component's (the controller's own paths)."""
+    residuals: dict[str, list[float]] = {q: [] for q in QUANTITIES}
+    for record in accelerators:
+        measured, parts = targets(record), _fitted_parts(components, record)
+        for quantity in QUANTITIES[:3]:
+            residuals[quantity].append(measured[quantity] - parts[quantity])
+        slower = measured["critical_path_ns"] > parts["critical_path_ns"]
+        residuals["critical_path_ns"].append(measured["critical_path_ns"] if slower else 0.0)
+    return ComponentFit(**{q: {"one": max(float(np.mean(v)), 0.0)}
+                           for q, v in residuals.items()})
+
+
+def _held_out_accelerators(components: dict[str, ComponentFit],
+                           accelerators: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each accelerator against the model whose control constants were fitted without it (the
+    component fits never see accelerators): measured, predicted, relative error."""
+    rows = []
+    for held, record in enumerate(accelerators):
+        others = [r for i, r in enumerate(accelerators) if i != held] or [record]
+        control = _fit_control(components, others)
+        parts = _fitted_parts(components, record)
+        config = AcceleratorConfig.from_dict(record["config"])
+        predicted = {q: parts[q] + control.predict(q, {"one": 1.0}) for q in QUANTITIES[:3]}
+        predicted["critical_path_ns"] = max(parts["critical_path_ns"],
+                                            control.predict("critical_path_ns", {"one": 1.0}))
+        measured = targets(record)
+        rows.append({
+            "design": config.describe(),
+            "alone": len(others) == 1 and others[0] is record,
+            "measured": measured,
+            "predicted": predicted,
+            "relative_error": {q: (predicted[q] - measured[q]) / max(abs(measured[q]), 1e-12)
+                               for q in QUANTITIES},
+        })
+    return rows
 
 
 def _leave_one_out(x: np.ndarray, y: np.ndarray) -> dict[str, Any]:

@@ -8,23 +8,35 @@ import pytest
 
 from tensorforge.config import AcceleratorConfig
 from tensorforge.dse.area_power import COMPONENTS, SynthesisAreaPower, features
-from tensorforge.dse.calibrate import calibration_set, fit
+from tensorforge.dse.calibrate import FITTED, accelerator_set, calibration_set, fit
 from tensorforge.dse.evaluate import AreaPowerModel
 
+TRUTH = {"pes": 900.0, "pes_systolic": 150.0, "pes_crossbar": 80.0, "pes_broadcast": 20.0,
+         "local_bits": 12.0, "edge": 40.0, "one": 500.0, "bits": 30.0, "bank_ports": 5.0,
+         "bus_bits": 60.0}
+CONTROL_UM2, CONTROL_PATH_NS = 70_000.0, 25.0
 
-def synthetic_records() -> list[dict]:
-    """Records whose targets are an exact non-negative combination of the features."""
-    truth = {"pes": 900.0, "pes_systolic": 150.0, "pes_crossbar": 80.0, "pes_broadcast": 20.0,
-             "local_bits": 12.0, "edge": 40.0, "one": 500.0, "bits": 30.0, "bank_ports": 5.0,
-             "bus_bits": 60.0}
-    records = []
-    for design in calibration_set():
-        values = features(design.component, design.config)
-        area = sum(truth[k] * v for k, v in values.items())
-        records.append({"component": design.component, "config": design.config.to_dict(),
-                        "asic": {"area_um2": area, "cells": 1, "critical_path_ns": 2.0,
-                                 "power_mw": {"internal": area * 1e-4, "switching": 0.0,
-                                              "leakage": area * 1e-9, "total": 0.0}}})
+
+def _record(component: str, config: AcceleratorConfig, area: float, path: float) -> dict:
+    return {"component": component, "config": config.to_dict(),
+            "asic": {"area_um2": area, "cells": 1, "critical_path_ns": path,
+                     "power_mw": {"internal": area * 1e-4, "switching": 0.0,
+                                  "leakage": area * 1e-9, "total": 0.0}}}
+
+
+def _law(component: str, config: AcceleratorConfig) -> float:
+    return sum(TRUTH[k] * v for k, v in features(component, config).items())
+
+
+def synthetic_records(accelerators: bool = False) -> list[dict]:
+    """Records whose targets are an exact non-negative combination of the features; whole
+    accelerators (if asked) are the sum of their components plus a known control block."""
+    records = [_record(d.component, d.config, _law(d.component, d.config), 2.0)
+               for d in calibration_set()]
+    if accelerators:
+        for design in accelerator_set():
+            area = sum(_law(c, design.config) for c in FITTED) + CONTROL_UM2
+            records.append(_record("accelerator", design.config, area, CONTROL_PATH_NS))
     return records
 
 
@@ -34,7 +46,7 @@ def test_fit_recovers_an_exact_linear_law():
     (its feature is then unseen: leave-one-out reports that honestly as an error)."""
     records = synthetic_records()
     fitted = fit(records)
-    for component in COMPONENTS:
+    for component in FITTED:
         own = [r for r in records if r["component"] == component]
         errors = fitted.errors[component]["area_um2"]["per_design"]
         for record, error in zip(own, errors, strict=True):
@@ -66,3 +78,25 @@ def test_shipped_model_is_monotone_and_picklable():
     assert small.area_mm2 > 0 and small.clock_mhz > 0 and small.peak_power_w > 0
     assert model(config(16, 16)).area_mm2 > small.area_mm2
     assert model(config(capacity=128 * 1024)).area_mm2 > small.area_mm2
+
+
+def test_whole_accelerators_fit_the_control_block_and_are_predicted_held_out():
+    """Accelerators that are exactly components + a constant: the constant is recovered, every
+    accelerator is predicted within 2% by a model that never saw it, and the controller's
+    slower path sets the clock."""
+    fitted = fit(synthetic_records(accelerators=True))
+    control = fitted.components["control"]
+    assert control.area_um2["one"] == pytest.approx(CONTROL_UM2, rel=0.02)
+    assert control.critical_path_ns["one"] == pytest.approx(CONTROL_PATH_NS)
+    held_out = fitted.errors["accelerator"]
+    assert len(held_out) == len(accelerator_set())
+    for row in held_out:
+        assert not row["alone"]
+        assert abs(row["relative_error"]["area_um2"]) < 0.02, row
+        assert row["predicted"]["critical_path_ns"] == pytest.approx(CONTROL_PATH_NS)
+
+
+def test_without_accelerators_control_is_a_stated_fallback():
+    fitted = fit(synthetic_records())
+    assert "fallback" in fitted.errors["control"]
+    assert "control" in COMPONENTS and fitted.components["control"].area_um2["one"] > 0
