@@ -49,6 +49,9 @@ logger = logging.getLogger(__name__)
 
 _DTYPE = torch.float64
 
+#: Widest span (max / min) of an objective that is still modelled on a log scale.
+_LOG_SPAN_MAX = 1e6
+
 #: Candidates rescored for the second and later picks of a batch.
 _SHORTLIST = 64
 
@@ -59,7 +62,7 @@ class MOBOSearch(Optimizer):
     Options: ``initial_points`` (Sobol design size; default ``max(6, d + 2)`` for ``d`` free
     variables), ``candidates`` (pool size per round, default 1024), ``mc_samples`` (QMC samples
     of the acquisition, default 64), ``log_objectives`` (model the log of every objective
-    that is positive throughout, reference included; default true), ``fit_iterations``
+    that is positive throughout and spans at most six decades; default true), ``fit_iterations``
     (L-BFGS cap per GP fit; fits warm-start from the previous round's hyperparameters).
     """
 
@@ -224,8 +227,12 @@ class MOBOSearch(Optimizer):
         reference point (``m``) in the same transformed space."""
         objectives, reference = self.history.objectives.copy(), self.problem.reference.copy()
         if self.log_objectives:
-            # Only columns that are positive throughout (reference included) can be logged.
-            positive = np.all(objectives > 0, axis=0) & (reference > 0)
+            # Only columns positive throughout (reference included) can be logged, and only
+            # those within six decades: a smaller value is a numerical zero (cos(pi/2) is
+            # 6e-17), whose log would be an outlier that wrecks the GP, not a scale.
+            low = objectives.min(axis=0, initial=np.inf)
+            high = np.maximum(objectives.max(axis=0, initial=-np.inf), reference)
+            positive = (low > 0) & (reference > 0) & (high <= _LOG_SPAN_MAX * low)
             objectives[:, positive] = np.log(objectives[:, positive])
             reference[positive] = np.log(reference[positive])
         outcomes = np.concatenate([-objectives, self.history.constraint_values], axis=1)
