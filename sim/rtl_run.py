@@ -123,7 +123,6 @@ class _Image:
     timing: DramTiming | None = None  # None: the run's
 
 
-
 def _execute(config: AcceleratorConfig, images: Sequence[_Image], options: RunOptions
              ) -> tuple[list[tuple[ProgramJob, JobOutcome, bytes]], Path | None, Path | None]:
     """Run every image in one simulator process; raise for a run that did not end cleanly.
