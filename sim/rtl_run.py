@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import shutil
 import tempfile
 from collections.abc import Mapping as MappingType
@@ -30,7 +31,9 @@ from tensorforge.compiler.program import Program
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import SimulationError
+from tensorforge.hashing import stable_hash
 from tensorforge.isa import INSTRUCTION_BYTES, Compute, Instruction, Load, Store, encode_program
+from tensorforge.paths import cache_subdir
 from tensorforge.sim.activity import PortActivity, input_ports
 from tensorforge.sim.axi_traffic import bus_traffic, dram_rows
 from tensorforge.sim.dram_model import ram_size
@@ -57,13 +60,48 @@ def bench_path() -> Path:
     return path
 
 
+def _hardware_digest() -> str:
+    """A hash of every source the accelerator's Verilog depends on (hw/, the ISA, the config)."""
+    import importlib.metadata
+
+    import tensorforge
+    import tensorforge.hw
+
+    package = Path(tensorforge.__file__).parent
+    sources = sorted(Path(tensorforge.hw.__file__).parent.glob("*.py"))
+    sources += [package / name for name in ("config.py", "isa.py", "intrinsics.py", "units.py")]
+    return stable_hash(importlib.metadata.version("amaranth"),
+                       *[(path.name, path.read_bytes().hex()) for path in sources])
+
+
+@functools.cache
+def accelerator_verilog(config: AcceleratorConfig) -> str:
+    """Verilog of ``Accelerator(config)``, cached on disk by config and hardware sources.
+
+    Elaborating the whole accelerator takes seconds (tens on a loaded machine) and would
+    otherwise be paid by every process before the model cache can even be asked.
+    """
+    from tensorforge.hw.accelerator import TOP_NAME, Accelerator
+    from tensorforge.sim.rtl_harness import design_verilog
+
+    key = stable_hash(config.to_json(), _hardware_digest())
+    path = cache_subdir("accelerator-verilog") / f"{key}.v"
+    if path.is_file():
+        return path.read_text()
+    text = design_verilog(Accelerator(config), TOP_NAME)
+    staging = path.with_suffix(f".{os.getpid()}.tmp")
+    staging.write_text(text)
+    staging.replace(path)  # atomic: a reader sees the whole file or none
+    return text
+
+
 @functools.cache
 def accelerator_model(config: AcceleratorConfig, waves: bool = False):
     """The Verilator model of ``Accelerator(config)`` (built once, then from the disk cache)."""
-    from tensorforge.hw.accelerator import TOP_NAME, Accelerator
+    from tensorforge.hw.accelerator import TOP_NAME
     from tensorforge.sim.rtl_harness import build_model
 
-    return build_model(Accelerator(config), top=TOP_NAME, waves=waves)
+    return build_model(accelerator_verilog(config), top=TOP_NAME, waves=waves)
 
 
 def default_cycle_limit(config: AcceleratorConfig, instructions: Sequence[Instruction],
