@@ -14,7 +14,6 @@ the point as infeasible with that message, so the optimizer learns where the val
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from tensorforge.config import (
     DmaConfig,
     PrecisionConfig,
     ScratchpadConfig,
+    read_toml,
 )
 from tensorforge.dse.space import Space, variable_from_spec
 from tensorforge.errors import ConfigError
@@ -88,12 +88,7 @@ class HardwareSpace:
     @classmethod
     def from_toml(cls, path: str | Path) -> HardwareSpace:
         """Read a space file: primitives at the top level or under a ``[space]`` table."""
-        try:
-            data = tomllib.loads(Path(path).read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"design-space file {path} does not exist") from None
-        except tomllib.TOMLDecodeError as error:
-            raise ConfigError(f"design-space file {path} is not valid TOML: {error}") from None
+        data = read_toml(path, "design-space file")
         if set(data) == {"space"} and isinstance(data["space"], dict):
             data = data["space"]
         return cls(data)

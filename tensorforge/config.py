@@ -74,6 +74,17 @@ OPERAND_WIDTHS = (8, 16)
 MAX_AXI_BURST = 256  # AXI4 INCR bursts: 1..256 beats
 
 
+def read_toml(path: str | Path, what: str) -> dict[str, Any]:
+    """The TOML file at ``path`` as a dict; a ConfigError naming ``what`` when it is missing or
+    not valid TOML (shared by every TOML input: configurations, design spaces)."""
+    try:
+        return tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{what} {path} does not exist") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{what} {path} is not valid TOML: {error}") from None
+
+
 def _check_positive_int(owner: str, name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"{owner}.{name} must be a positive integer, not {value!r}")
@@ -349,13 +360,7 @@ class AcceleratorConfig:
 
     @classmethod
     def from_toml(cls, path: str | Path) -> AcceleratorConfig:
-        try:
-            data = tomllib.loads(Path(path).read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"configuration file {path} does not exist") from None
-        except tomllib.TOMLDecodeError as error:
-            raise ConfigError(f"configuration file {path} is not valid TOML: {error}") from None
-        return cls.from_dict(data)
+        return cls.from_dict(read_toml(path, "configuration file"))
 
     def replace(self, **changes: Any) -> AcceleratorConfig:
         """A copy with top-level fields changed (validated again)."""

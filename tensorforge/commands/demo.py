@@ -19,13 +19,10 @@ DEMO_LAYERS = 8
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from tensorforge.commands.explore import add_sweep_arguments
+    from tensorforge.commands.explore import add_command, add_sweep_arguments
 
-    parser = subparsers.add_parser(
-        "demo",
-        help="small co-design sweep into ./out/demo (a few minutes)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = add_command(
+        subparsers, "demo", "small co-design sweep into ./out/demo (a few minutes)", __doc__
     )
     parser.add_argument(
         "--out",

@@ -65,20 +65,25 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     from tensorforge.dse.codesign import EVALUATORS, HARDWARE_MODELS
     from tensorforge.dse.optimizers import OPTIMIZERS
 
-    parser.add_argument(
-        "--evaluator",
-        choices=list(EVALUATORS),
-        default=next(iter(EVALUATORS)),
-        help="per-layer evaluation: hasco (software search under the cost model) or "
-        f"first-order (roofline; fast) (default: {next(iter(EVALUATORS))})",
+    registries = (
+        (
+            "--evaluator",
+            EVALUATORS,
+            "per-layer evaluation: hasco (software search under the "
+            "cost model) or first-order (roofline; fast)",
+        ),
+        (
+            "--hardware-model",
+            HARDWARE_MODELS,
+            "area/power/clock model: first-order (45 nm "
+            "constants) or synthesis (fitted to OSU 0.18um synthesis; see docs/cost_model.md)",
+        ),
     )
-    parser.add_argument(
-        "--hardware-model",
-        choices=list(HARDWARE_MODELS),
-        default=next(iter(HARDWARE_MODELS)),
-        help="area/power/clock model: synthesis (fitted to OSU 0.18um synthesis) or "
-        f"first-order (45 nm constants) (default: {next(iter(HARDWARE_MODELS))})",
-    )
+    for flag, table, meaning in registries:
+        default = next(iter(table))
+        parser.add_argument(
+            flag, choices=list(table), default=default, help=f"{meaning} (default: {default})"
+        )
     parser.add_argument(
         "--method",
         choices=sorted(OPTIMIZERS),
@@ -119,13 +124,18 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "explore",
-        help="co-design sweep: Pareto-optimal accelerators for a workload",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+def add_command(
+    subparsers: argparse._SubParsersAction, name: str, summary: str, doc: str | None
+) -> argparse.ArgumentParser:
+    """A sweep subcommand (``explore``, ``demo``) with its module docstring as description."""
+    return subparsers.add_parser(
+        name, help=summary, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    summary = "co-design sweep: Pareto-optimal accelerators for a workload"
+    parser = add_command(subparsers, "explore", summary, __doc__)
     parser.add_argument(
         "--workload",
         required=True,
