@@ -14,7 +14,8 @@ import argparse
 import json
 import sys
 
-from tensorforge.commands.compile import _config, _hardware_arguments, _mapping, _workload
+from tensorforge.commands.compile import _mapping, _workload
+from tensorforge.commands.hwflags import add_hardware_arguments, config_from_args
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--clock-ns", type=float, default=10.0,
                         help="clock period for --power (default 10 ns)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    _hardware_arguments(parser)
+    add_hardware_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -84,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     from tensorforge.sim.rtl_run import run_on_rtl
 
     workload = _workload(args)
-    config = _config(args)
+    config = config_from_args(args)
     mapping = _mapping(args, workload, config)
     result = run_on_rtl(
         workload, config, mapping, seed=args.seed, dram_latency=args.dram_latency,
