@@ -13,16 +13,33 @@ from dataclasses import dataclass
 
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
+from tensorforge.dse.cost_model import evaluate_mapping
 from tensorforge.dse.evaluate import LayerMetrics
-from tensorforge.dse.sw_search import SEARCHES
+from tensorforge.dse.sw_search import SEARCHES, library
 from tensorforge.dse.sw_space import SoftwareSpace
 from tensorforge.errors import MappingError
+
+DETAILS = (
+    "compute_cycles",
+    "load_cycles",
+    "store_cycles",
+    "host_cycles",
+    "dram_read_bytes",
+    "dram_write_bytes",
+    "utilization",
+)
 
 
 @dataclass(frozen=True)
 class SoftwareSearchEvaluator:
     """``(workload, config, seed) -> LayerMetrics`` by software search (``method`` in
-    `sw_search.SEARCHES`) with ``budget`` cost-model evaluations per layer."""
+    `sw_search.SEARCHES`) with ``budget`` cost-model evaluations per layer.
+
+    The library's mapping (`sw_search.library`, im2col + GEMM with fixed tiles) is evaluated
+    too and kept when it is faster or the search found nothing legal: it is one point of the
+    search space, and on large arrays a search started from random candidates can miss every
+    legal mapping within a small budget. ``details["library"]`` says which one was kept.
+    """
 
     method: str = "hasco"
     budget: int = 600
@@ -31,10 +48,12 @@ class SoftwareSearchEvaluator:
 
     def __post_init__(self) -> None:
         if self.method not in SEARCHES:
-            raise ValueError(f"unknown software search {self.method!r}; known: "
-                             f"{', '.join(SEARCHES)}")
-        object.__setattr__(self, "version",
-                           f"sw-search-1:{self.method}:{self.budget}:{self.grid}")
+            raise ValueError(
+                f"unknown software search {self.method!r}; known: {', '.join(SEARCHES)}"
+            )
+        object.__setattr__(
+            self, "version", f"sw-search-2:{self.method}:{self.budget}:{self.grid}+library"
+        )
 
     def __call__(self, workload: Workload, config: AcceleratorConfig, seed: int) -> LayerMetrics:
         import torch
@@ -42,20 +61,30 @@ class SoftwareSearchEvaluator:
         torch.set_num_threads(1)
         space = SoftwareSpace.build(workload, config, grid=self.grid)
         result = SEARCHES[self.method](space, self.budget, seed)
+        try:
+            fallback = library(workload, config)
+        except MappingError:
+            fallback = None
+        if fallback is not None and (not result.found or fallback.cycles < result.cycles):
+            numbers = evaluate_mapping(workload, fallback.mapping, config)
+            return _metrics(fallback, numbers, result.evaluations + 1, library=True)
         if not result.found:
-            raise MappingError(f"no legal mapping of {workload.text} found on "
-                               f"{config.describe()} in {self.budget} evaluations")
-        details = space.cost(*_best_row(space, result))
-        numbers = details.row(0)
-        return LayerMetrics(
-            cycles=int(result.cycles),
-            energy_pj=float(result.energy_pj),
-            mapping=result.mapping.to_dict(),
-            details={k: numbers[k] for k in ("compute_cycles", "load_cycles", "store_cycles",
-                                             "host_cycles", "dram_read_bytes",
-                                             "dram_write_bytes", "utilization")}
-            | {"evaluations": float(result.evaluations)},
-        )
+            raise MappingError(
+                f"no legal mapping of {workload.text} found on {config.describe()} in "
+                f"{self.budget} evaluations, and the library has none"
+            )
+        numbers = space.cost(*_best_row(space, result)).row(0)
+        return _metrics(result, numbers, result.evaluations, library=False)
+
+
+def _metrics(found, numbers: dict, evaluations: int, *, library: bool) -> LayerMetrics:
+    return LayerMetrics(
+        cycles=int(found.cycles),
+        energy_pj=float(found.energy_pj),
+        mapping=found.mapping.to_dict(),
+        details={k: float(numbers[k]) for k in DETAILS}
+        | {"evaluations": float(evaluations), "library": float(library)},
+    )
 
 
 def _best_row(space: SoftwareSpace, result):

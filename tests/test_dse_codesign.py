@@ -25,6 +25,8 @@ from tensorforge.dse.hwspace import HardwareSpace
 from tensorforge.dse.report import headline
 from tensorforge.dse.scenarios import Scenario
 from tensorforge.dse.sw_evaluator import SoftwareSearchEvaluator
+from tensorforge.dse.sw_search import SEARCHES, library
+from tensorforge.dse.sw_space import SoftwareSpace
 from tensorforge.dse.sweep_store import FAILED, INFEASIBLE, OK, SweepStore
 from tensorforge.errors import ConfigError
 
@@ -198,3 +200,16 @@ def test_software_search_objectives_are_its_layer_results(tmp_path) -> None:
         alone = evaluator(GEMM, config, layer_seed(spec.seed, layers[0]))
         assert trial.metrics["latency_cycles"] == 2 * alone.cycles
         assert trial.layers[0]["mapping"] == alone.mapping and alone.mapping["choice"]
+
+
+@pytest.mark.parametrize("budget", [1, 60])
+def test_software_search_evaluator_keeps_the_faster_of_search_and_library(budget: int) -> None:
+    config = AcceleratorConfig.from_dict(
+        {"array": {"rows": 16, "cols": 16}, "scratchpad": {"capacity": 64 * 1024, "banks": 4}}
+    )
+    searched = SEARCHES["hasco"](SoftwareSpace.build(CONV, config), budget, 5)
+    library_cycles = library(CONV, config).cycles
+    found = SoftwareSearchEvaluator(budget=budget)(CONV, config, 5)
+    expected = min(library_cycles, searched.cycles if searched.found else np.inf)
+    assert found.cycles == int(expected)
+    assert found.details["library"] == float(library_cycles < searched.cycles)
