@@ -43,21 +43,10 @@ from tensorforge.sim.rtl_jobs import JOBS_ENV, DramTiming, JobOutcome, ProgramJo
 
 logger = logging.getLogger(__name__)
 
-BENCH_NAME = "bench_run_program.py"
-
-
 def bench_path() -> Path:
-    """The cocotb bench that runs programs (it lives with the other benches in the checkout)."""
-    from tensorforge.paths import repo_root
-
-    root = repo_root()
-    path = root / "tests" / "cocotb_benches" / BENCH_NAME if root is not None else None
-    if path is None or not path.is_file():
-        raise SimulationError(
-            f"the cocotb bench {BENCH_NAME} is not found; RTL runs need a source checkout of "
-            "tensorforge installed in editable mode (pip install -e .)"
-        )
-    return path
+    """The cocotb bench that runs programs; it ships inside the package, so installed copies of
+    tensorforge (not only source checkouts) can run on RTL."""
+    return Path(__file__).with_name("bench_run_program.py")
 
 
 def _hardware_digest() -> str:
