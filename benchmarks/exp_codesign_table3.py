@@ -26,7 +26,7 @@ import json
 import time
 
 import torch
-from exp_common import MODELS, OUT, heaviest_layers, table
+from exp_common import MODELS, OUT, heaviest_layers, lowest_latency, table
 
 from tensorforge.config import AcceleratorConfig
 from tensorforge.dse.codesign import SweepSpec, make_hardware_model, run_sweep
@@ -113,21 +113,19 @@ def run_case(name: str, model: str, args: argparse.Namespace, store: SweepStore)
         )
         started = time.monotonic()
         result = run_sweep(spec, store=store, workers=args.workers)
-        feasible = [t for t in result.trials if result.feasible(t)]
-        best = min(feasible, key=lambda t: t.metrics["latency_ms"], default=None)
+        feasible, best = lowest_latency(result)
         case["codesign"][intrinsic] = (
             None
             if best is None
             else {
                 **best.metrics,
                 "config": AcceleratorConfig.from_dict(best.config).describe(),
-                "feasible": len(feasible),
+                "feasible": feasible,
                 "seconds": time.monotonic() - started,
             }
         )
         print(
-            f"{name} {label} {intrinsic}: {len(feasible)} feasible, "
-            f"{time.monotonic() - started:.0f} s",
+            f"{name} {label} {intrinsic}: {feasible} feasible, {time.monotonic() - started:.0f} s",
             flush=True,
         )
     return case

@@ -48,6 +48,12 @@ def heaviest_layers(model: str, count: int) -> tuple[str, tuple[SweepLayer, ...]
     return name, tuple(runnable), share
 
 
+def lowest_latency(result) -> tuple[int, object | None]:
+    """``(feasible trials, the fastest of them or None)`` of a `SweepResult`."""
+    feasible = [t for t in result.trials if result.feasible(t)]
+    return len(feasible), min(feasible, key=lambda t: t.metrics["latency_ms"], default=None)
+
+
 def mean_std(values: Sequence[float]) -> str:
     if len(values) < 2:
         return f"{values[0]:.4g}" if values else "n/a"
