@@ -23,10 +23,13 @@ from tensorforge.dse.sw_space import SoftwareSpace
 OUT = Path(__file__).resolve().parent.parent / "docs" / "experiments" / "sw_search_resnet50.md"
 # 16x16 int8 GEMM core; 256 KiB of operand scratchpad as in the paper. Lines are 16 B, so the
 # ISA's 16384-line limit caps the operand scratchpad at 256 KiB exactly.
-CONFIG = AcceleratorConfig.from_dict({
-    "array": {"rows": 16, "cols": 16},
-    "scratchpad": {"capacity": 256 * 1024, "banks": 4, "accumulator": 64 * 1024},
-    "dma": {"bus_bits": 128, "max_burst": 16}})
+CONFIG = AcceleratorConfig.from_dict(
+    {
+        "array": {"rows": 16, "cols": 16},
+        "scratchpad": {"capacity": 256 * 1024, "banks": 4, "accumulator": 64 * 1024},
+        "dma": {"bus_bits": 128, "max_burst": 16},
+    }
+)
 
 
 def main() -> None:
@@ -48,9 +51,11 @@ def main() -> None:
         weights.append((lib.cycles * layer.count, hasco.cycles * layer.count))
         choice = hasco.mapping.choice.describe().split("|")[0].strip()
         fused = " (im2col)" if hasco.mapping.groups else ""
-        rows.append(f"| {layer.name} | {layer.count} | {workload.sizes_text} | "
-                    f"{lib.cycles:,.0f} | {rand.cycles:,.0f} | {hasco.cycles:,.0f} | "
-                    f"{speedup:.2f}x | {choice}{fused} |")
+        rows.append(
+            f"| {layer.name} | {layer.count} | {workload.sizes_text} | "
+            f"{lib.cycles:,.0f} | {rand.cycles:,.0f} | {hasco.cycles:,.0f} | "
+            f"{speedup:.2f}x | {choice}{fused} |"
+        )
         print(rows[-1], flush=True)
     mean = sum(speedups) / len(speedups)
     geo = math.exp(sum(map(math.log, speedups)) / len(speedups))
