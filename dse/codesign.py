@@ -31,20 +31,18 @@ import numpy as np
 
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
-from tensorforge.dse.area_power import SynthesisAreaPower
 from tensorforge.dse.evaluate import (
     AreaPowerModel,
-    FirstOrderAreaPower,
     LayerEvaluator,
     LayerMetrics,
     aggregate,
 )
-from tensorforge.dse.evaluate_first_order import FirstOrderEvaluator
 from tensorforge.dse.hwspace import HardwareSpace
 from tensorforge.dse.layer_pool import LayerJob, LayerPool
 from tensorforge.dse.optimizers import make_optimizer
 from tensorforge.dse.pareto import pareto_indices, total_violation
 from tensorforge.dse.problem import Constraint, Problem
+from tensorforge.dse.registry import EVALUATORS, HARDWARE_MODELS, resolve
 from tensorforge.dse.scenarios import Scenario
 from tensorforge.dse.sw_evaluator import SoftwareSearchEvaluator
 from tensorforge.dse.sweep_store import FAILED, INFEASIBLE, OK, SweepStore, TrialRecord
@@ -69,35 +67,14 @@ def hasco_evaluator() -> LayerEvaluator:
     return SoftwareSearchEvaluator(method="hasco", budget=CODESIGN_SEARCH_BUDGET)
 
 
-#: Layer evaluators by name (``tensorforge explore --evaluator``): the first is the default.
-EVALUATORS: dict[str, Callable[[], LayerEvaluator]] = {
-    "hasco": hasco_evaluator,
-    "first-order": FirstOrderEvaluator,
-}
-
-#: Area/power models by name (``tensorforge explore --hardware-model``): the first is the
-#: default.
-HARDWARE_MODELS: dict[str, Callable[[], AreaPowerModel]] = {
-    "first-order": FirstOrderAreaPower,
-    "synthesis": SynthesisAreaPower,
-}
-
-
-def _from_table(table: dict[str, Callable[[], Any]], kind: str, name: str) -> Any:
-    try:
-        return table[name]()
-    except KeyError:
-        raise ConfigError(f"unknown {kind} {name!r}; choose one of {', '.join(table)}") from None
-
-
 def make_evaluator(name: str) -> LayerEvaluator:
-    """The layer evaluator registered as ``name`` in `EVALUATORS`."""
-    return _from_table(EVALUATORS, "evaluator", name)
+    """The layer evaluator registered as ``name`` in `tensorforge.dse.registry.EVALUATORS`."""
+    return resolve(EVALUATORS, "evaluator", name)()
 
 
 def make_hardware_model(name: str) -> AreaPowerModel:
-    """The area/power model registered as ``name`` in `HARDWARE_MODELS`."""
-    return _from_table(HARDWARE_MODELS, "hardware model", name)
+    """The area/power model registered as ``name`` in `registry.HARDWARE_MODELS`."""
+    return resolve(HARDWARE_MODELS, "hardware model", name)()
 
 
 def _default_evaluator() -> LayerEvaluator:

@@ -1,30 +1,47 @@
-"""Two conveniences that join pipeline stages: compile a workload, generate the Verilog."""
+"""Conveniences that join pipeline stages: pick a mapping, compile, generate the Verilog."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from tensorforge.compiler.mapping import Mapping
 from tensorforge.compiler.program import Program
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
+from tensorforge.errors import MappingError
+
+MAPPERS = ("default", "library")
+
+
+def resolve_mapping(
+    workload: Workload, config: AcceleratorConfig, mapping: Mapping | str | Path = "default"
+) -> Mapping:
+    """A `Mapping` from a name ("default": the heuristic, "library": im2col + GEMM), a JSON file
+    written by ``Mapping.to_json``, or a `Mapping` (returned as is)."""
+    if isinstance(mapping, Mapping):
+        return mapping
+    from tensorforge.compiler.mappers import default_mapping, library_mapping
+
+    if mapping == "default":
+        return default_mapping(workload, config)
+    if mapping == "library":
+        return library_mapping(workload, config)
+    path = Path(mapping)
+    if not path.is_file():
+        raise MappingError(
+            f"unknown mapping {str(mapping)!r}: use one of {', '.join(MAPPERS)} or the path of "
+            "a mapping JSON file (tensorforge compile --save-mapping writes one)"
+        )
+    return Mapping.from_json(path.read_text(), workload)
 
 
 def compile_workload(
-    workload: Workload, config: AcceleratorConfig, mapping: Mapping | str = "default"
+    workload: Workload, config: AcceleratorConfig, mapping: Mapping | str | Path = "default"
 ) -> Program:
-    """Workload -> Program for ``config``; ``mapping`` is a `Mapping`, "default" or "library"."""
+    """Workload -> Program for ``config``; ``mapping`` as in `resolve_mapping`."""
     from tensorforge.compiler.codegen import generate
-    from tensorforge.compiler.mappers import default_mapping, library_mapping
 
-    if isinstance(mapping, str):
-        mappers = {"default": default_mapping, "library": library_mapping}
-        if mapping not in mappers:
-            from tensorforge.errors import MappingError
-
-            raise MappingError(
-                f"unknown mapping {mapping!r}; use one of {', '.join(mappers)} or a Mapping"
-            )
-        mapping = mappers[mapping](workload, config)
-    return generate(workload, mapping, config)
+    return generate(workload, resolve_mapping(workload, config, mapping), config)
 
 
 def generate_verilog(config: AcceleratorConfig) -> str:

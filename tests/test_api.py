@@ -11,9 +11,15 @@ import pytest
 import tensorforge as tf
 
 
-def test_import_is_cheap():
-    # A fresh interpreter: importing the package must not pull in Amaranth or torch.
-    code = "import sys, tensorforge; print('amaranth' in sys.modules, 'torch' in sys.modules)"
+@pytest.mark.parametrize(
+    "statement",
+    ["import tensorforge", "import tensorforge.cli; tensorforge.cli.build_parser()"],
+    ids=["package", "cli-parser"],
+)
+def test_import_and_cli_startup_are_cheap(statement):
+    # A fresh interpreter: neither importing the package nor building every subcommand's parser
+    # (which every `tensorforge` command does first) may pull in Amaranth or torch.
+    code = f"{statement}; import sys; print('amaranth' in sys.modules, 'torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
 

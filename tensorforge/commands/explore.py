@@ -62,8 +62,7 @@ def resolve_workload(name: str, sizes: list[str] | None = None) -> tuple[str, li
 
 def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     """Search options shared by ``explore`` and ``demo``."""
-    from tensorforge.dse.codesign import EVALUATORS, HARDWARE_MODELS
-    from tensorforge.dse.optimizers import OPTIMIZERS
+    from tensorforge.dse.registry import EVALUATORS, HARDWARE_MODELS, OPTIMIZERS
 
     registries = (
         (

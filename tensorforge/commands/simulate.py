@@ -14,8 +14,8 @@ import argparse
 import json
 import sys
 
-from tensorforge.commands.compile import _mapping, _workload
 from tensorforge.commands.hwflags import add_hardware_arguments, config_from_args
+from tensorforge.commands.workload_args import add_workload_arguments, workload_from_args
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,11 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Compile a workload, run it on the Verilator model of the accelerator and "
         "report whether the result equals numpy's, with cycle counts and utilization.",
     )
-    parser.add_argument("--workload", required=True,
-                        help="workload text, e.g. 'C[i,j] += A[i,k] * B[k,j]', or a zoo name")
-    parser.add_argument("--sizes", default="", help="index sizes, e.g. i=64,j=64,k=64")
-    parser.add_argument("--mapping", default="default",
-                        help="default (heuristic), library (im2col + GEMM) or a JSON file")
+    add_workload_arguments(parser)
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     parser.add_argument("--dram-latency", type=int, default=0, metavar="CYCLES",
                         help="cycles DRAM adds before each burst's data (default 0)")
@@ -37,7 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="DRAM bytes per cycle each way (default: one bus beat per cycle)")
     parser.add_argument("--max-cycles", type=int, default=None,
                         help="stop the run after this many cycles (default: generous)")
-    parser.add_argument("--waves", action="store_true", help="record a waveform (FST)")
+    parser.add_argument("--waves", action="store_true",
+                        help="record a waveform (FST, or VCD where Verilator lacks FST)")
     parser.add_argument("--power", action="store_true",
                         help="record switching activity and report ASIC area, power, energy")
     parser.add_argument("--clock-ns", type=float, default=10.0,
@@ -82,11 +79,12 @@ def _print_table(summary: dict, power: dict | None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tensorforge.api import resolve_mapping
     from tensorforge.sim.rtl_run import run_on_rtl
 
-    workload = _workload(args)
+    workload = workload_from_args(args)
     config = config_from_args(args)
-    mapping = _mapping(args, workload, config)
+    mapping = resolve_mapping(workload, config, args.mapping)
     result = run_on_rtl(
         workload, config, mapping, seed=args.seed, dram_latency=args.dram_latency,
         dram_bandwidth=args.dram_bandwidth, max_cycles=args.max_cycles, waves=args.waves,

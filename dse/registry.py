@@ -1,0 +1,41 @@
+"""The names of a sweep's pluggable parts, resolved to code only when one is used.
+
+The CLI lists these names when it builds its parser; importing the parts themselves would pull
+in torch and BoTorch (seconds) before every `tensorforge` command. Each table maps a name to
+``"module:attribute"``; the first entry of `EVALUATORS` and of `HARDWARE_MODELS` is the default.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from tensorforge.errors import ConfigError
+
+#: Hardware search methods (``--method``): ask/tell optimizers over a `Problem`.
+OPTIMIZERS: dict[str, str] = {
+    "random": "tensorforge.dse.opt_random:RandomSearch",
+    "nsga2": "tensorforge.dse.opt_nsga2:NSGA2Search",
+    "mobo": "tensorforge.dse.opt_mobo:MOBOSearch",
+}
+
+#: Per-layer evaluators (``--evaluator``): factories of `LayerEvaluator`s.
+EVALUATORS: dict[str, str] = {
+    "hasco": "tensorforge.dse.codesign:hasco_evaluator",
+    "first-order": "tensorforge.dse.evaluate_first_order:FirstOrderEvaluator",
+}
+
+#: Area/power/clock models (``--hardware-model``): factories of `AreaPowerModel`s.
+HARDWARE_MODELS: dict[str, str] = {
+    "first-order": "tensorforge.dse.evaluate:FirstOrderAreaPower",
+    "synthesis": "tensorforge.dse.area_power:SynthesisAreaPower",
+}
+
+
+def resolve(table: dict[str, str], kind: str, name: str) -> Any:
+    """The object registered as ``name`` in ``table``; an unknown name is a `ConfigError`."""
+    try:
+        module, attribute = table[name].split(":")
+    except KeyError:
+        raise ConfigError(f"unknown {kind} {name!r}; choose one of {', '.join(table)}") from None
+    return getattr(importlib.import_module(module), attribute)
