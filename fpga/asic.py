@@ -4,6 +4,8 @@ The co-design search needs area and power that respond to the design the way sil
 which LUT counts do not. So the Verilog is mapped onto a real standard-cell library (flip-flops
 with ``dfflibmap``, logic with ``abc``), its cell area summed by Yosys from the liberty, and the
 mapped netlist handed to OpenSTA for the worst setup path and the power at a switching activity.
+ABC maps towards the clock period and buffers and sizes as it goes (`abc_command`), so a net
+with hundreds of loads gets a buffer tree instead of one X1 driver, as in a real synthesis.
 There is no placement or wiring: area is cell area, and timing and power ignore wire loads.
 
 Memories (``amaranth.lib.memory``) become SRAM macros by default (``memories="macros"``), as in
@@ -60,6 +62,11 @@ COARSE_DESIGN = "coarse.il"
 MEMORY_DUMP = "memories.txt"
 MACRO_VERILOG = "macros.v"
 MACRO_LIBERTY = "macros.lib"
+ABC_CONSTRAINTS = "abc.constr"
+# What ABC assumes drives each of its inputs (flip-flop outputs, ports) and loads each of its
+# outputs while it buffers and sizes the logic: a small buffer, and a few gate inputs (pF).
+ABC_DRIVING_CELL = "BUFX2"
+ABC_OUTPUT_LOAD_PF = 0.05
 
 _INPUT = re.compile(r"^\s*input\s+(?:\[[^\]]*\]\s*)?([A-Za-z_][A-Za-z0-9_$]*)\s*;", re.MULTILINE)
 
@@ -226,12 +233,13 @@ def _run_flow(
     else:
         front = [f"synth -flatten -top {top}"]
         verilog_in = verilog
+    (run_dir / ABC_CONSTRAINTS).write_text(abc_constraints())
     yosys = run_yosys(
         verilog_in,
         [
             *front,
             f'dfflibmap -liberty "{liberty_path}"',
-            f'abc -liberty "{liberty_path}"',
+            abc_command(liberty_path, options.clock_ns),
             *STA_NETLIST_CLEANUP,
             stat_command(liberty_path),
             f"write_verilog -noattr -noexpr -nohex -nodec {MAPPED_NETLIST}",
@@ -296,6 +304,25 @@ def _run_flow(
         logs={"yosys": log_tail(yosys.log()), "sta": log_tail(sta.run.log())},
         key=key,
     )
+
+
+def abc_constraints() -> str:
+    """ABC's ``-constr`` file: the cell driving the mapped logic's inputs and its output load."""
+    return f"set_driving_cell {ABC_DRIVING_CELL}\nset_load {ABC_OUTPUT_LOAD_PF}\n"
+
+
+def abc_command(liberty_path: Path, clock_ns: float) -> str:
+    """Map logic with ABC towards the clock period, buffering and sizing as it goes.
+
+    With ``-constr`` and a delay target (``-D``, in ps) ABC's script ends in ``buffer; upsize;
+    dnsize``: nets that fan out to hundreds of pins (a synchronous reset, an array-wide enable,
+    a wide multiplexer's select) get buffer trees and stronger drivers, as synthesis buffering
+    would give them. Without it one X1 cell drives them all, and OpenSTA extrapolates its delay
+    tables far past their range (tens of pF on a cell characterized to 0.5 pF), so paths came
+    out ten times longer than the logic's depth and grew with the design's size.
+    """
+    return (f'abc -liberty "{liberty_path}" -constr {ABC_CONSTRAINTS} '
+            f"-D {round(clock_ns * 1000)}")
 
 
 # Steps between technology mapping and writing the netlist, for OpenSTA's Verilog reader: x

@@ -24,7 +24,7 @@ from tensorforge.store import ResultStore
 
 logger = logging.getLogger(__name__)
 
-FLOW_REVISION = 2
+FLOW_REVISION = 3
 
 
 @dataclass(frozen=True, kw_only=True)

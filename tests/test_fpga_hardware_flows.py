@@ -117,6 +117,32 @@ def test_asic_times_the_dma_load_unit(workspace):
     assert report.power_mw.total > 0
 
 
+def enable_fanout_verilog(width: int) -> str:
+    """One register (``en``) that enables ``width`` flip-flops: a net of ``width`` loads."""
+    return f"""
+module fanout(input clk, input rst, input go, input [{width - 1}:0] d,
+              output [{width - 1}:0] q);
+  reg en;
+  reg [{width - 1}:0] r;
+  always @(posedge clk) begin
+    en <= go;
+    if (rst) r <= 0; else if (en) r <= d;
+  end
+  assign q = r;
+endmodule
+"""
+
+
+def test_asic_buffers_a_net_with_hundreds_of_loads(workspace):
+    # Each flip-flop's path is the same mux after the enable register; only the enable's (and
+    # the reset's) fanout differs. Unbuffered, one small cell drove every load and OpenSTA's
+    # extrapolated delay grew with the count (17x here); a buffer tree adds a few stages.
+    small = synthesize_asic(enable_fanout_verilog(8), "fanout", store=workspace)
+    large = synthesize_asic(enable_fanout_verilog(384), "fanout", store=workspace)
+    assert 0 < small.critical_path_ns <= large.critical_path_ns
+    assert large.critical_path_ns < 2 * small.critical_path_ns
+
+
 def test_ecp5_maps_a_pe_array_with_array_views_on_its_ports(workspace):
     from tensorforge.dse.calibrate import Design, _config, block_verilog
 
