@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from tensorforge.commands.workload_args import add_workload_arguments, workload_from_args
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -19,13 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="HASCO's two-step matching: every legal way to run an intrinsic inside "
         "a workload, with the loops left to software.",
     )
-    parser.add_argument(
-        "--workload",
-        required=True,
-        help="workload text, e.g. 'C[k,x,y] += A[c,x+r,y+s] * B[k,c,r,s]', or a zoo name "
-        "such as resnet50:conv1 or gemm:3",
-    )
-    parser.add_argument("--sizes", default="", help="index sizes, e.g. k=64,c=64,x=56,y=56")
+    add_workload_arguments(parser, mapping=False)
     parser.add_argument(
         "--intrinsic", required=True, choices=("dot", "gemv", "gemm", "conv2d"), type=str.lower
     )
@@ -37,13 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from tensorforge.compiler.matching import tensorize_choices
     from tensorforge.compiler.tst import build_tst
-    from tensorforge.compiler.workload import parse_workload
-    from tensorforge.compiler.zoo import load_workload
 
-    if "[" in args.workload:
-        workload = parse_workload(args.workload, args.sizes, name="workload")
-    else:
-        workload = load_workload(args.workload)
+    workload = workload_from_args(args)
     choices = tensorize_choices(workload, args.intrinsic)
     if args.json:
         rows = [

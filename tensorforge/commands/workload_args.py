@@ -1,4 +1,4 @@
-"""The workload and mapping flags that `compile` and `simulate` share."""
+"""The workload and mapping flags that `choices`, `compile` and `simulate` share."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import argparse
 from tensorforge.api import MAPPERS
 
 
-def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
+def add_workload_arguments(parser: argparse.ArgumentParser, *, mapping: bool = True) -> None:
+    """``--workload`` and ``--sizes``; ``--mapping`` too unless ``mapping`` is false."""
     parser.add_argument(
         "--workload",
         required=True,
@@ -15,6 +16,8 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
         "resnet50:conv2_1b or gemm:3",
     )
     parser.add_argument("--sizes", default="", help="index sizes, e.g. i=64,j=64,k=64")
+    if not mapping:
+        return
     parser.add_argument(
         "--mapping",
         default="default",
