@@ -14,7 +14,7 @@ the instruction fetch through `AxiReadArbiter`.
 
 from __future__ import annotations
 
-from amaranth import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth import Cat, Const, Module, Mux, Shape, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
@@ -87,6 +87,17 @@ def _accept_command(m: Module, unit, insn, line, rows_left, row_addr):
 def _expand_bytes(mask) -> Cat:
     """Each mask bit widened to a byte of ones."""
     return Cat(bit.replicate(8) for bit in mask)
+
+
+class _Queue(SyncFIFO):
+    """A `SyncFIFO` of one shape: ``pushed`` views ``w_data`` and ``head`` views ``r_data``."""
+
+    def __init__(self, shape, depth: int) -> None:
+        super().__init__(width=Shape.cast(shape).width, depth=depth)
+        if isinstance(shape, data.Layout):
+            self.pushed, self.head = shape(self.w_data), shape(self.r_data)
+        else:
+            self.pushed, self.head = self.w_data, self.r_data
 
 
 class LoadUnit(wiring.Component):
@@ -282,14 +293,28 @@ class LoadUnit(wiring.Component):
 class StoreUnit(wiring.Component):
     """Executes STORE: accumulator lines -> 2D strided DRAM tile, partial beats by ``wstrb``.
 
-    Contract: one STORE at a time; ``idle`` falls in the cycle after ``cmd`` is accepted and rises
-    only when every write burst has its B response, so a later LOAD of the same bytes (ordered
-    by tokens) reads the stored data. Per row: one accumulator read (``acc_read_latency`` = 1),
-    then for each burst its AW and its W beats, one beat per cycle (``beats_per_cycle`` = 1).
-    ``error`` is sticky: a B response other than OKAY.
+    Three stages joined by queues, so rows stream instead of taking turns. The row walker reads
+    one accumulator line per cycle into a queue of ``lines_ahead`` lines (with its start lane)
+    and hands each row's aligned address and beat count to the address stage, which issues the
+    row's AW bursts (`BurstPlanner`, one per cycle) ahead of their data, up to
+    ``outstanding_bursts`` without a B response. The data stage shifts each line into its byte
+    lanes and sends the W beats of the bursts already addressed; B responses are counted as
+    they come.
+
+    Contract: one STORE at a time; ``idle`` falls in the cycle after ``cmd`` is accepted and
+    rises only when every burst has its B response, so a later LOAD of the same bytes (ordered
+    by tokens) reads the stored data. W beats go out at ``beats_per_cycle`` = 1 with no gap
+    between rows or bursts, so on a DRAM that takes a beat per cycle a STORE of ``rows`` rows
+    of ``beats`` beats each is busy at most ``fixed_cycles + rows * beats`` cycles, plus the
+    DRAM's B latency once (the fixed part: walker, line queue and AW before the first beat,
+    three cycles; the last B and ``idle`` rising after the last beat). ``error`` is sticky: a
+    B response other than OKAY.
     """
 
     beats_per_cycle = 1
+    fixed_cycles = 8
+    lines_ahead = 4
+    outstanding_bursts = 16
 
     def __init__(self, config: AcceleratorConfig) -> None:
         self.config = config
@@ -308,7 +333,6 @@ class StoreUnit(wiring.Component):
         config = self.config
         bus_bytes = config.dma.bus_bytes
         line_bytes = config.acc_line_bytes
-        beats_max = -(-line_bytes // bus_bytes) + 1
         elem_shift = _log2(config.precision.acc_bytes)
 
         insn = Signal(instruction_layout(Opcode.STORE))
@@ -318,81 +342,141 @@ class StoreUnit(wiring.Component):
         row = _RowGeometry(
             m, bus_bytes, row_addr, insn.row_len, config.acc_line_elems, elem_shift, line_bytes
         )
+
+        # Walker -> address stage: each row's span; walker -> data stage: each row's line.
+        span = data.StructLayout({"aligned": ADDR_BITS, "beats": len(row.beats)})
+        m.submodules.spans = spans = _Queue(span, self.lines_ahead)
+        lined = data.StructLayout({"data": line_bytes * 8, "offset": len(row.offset)})
+        m.submodules.lines = lines = _Queue(lined, self.lines_ahead)
+        # Address stage -> data stage: the beats of each burst whose AW has gone out.
+        burst_beats = range(config.dma.max_burst + 1)
+        m.submodules.bursts = bursts = _Queue(burst_beats, self.outstanding_bursts)
+        outstanding = Signal(range(self.outstanding_bursts + 1))  # AW sent, B not yet back
         planner = BurstPlanner(bus_bytes, config.dma.max_burst, "store")
         planner.elaborate_into(m)
 
-        # The row, shifted to its byte lanes, and which of those bytes are valid.
-        lanes = Signal(beats_max * bus_bytes * 8)
-        strobes = Signal(beats_max * bus_bytes)
-        beat = Signal(range(beats_max))
-        burst_left = Signal(range(config.dma.max_burst + 1))
-        outstanding = Signal(range(4096 // bus_bytes + beats_max + 1))
+        walking = Signal()
+        with m.If(walking):
+            self._walk_row(m, row, line, rows_left, row_addr, insn.stride << elem_shift, spans)
+        self._collect_line(m, row, lines)
+        sent = self._issue_addresses(m, planner, spans, bursts, outstanding)
+        self._send_beats(m, row, lines, bursts)
 
-        axi = self.axi
-        drive_fixed_fields(m, axi, "aw", config.dma.bus_bits)
-        m.d.comb += [
-            axi.awid.eq(0),
-            axi.awaddr.eq(planner.address),
-            axi.awlen.eq(planner.beats - 1),
-            axi.wdata.eq(lanes.word_select(beat, bus_bytes * 8)),
-            axi.wstrb.eq(strobes.word_select(beat, bus_bytes)),
-            axi.wlast.eq(burst_left == 1),
-            axi.bready.eq(1),
-        ]
-        burst_done = Signal()
-        response = axi.bvalid & axi.bready
-        m.d.sync += outstanding.eq(outstanding + burst_done - response)
-        with m.If(response & (axi.bresp != Response.OKAY)):
+        response = self.axi.bvalid & self.axi.bready
+        m.d.comb += self.axi.bready.eq(1)
+        m.d.sync += outstanding.eq(outstanding + sent - response)
+        with m.If(response & (self.axi.bresp != Response.OKAY)):
             m.d.sync += self.error.eq(1)
-
-        row_mask = _byte_mask(m, row.bytes, line_bytes, "store_row_mask")
-        line_data = self.acc_read.resp.payload.as_value()
 
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(_accept_command(m, self, insn, line, rows_left, row_addr)):
-                    m.next = "ROW_START"
-            with m.State("ROW_START"):
-                with m.If(rows_left == 0):
+                    m.next = "ROWS"
+            with m.State("ROWS"):
+                m.d.comb += walking.eq(1)
+                with m.If((rows_left == 0) | (row.bytes == 0)):
                     m.next = "DRAIN"
-                with m.Else():
-                    m.d.comb += [self.acc_read.req.valid.eq(1), self.acc_read.req.payload.eq(line)]
-                    with m.If(self.acc_read.req.ready):
-                        m.next = "RECEIVE"
-            with m.State("RECEIVE"):
-                m.d.comb += self.acc_read.resp.ready.eq(1)
-                with m.If(self.acc_read.resp.valid):
-                    m.d.sync += [
-                        lanes.eq(line_data << Cat(Const(0, 3), row.offset)),
-                        strobes.eq(row_mask << row.offset),
-                        beat.eq(0),
-                    ]
-                    planner.start(m, row.aligned, Mux(row.bytes == 0, 0, row.beats))
-                    m.next = "ADDRESS"
-            with m.State("ADDRESS"):
-                with m.If(planner.empty):
-                    m.next = "NEXT_ROW"
-                with m.Else():
-                    m.d.comb += axi.awvalid.eq(1)
-                    with m.If(axi.awready):
-                        m.d.sync += burst_left.eq(planner.beats)
-                        planner.advance(m)
-                        m.next = "DATA"
-            with m.State("DATA"):
-                m.d.comb += axi.wvalid.eq(1)
-                with m.If(axi.wready):
-                    m.d.sync += [beat.eq(beat + 1), burst_left.eq(burst_left - 1)]
-                    with m.If(burst_left == 1):
-                        m.d.comb += burst_done.eq(1)
-                        m.next = "ADDRESS"
-            with m.State("NEXT_ROW"):
-                m.d.sync += [
-                    line.eq(line + 1),
-                    rows_left.eq(rows_left - 1),
-                    row_addr.eq(row_addr + (insn.stride << elem_shift)),
-                ]
-                m.next = "ROW_START"
             with m.State("DRAIN"):
-                with m.If(outstanding == 0):
+                # Every row's span was taken and every burst answered, so every beat went out.
+                with m.If(~spans.r_rdy & planner.empty & (outstanding == 0)):
                     m.next = "IDLE"
         return m
+
+    def _walk_row(self, m, row, line, rows_left, row_addr, stride_bytes, spans) -> None:
+        """One row per cycle: request its accumulator line, queue its span for the AW stage."""
+        read = self.acc_read
+        m.d.comb += [
+            read.req.payload.eq(line),
+            read.req.valid.eq((rows_left != 0) & (row.bytes != 0) & spans.w_rdy),
+            spans.pushed.aligned.eq(row.aligned),
+            spans.pushed.beats.eq(row.beats),
+        ]
+        with m.If(read.req.valid & read.req.ready):
+            m.d.comb += spans.w_en.eq(1)
+            m.d.sync += [
+                line.eq(line + 1),
+                rows_left.eq(rows_left - 1),
+                row_addr.eq(row_addr + stride_bytes),
+            ]
+
+    def _collect_line(self, m, row, lines) -> None:
+        """Queue each line the accumulator returns with its row's start lane."""
+        read = self.acc_read
+        # The read slot holds one line at a time (it takes a request only as its line is
+        # taken), so the lane latched with the request still belongs to the line it returns.
+        start_lane = Signal.like(row.offset)
+        with m.If(read.req.valid & read.req.ready):
+            m.d.sync += start_lane.eq(row.offset)
+        m.d.comb += [
+            read.resp.ready.eq(lines.w_rdy),
+            lines.w_en.eq(read.resp.valid),
+            lines.pushed.data.eq(read.resp.payload.as_value()),
+            lines.pushed.offset.eq(start_lane),
+        ]
+
+    def _issue_addresses(self, m, planner, spans, bursts, outstanding) -> Signal:
+        """AW bursts of queued rows, one per cycle, the next row planned as one's last goes."""
+        config = self.config
+        axi = self.axi
+        drive_fixed_fields(m, axi, "aw", config.dma.bus_bits)
+        # Each term only rises without a handshake, so AWVALID never drops early (AXI A3.2.1).
+        m.d.comb += [
+            axi.awid.eq(0),
+            axi.awaddr.eq(planner.address),
+            axi.awlen.eq(planner.beats - 1),
+            axi.awvalid.eq(
+                ~planner.empty & bursts.w_rdy & (outstanding != self.outstanding_bursts)
+            ),
+            bursts.pushed.eq(planner.beats),
+        ]
+        sent = Signal()
+        m.d.comb += sent.eq(axi.awvalid & axi.awready)
+        with m.If(sent):
+            m.d.comb += bursts.w_en.eq(1)
+            planner.advance(m)
+        with m.If((planner.empty | (sent & (planner.remaining == planner.beats))) & spans.r_rdy):
+            m.d.comb += spans.r_en.eq(1)
+            planner.start(m, spans.head.aligned, spans.head.beats)
+        return sent
+
+    def _send_beats(self, m, row, lines, bursts) -> None:
+        """W beats of the current line back to back; the next line is shifted in as one ends."""
+        config = self.config
+        bus_bytes = config.dma.bus_bytes
+        line_bytes = config.acc_line_bytes
+        beats_max = -(-line_bytes // bus_bytes) + 1
+        axi = self.axi
+        head = lines.head
+        row_mask = _byte_mask(m, row.bytes, line_bytes, "store_row_mask")
+
+        # The current line, shifted to its byte lanes, which bytes are valid, where we are.
+        lanes = Signal(beats_max * bus_bytes * 8)
+        strobes = Signal(beats_max * bus_bytes)
+        active = Signal()
+        beat = Signal(range(beats_max + 1))
+        last_beat = Signal(range(beats_max))
+        burst_beat = Signal(range(config.dma.max_burst + 1))
+        m.d.comb += [
+            axi.wvalid.eq(active & bursts.r_rdy),
+            axi.wdata.eq(lanes.word_select(beat, bus_bytes * 8)),
+            axi.wstrb.eq(strobes.word_select(beat, bus_bytes)),
+            axi.wlast.eq(burst_beat == bursts.head - 1),
+        ]
+        beat_sent = axi.wvalid & axi.wready
+        with m.If(beat_sent):
+            m.d.sync += [beat.eq(beat + 1), burst_beat.eq(burst_beat + 1)]
+            with m.If(axi.wlast):
+                m.d.comb += bursts.r_en.eq(1)
+                m.d.sync += burst_beat.eq(0)
+        with m.If(~active | (beat_sent & (beat == last_beat))):
+            m.d.sync += active.eq(lines.r_rdy)
+            with m.If(lines.r_rdy):
+                m.d.comb += lines.r_en.eq(1)
+                m.d.sync += [
+                    lanes.eq(head.data << Cat(Const(0, 3), head.offset)),
+                    strobes.eq(row_mask << head.offset),
+                    beat.eq(0),
+                    last_beat.eq(
+                        ((head.offset + row.bytes + bus_bytes - 1) >> _log2(bus_bytes)) - 1
+                    ),
+                ]

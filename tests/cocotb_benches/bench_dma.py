@@ -6,8 +6,11 @@ read port for checking. Random 2D strided tiles (unaligned starts, odd lengths, 
 cut at the line, rows across 4 KiB boundaries) go DRAM -> scratchpad, DRAM -> accumulator and
 accumulator -> DRAM; lines and the whole DRAM image are compared with the reference below, and
 every burst with `plan_bursts`. Directed rows make every burst length from 1 to ``max_burst``
-occur in both directions. Configuration: ``bench_config()`` = the AcceleratorConfig dict plus
-``transfers``.
+occur in both directions. On the write side `WriteChecker` checks that each burst's W beats
+end in ``wlast`` exactly at its AW length and that a STORE reports idle only once every burst
+has its B response; B responses are held back in long runs, and a long STORE issues more
+bursts than the store unit may leave unanswered. Configuration: ``bench_config()`` = the
+AcceleratorConfig dict plus ``transfers``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from axi_bench_parts import (
 from cocotb.triggers import FallingEdge, ReadOnly
 
 from tensorforge.config import AcceleratorConfig
+from tensorforge.hw.dma import StoreUnit
 from tensorforge.isa import Buffer, Load, Store
 from tensorforge.sim.bench_support import bench_config
 
@@ -82,6 +86,37 @@ class DmaReference:
             self.dram[start : start + length] = data[:length]
 
 
+class WriteChecker:
+    """Watches W and B handshakes: beats per burst (counted to ``wlast``) and B responses."""
+
+    def __init__(self, dut) -> None:
+        self.dut = dut
+        self.burst_beats: list[int] = []  # beats of each W burst, in order
+        self.responses = 0
+        self.beats = 0
+
+    async def run(self) -> None:
+        dut = self.dut
+        while True:
+            await FallingEdge(dut.clk)
+            await ReadOnly()
+            if dut.m_axi__wvalid.value and dut.m_axi__wready.value:
+                self.beats += 1
+                if dut.m_axi__wlast.value:
+                    self.burst_beats.append(self.beats)
+                    self.beats = 0
+            if dut.m_axi__bvalid.value and dut.m_axi__bready.value:
+                self.responses += 1
+
+
+def _long_pauses(rng: np.random.Generator):
+    """Pauses in runs of up to 40 cycles, to pile up bursts waiting for their B response."""
+    while True:
+        pause = bool(rng.random() < 0.5)
+        for _ in range(int(rng.integers(1, 41))):
+            yield pause
+
+
 class DmaBench:
     def __init__(self, dut, config: AcceleratorConfig, rng: np.random.Generator) -> None:
         self.dut = dut
@@ -90,18 +125,21 @@ class DmaBench:
         self.bus_bytes = config.dma.bus_bytes
         start_clock(dut)
         self.ram = attach_ram(dut, RAM_BYTES, rng, pauses=True)
+        self.ram.write_if.b_channel.set_pause_generator(_long_pauses(rng))
         image = bytearray(rng.integers(0, 256, RAM_BYTES, dtype=np.uint8).tobytes())
         self.ram.write(0, bytes(image))
         self.reference = DmaReference(config, image)
         self.load_cmd = StreamDriver(dut, "load_cmd")
         self.store_cmd = StreamDriver(dut, "store_cmd")
         self.monitor = BurstMonitor(dut, self.bus_bytes, config.dma.max_burst)
+        self.writes = WriteChecker(dut)
         dut.spad_read__req__valid.value = 0
         dut.spad_read__resp__ready.value = 0
 
     async def start(self) -> None:
         await reset(self.dut)
         cocotb.start_soon(self.monitor.run())
+        cocotb.start_soon(self.writes.run())
 
     async def load(self, insn: Load) -> None:
         before = len(self.monitor.reads)
@@ -130,6 +168,14 @@ class DmaBench:
         )
         bursts = self.monitor.writes[before:]
         assert bursts == plan, f"{insn.describe()}: bursts {bursts}, expected {plan}"
+        issued = [n for _, n in self.monitor.writes]
+        assert self.writes.burst_beats == issued, (
+            f"{insn.describe()}: W bursts of {self.writes.burst_beats[before:]} beats (to wlast), "
+            f"AW lengths {issued[before:]}"
+        )
+        assert self.writes.responses == len(issued), (
+            f"{insn.describe()}: idle with {len(issued) - self.writes.responses} B responses due"
+        )
 
     async def read_spad(self, line: int) -> bytes:
         dut = self.dut
@@ -207,6 +253,16 @@ class DmaBench:
         tile["dram_addr"] += STORE_REGION
         return Store(**tile)
 
+    def long_store_insn(self) -> Store:
+        """More one- or two-beat rows than the store unit may leave without a B response."""
+        rows = min(self.config.acc_lines, 2 * StoreUnit.outstanding_bursts + 5)
+        elems, elem_bytes = self.reference.geometry(Buffer.ACC)
+        row_len = max(1, min(elems, self.bus_bytes // elem_bytes))
+        stride = row_len + int(self.rng.integers(0, 3))
+        elem = int(self.rng.integers(0, STORE_REGION // 2 // elem_bytes))
+        address = STORE_REGION + elem * elem_bytes
+        return Store(line=0, rows=rows, row_len=row_len, stride=stride, dram_addr=address)
+
 
 def _row_for_beats(beats: int, elems: int, elem_bytes: int, bus_bytes: int) -> tuple[int, int]:
     """A (start lane, bytes) row of exactly ``beats`` bus beats, or raise if none fits a line."""
@@ -254,6 +310,7 @@ async def dma_moves_random_tiles(dut) -> None:
         await bench.store(bench.store_insn(beats))
     for _ in range(transfers):
         await bench.store(bench.store_insn())
+    await bench.store(bench.long_store_insn())
     # A LOAD into the scratchpad and a STORE at the same time: separate channels, no interference.
     for _ in range(transfers // 2):
         load, store = bench.load_insn(Buffer.SPAD), bench.store_insn()
