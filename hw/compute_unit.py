@@ -26,7 +26,7 @@ from amaranth.lib.wiring import In, Out
 from tensorforge import isa
 from tensorforge.config import AcceleratorConfig
 from tensorforge.hw.dataflow_plan import Operand, plan_for
-from tensorforge.hw.pe_array import PEArray, array_latency
+from tensorforge.hw.pe_array import PEArray, array_latency, bank_reuse_gap
 from tensorforge.hw.ports import (
     ACC_ADDR_BITS,
     SPAD_ADDR_BITS,
@@ -40,19 +40,33 @@ from tensorforge.hw.ports import (
 #: answers up to ``OUTSTANDING - 1`` cycles after the request.
 OUTSTANDING = 4
 SEQ_BITS = 16
+#: Step counts within one instruction (outer x inner < 2**22) and their signed differences.
+STEP_BITS = 23
+
+
+#: The decoded micro-loop, latched with the instruction so that decode (subtractions, compares)
+#: never shares a clock period with the walkers' address arithmetic.
+LOOP_LAYOUT = data.StructLayout({"zero": 1, "empty": 1, "last_outer": 11, "last_inner": 11})
+
+
+def decode_loop(loop, fields) -> list:
+    """Assignments of the `LOOP_LAYOUT` view ``loop`` from the COMPUTE instruction ``fields``."""
+    return [loop.zero.eq(fields.mode == isa.ComputeMode.ZERO),
+            loop.empty.eq((fields.outer == 0) | (fields.inner == 0)),
+            loop.last_outer.eq(fields.outer - 1), loop.last_inner.eq(fields.inner - 1)]
 
 
 class _Walk:
     """One pass over the micro-loop: step counters and the addresses each step names."""
 
-    def __init__(self, m: Module, name: str, instr, operands: dict[str, tuple], bits: int):
+    def __init__(self, m: Module, name: str, loop, operands: dict[str, tuple], bits: int):
         self.advance = Signal(name=f"{name}_advance")
         self.done = Signal(name=f"{name}_done", init=1)
         self.start = Signal(name=f"{name}_start")
         outer_index = Signal(11, name=f"{name}_o")
         inner_index = Signal(11, name=f"{name}_i")
-        last_inner = inner_index == instr.inner - 1
-        self.last_step = last_inner & (outer_index == instr.outer - 1)
+        last_inner = inner_index == loop.last_inner
+        self.last_step = last_inner & (outer_index == loop.last_outer)
         self.first_step = (outer_index == 0) & (inner_index == 0)
         self.addr, self.next_addr = {}, {}
         for operand, (base, outer, inner) in operands.items():
@@ -69,7 +83,7 @@ class _Walk:
             self.addr[operand], self.next_addr[operand] = addr, following
         with m.If(self.start):
             m.d.sync += [outer_index.eq(0), inner_index.eq(0),
-                         self.done.eq((instr.outer == 0) | (instr.inner == 0))]
+                         self.done.eq(loop.empty)]
         with m.Elif(self.advance):
             m.d.sync += inner_index.eq(Mux(last_inner, 0, inner_index + 1))
             with m.If(last_inner):
@@ -142,9 +156,11 @@ class ComputeUnit(wiring.Component):
         m.d.comb += [self.cmd.ready.eq(~running), start.eq(self.cmd.valid & ~running),
                      self.idle.eq(~running), self.busy.eq(running)]
         m.d.sync += kick.eq(start)
+        self.loop = loop = Signal(LOOP_LAYOUT)
         with m.If(start):
-            m.d.sync += [instr.eq(self.cmd.payload), running.eq(1)]
-        zero_mode = instr.mode == isa.ComputeMode.ZERO
+            m.d.sync += [instr.eq(self.cmd.payload), running.eq(1),
+                         *decode_loop(loop, self.cmd.payload)]
+        zero_mode = loop.zero
         self.kick_mac = kick & ~zero_mode
 
         stationary_done = self._stationary_walker(m)
@@ -165,20 +181,28 @@ class ComputeUnit(wiring.Component):
         return instr.b_base, instr.b_outer, instr.b_inner
 
     def _stationary_walker(self, m: Module):
-        """Reads each step's stationary block into a bank, unless a bank already holds it."""
+        """Reads each step's stationary block into a bank, unless a bank already holds it.
+
+        Banks are taken round robin. A block's lines are requested at once, but each line is
+        written into its bank only after every step queued on that bank before has taken its
+        last beat (``after`` against ``finished_steps``), and `bank_reuse_gap` later: two banks
+        then keep one beat per cycle even when the block changes every step. The next block is
+        chosen in the cycle the current one's last line is requested, so loads go back to back.
+        """
         plan, banks, array, freeze = self.plan, self.banks, self.array, self.freeze
         port = {Operand.A: self.a_read, Operand.B: self.b_read}[plan.stationary]
-        walk = _Walk(m, "load", self.instr, {"s": self._operand_fields(plan.stationary)},
+        walk = _Walk(m, "load", self.loop, {"s": self._operand_fields(plan.stationary)},
                      SPAD_ADDR_BITS)
-        address = walk.addr["s"]
         tags = [Signal(SPAD_ADDR_BITS, name=f"tag_{b}") for b in range(banks)]
         tag_valid = [Signal(name=f"tag_valid_{b}") for b in range(banks)]
         ready_seq = [Signal(SEQ_BITS, name=f"ready_seq_{b}") for b in range(banks)]
-        self.users = [Signal(range(64), name=f"users_{b}") for b in range(banks)]
-        self.cooling = [Signal(range(array.latency + 3), name=f"cooling_{b}")
+        self.cooling_cycles = max(0, bank_reuse_gap(self.config) - 1)
+        self.cooling = [Signal(range(self.cooling_cycles + 1), name=f"cooling_{b}")
                         for b in range(banks)]
-        self.user_add = user_add = Signal(banks)
-        self.user_sub = Signal(banks)
+        enqueued_steps = Signal(STEP_BITS)  # steps handed to the stream walker, this instruction
+        self.finished_steps = Signal(STEP_BITS)  # ... whose last beat entered the array
+        last_use = [Signal(STEP_BITS, name=f"last_use_{b}") for b in range(banks)]
+        load_after = Signal(STEP_BITS)  # steps that must finish before this block is written
         victim = Signal(range(banks))
         issued_seq = Signal(SEQ_BITS)  # stationary lines requested so far
         self.loaded_seq = loaded_seq = Signal(SEQ_BITS)  # ... and written into the PE stores
@@ -188,7 +212,7 @@ class ComputeUnit(wiring.Component):
         entry = data.StructLayout({"bank": range(banks), "ready": SEQ_BITS})
         self.steps = steps = SyncFIFO(width=entry.size, depth=4)
         meta_layout = data.StructLayout({"bank": range(banks), "index": range(max(
-            plan.stationary_lines, 2))})
+            plan.stationary_lines, 2)), "after": STEP_BITS})
         meta = SyncFIFO(width=meta_layout.size, depth=OUTSTANDING)
         m.submodules.steps, m.submodules.load_meta = steps, meta
         self.step_entry = entry
@@ -197,59 +221,83 @@ class ComputeUnit(wiring.Component):
         m.d.comb += [steps.w_data.eq(step_in), meta.w_data.eq(meta_in),
                      walk.start.eq(self.kick_mac)]
 
+        # this cycle's line request, and whether it is the block's last
+        last_line = line == plan.stationary_lines - 1
+        requested, finishing = Signal(), Signal()
+        with m.If(loading):
+            m.d.comb += [port.req.valid.eq(meta.w_rdy & (~last_line | steps.w_rdy)),
+                         port.req.payload.eq(walk.addr["s"] + line),
+                         meta_in.bank.eq(bank), meta_in.index.eq(line),
+                         meta_in.after.eq(load_after),
+                         requested.eq(port.req.valid & port.req.ready),
+                         meta.w_en.eq(requested), finishing.eq(requested & last_line)]
+        with m.If(requested):
+            m.d.sync += [issued_seq.eq(issued_seq + 1), line.eq(line + 1)]
+        with m.If(finishing):
+            m.d.sync += [loading.eq(0), line.eq(0)]
+            m.d.comb += [steps.w_en.eq(1), walk.advance.eq(1), step_in.bank.eq(bank),
+                         step_in.ready.eq(issued_seq + 1)]
+
+        # the step to decide on: the current one when idle, the next one while finishing
+        candidate = Signal(SPAD_ADDR_BITS)
+        deciding = Signal()
+        m.d.comb += [
+            candidate.eq(Mux(loading, walk.next_addr["s"], walk.addr["s"])),
+            deciding.eq(Mux(loading, finishing & ~walk.last_step, ~walk.done) & ~self.kick_mac),
+        ]
         hit, hit_bank = Signal(), Signal(range(banks))
         for b in range(banks):
-            with m.If(tag_valid[b] & (tags[b] == address)):
+            with m.If(tag_valid[b] & (tags[b] == candidate)):
                 m.d.comb += [hit.eq(1), hit_bank.eq(b)]
-        victim_free = Signal()
-        for b in range(banks):
-            with m.If(victim == b):
-                m.d.comb += victim_free.eq((self.users[b] == 0) & (self.cooling[b] == 0))
 
         with m.If(self.kick_mac):
             m.d.sync += [valid.eq(0) for valid in tag_valid]
-        with m.Elif(~walk.done & ~loading & steps.w_rdy):
-            with m.If(hit):  # the block is (or is being) loaded: reuse it
-                m.d.comb += [steps.w_en.eq(1), walk.advance.eq(1), step_in.bank.eq(hit_bank),
-                             user_add.bit_select(hit_bank, 1).eq(1)]
-                m.d.comb += step_in.ready.eq(Mux(hit_bank == 0, ready_seq[0], 0))
-                for b in range(1, banks):
-                    with m.If(hit_bank == b):
-                        m.d.comb += step_in.ready.eq(ready_seq[b])
-            with m.Elif(victim_free):
-                m.d.sync += [loading.eq(1), line.eq(0), bank.eq(victim),
-                             victim.eq(Mux(victim == banks - 1, 0, victim + 1))]
-                for b in range(banks):
-                    with m.If(victim == b):
-                        m.d.sync += [tags[b].eq(address), tag_valid[b].eq(1),
-                                     ready_seq[b].eq(issued_seq + plan.stationary_lines)]
-        with m.If(loading):
-            m.d.comb += [port.req.valid.eq(meta.w_rdy), port.req.payload.eq(address + line),
-                         meta_in.bank.eq(bank), meta_in.index.eq(line),
-                         meta.w_en.eq(port.req.valid & port.req.ready)]
-            with m.If(port.req.valid & port.req.ready):
-                m.d.sync += [issued_seq.eq(issued_seq + 1), line.eq(line + 1)]
-                with m.If(line == plan.stationary_lines - 1):
-                    m.d.sync += loading.eq(0)
-                    m.d.comb += [steps.w_en.eq(1), walk.advance.eq(1), step_in.bank.eq(bank),
-                                 step_in.ready.eq(issued_seq + 1),
-                                 user_add.bit_select(bank, 1).eq(1)]
-        take = port.resp.valid & meta.r_rdy & ~freeze  # straight into the PE stores
+        with m.Elif(deciding & ~loading & hit & steps.w_rdy):  # held (or being loaded): reuse
+            m.d.comb += [steps.w_en.eq(1), walk.advance.eq(1), step_in.bank.eq(hit_bank)]
+            m.d.comb += step_in.ready.eq(Mux(hit_bank == 0, ready_seq[0], 0))
+            for b in range(1, banks):
+                with m.If(hit_bank == b):
+                    m.d.comb += step_in.ready.eq(ready_seq[b])
+        with m.Elif(deciding & ~hit):  # load it into the next bank, once that bank is free
+            m.d.sync += [loading.eq(1), line.eq(0), bank.eq(victim),
+                         victim.eq(Mux(victim == banks - 1, 0, victim + 1))]
+            for b in range(banks):
+                with m.If(victim == b):
+                    m.d.sync += [tags[b].eq(candidate), tag_valid[b].eq(1),
+                                 load_after.eq(last_use[b]),
+                                 ready_seq[b].eq(issued_seq + requested
+                                                 + plan.stationary_lines)]
+        # steps enqueued so far, and the last of them each bank serves
+        with m.If(self.kick_mac):
+            m.d.sync += [enqueued_steps.eq(0), *[use.eq(0) for use in last_use]]
+        with m.Elif(steps.w_en):
+            m.d.sync += enqueued_steps.eq(enqueued_steps + 1)
+            for b in range(banks):
+                with m.If(step_in.bank == b):
+                    m.d.sync += last_use[b].eq(enqueued_steps + 1)
+
+        # a line is written into its bank only once the bank's earlier steps are through
+        unfinished = Signal(STEP_BITS)
+        m.d.comb += unfinished.eq(meta_out.after - self.finished_steps)
+        cool = Signal()
+        for b in range(banks):
+            with m.If(meta_out.bank == b):
+                m.d.comb += cool.eq(self.cooling[b] == 0)
+        released = (unfinished[-1] | (unfinished == 0)) & cool
+        take = port.resp.valid & meta.r_rdy & released & ~freeze  # straight into the PE stores
         m.d.comb += [array.load.valid.eq(take), array.load.payload.bank.eq(meta_out.bank),
                      array.load.payload.index.eq(meta_out.index),
                      array.load.payload.line.eq(port.resp.payload),
-                     port.resp.ready.eq(meta.r_rdy & ~freeze), meta.r_en.eq(take)]
+                     port.resp.ready.eq(take), meta.r_en.eq(take)]
         with m.If(take):
             m.d.sync += loaded_seq.eq(loaded_seq + 1)
-        for b in range(banks):
-            m.d.sync += self.users[b].eq(self.users[b] + user_add[b] - self.user_sub[b])
         return walk.done & ~loading
 
     def _stream_walker(self, m: Module):
         """Reads the streamed lines and feeds them to the array as beats, one per cycle."""
         plan, banks, array, freeze = self.plan, self.banks, self.array, self.freeze
         port = {Operand.A: self.a_read, Operand.B: self.b_read}[plan.streamed]
-        walk = _Walk(m, "stream", self.instr,
+        walk = _Walk(m, "stream", self.loop,
                      {"t": self._operand_fields(plan.streamed),
                       "c": (self.instr.acc_base, self.instr.acc_outer, self.instr.acc_inner)},
                      SPAD_ADDR_BITS)
@@ -306,10 +354,13 @@ class ComputeUnit(wiring.Component):
             array.beat.payload.columns.eq(meta_out.columns),
             array.beat.payload.line.eq(port.resp.payload),
         ]
+        with m.If(self.kick_mac):
+            m.d.sync += self.finished_steps.eq(0)
+        with m.Elif(take & meta_out.step_end):
+            m.d.sync += self.finished_steps.eq(self.finished_steps + 1)
         for b in range(banks):
             with m.If(take & (meta_out.bank == b)):
-                m.d.sync += self.cooling[b].eq(array.latency + 2)
-                m.d.comb += self.user_sub[b].eq(meta_out.step_end)
+                m.d.sync += self.cooling[b].eq(self.cooling_cycles)
             with m.Elif(~freeze & (self.cooling[b] != 0)):
                 m.d.sync += self.cooling[b].eq(self.cooling[b] - 1)
         return walk.done & ~meta.r_rdy
@@ -321,7 +372,7 @@ class ComputeUnit(wiring.Component):
         """
         plan, array, freeze = self.plan, self.array, self.freeze
         config = self.config
-        walk = _Walk(m, "acc", self.instr,
+        walk = _Walk(m, "acc", self.loop,
                      {"c": (self.instr.acc_base, self.instr.acc_outer, self.instr.acc_inner)},
                      ACC_ADDR_BITS)
         m.d.comb += walk.start.eq(kick)

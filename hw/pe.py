@@ -3,6 +3,10 @@
 The local store is HASCO's distributeCache: ``banks`` copies of ``slots`` operands, so the
 compute unit can fill one bank with the next stationary block while beats compute on another
 (Gemmini's double-buffered weights), and keep more blocks resident when ``local_bytes`` allows.
+
+The PE is a three-stage pipeline so that no clock period holds more than one of the slow parts:
+the store read (a ``banks x slots`` mux) and the operand land in registers, the multiplier's
+product lands in a register, the accumulate adder updates ``acc``.
 """
 
 from __future__ import annotations
@@ -14,17 +18,20 @@ from amaranth.lib.wiring import In, Out
 
 from tensorforge.hw.mac import MultiplyAccumulate
 
+#: The operand register stage in front of the MAC (store read and streamed operand).
+OPERAND_STAGES = 1
+
 
 class ProcessingElement(wiring.Component):
     """One PE: ``acc`` accumulates ``operand * store[bank][slot]`` on each enabled beat.
 
     Contract: a write on ``load_*`` lands in the store at the next clock edge. A beat presented
-    with ``enable`` updates ``acc`` one cycle later (``first`` restarts the sum from this
-    product). ``done`` rises ``latency`` cycles after a beat with ``last``, in the cycle ``acc``
-    holds the group's sum; one beat per cycle.
+    with ``enable`` reads the store in that cycle and updates ``acc`` ``latency`` (3) cycles
+    later (``first`` restarts the sum from this product). ``done`` rises in the cycle ``acc``
+    holds the sum of a group whose last beat had ``last``; one beat per cycle.
     """
 
-    latency = MultiplyAccumulate.latency
+    latency = OPERAND_STAGES + MultiplyAccumulate.latency_of(product_register=True)
 
     def __init__(self, in_bits: int, acc_bits: int, slots: int, banks: int) -> None:
         self.in_bits, self.acc_bits = in_bits, acc_bits
@@ -48,7 +55,8 @@ class ProcessingElement(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        m.submodules.mac = mac = MultiplyAccumulate(self.in_bits, self.acc_bits)
+        mac = MultiplyAccumulate(self.in_bits, self.acc_bits, product_register=True)
+        m.submodules.mac = mac
         store = Array(
             Array(Signal(signed(self.in_bits), name=f"store_b{b}_s{s}") for s in range(self.slots))
             for b in range(self.banks)
@@ -57,12 +65,27 @@ class ProcessingElement(wiring.Component):
             for slot in range(self.slots):
                 with m.If(self.load_valid & (self.load_bank == bank) & self.load_mask[slot]):
                     m.d.sync += store[bank][slot].eq(self.load_data[slot])
+        # operand stage: the store read and the streamed operand, registered
+        stationary_q = Signal(signed(self.in_bits))
+        operand_q = Signal(signed(self.in_bits))
+        enable_q, first_q = Signal(), Signal()
+        m.d.sync += [
+            stationary_q.eq(store[self.bank][self.slot]),
+            operand_q.eq(self.operand),
+            enable_q.eq(self.enable),
+            first_q.eq(self.enable & self.first),  # never clear without a product
+        ]
         m.d.comb += [
-            mac.a.eq(self.operand),
-            mac.b.eq(store[self.bank][self.slot]),
-            mac.valid.eq(self.enable),
-            mac.clear.eq(self.enable & self.first),  # never clear without a product
+            mac.a.eq(operand_q),
+            mac.b.eq(stationary_q),
+            mac.valid.eq(enable_q),
+            mac.clear.eq(first_q),
             self.acc.eq(mac.acc),
         ]
-        m.d.sync += self.done.eq(self.last)
+        last = self.last
+        for stage in range(self.latency):
+            last_q = Signal(name=f"last_d{stage}")
+            m.d.sync += last_q.eq(last)
+            last = last_q
+        m.d.comb += self.done.eq(last)
         return m

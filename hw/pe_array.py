@@ -45,6 +45,53 @@ def beat_layout(config: AcceleratorConfig, plan: ArrayPlan, banks: int) -> data.
     )
 
 
+def control_delay(config: AcceleratorConfig, row: int, col: int) -> int:
+    """Cycles from a beat entering ``beat`` to PE (row, col) reading its store for it: the input
+    register, then the crossbar stage (``full``) or ``row + col`` hops (``systolic``)."""
+    match config.array.interconnect:
+        case Interconnect.SYSTOLIC:
+            return 1 + row + col
+        case Interconnect.FULL:
+            return 2
+        case _:
+            return 1
+
+
+def load_skew(config: AcceleratorConfig, plan: ArrayPlan) -> tuple[int, ...]:
+    """Cycles each PE column's stationary writes are delayed, per column.
+
+    On a systolic array the last beat that reads a bank reaches column c ``c`` cycles after
+    column 0; delaying column c's writes by as much lets the next block into that bank follow
+    the last beat at once (the switch travels with the data, as Gemmini's preload does). Only
+    where each column takes one element of a stationary line (the ``ws`` plans), so the delay
+    lines stay one element wide; elsewhere the writes are not delayed.
+    """
+    one_element = all(len(_column_elements(plan, c)) <= 1 for c in range(plan.cols))
+    if config.array.interconnect is not Interconnect.SYSTOLIC or not one_element:
+        return (0,) * plan.cols
+    return tuple(range(plan.cols))
+
+
+def _column_elements(plan: ArrayPlan, col: int) -> list[int]:
+    """The stationary-line elements written into the PEs of column ``col``."""
+    return sorted({elem for line in range(plan.stationary_lines)
+                   for _, c, _, elem in plan.loads_of_line(line) if c == col})
+
+
+def bank_reuse_gap(config: AcceleratorConfig) -> int:
+    """Least cycles from taking the last beat that reads a bank to taking the first stationary
+    line that overwrites it, when lines are taken in order at most one per cycle.
+
+    Line ``k`` taken at cycle ``t + k`` lands in PE (r, c) at the end of cycle
+    ``t + k + skew(c)``; the beat taken at cycle ``b`` reads it in cycle ``b + delay(r, c)``.
+    """
+    plan = plan_for(config)
+    skew = load_skew(config, plan)
+    return max(0, max(control_delay(config, r, c) - skew[c] - line
+                      for line in range(plan.stationary_lines)
+                      for r, c, _, _ in plan.loads_of_line(line)))
+
+
 def array_latency(config: AcceleratorConfig) -> int:
     """Cycles from a group's last beat entering ``beat`` to ``out`` showing its first line.
 
@@ -79,7 +126,9 @@ class PEArray(wiring.Component):
     """R x C PEs with the interconnect and dataflow of ``config``.
 
     Contract: one ``load`` (a stationary line into a bank of the PE stores) and one ``beat``
-    per cycle. A load is usable by beats that enter after it. The first output line of a group
+    per cycle. A load is usable by beats that enter after it; it may overwrite a bank
+    `bank_reuse_gap` cycles after the last beat that reads the bank. The first output line of a
+    group
     appears ``latency`` cycles after the group's last beat entered (`array_latency`); ROWS
     groups emit R lines on consecutive cycles. Groups must be at least ``rows`` beats apart for
     ROWS drains (every plan guarantees it). Throughput: one beat per cycle.
@@ -234,6 +283,7 @@ class PEArray(wiring.Component):
         operands = self._operands(m, beat.line)
 
         grid, acc, done = {}, {}, {}
+        column_loads = self._column_loads(m)
         for r in range(rows):
             for c in range(cols):
                 pe = ProcessingElement(in_bits, acc_bits, plan.slots, self.banks)
@@ -247,7 +297,7 @@ class PEArray(wiring.Component):
                     pe.bank.eq(control.bank),
                     pe.operand.eq(operands[r, c]),
                 ]
-                self._wire_loads(m, pe, r, c)
+                self._wire_loads(m, pe, r, c, column_loads[c])
                 acc[r, c], done[r, c] = pe.acc, pe.done
 
         outputs, valid = self._drain(m, acc, done)
@@ -255,18 +305,30 @@ class PEArray(wiring.Component):
         m.d.comb += [self.out.payload[i].eq(value) for i, value in enumerate(outputs)]
         return m
 
-    def _wire_loads(self, m: Module, pe: ProcessingElement, row: int, col: int) -> None:
+    def _column_loads(self, m: Module) -> list[tuple]:
+        """``(valid, bank, index, elements)`` of the load as each column sees it (`load_skew`)."""
+        load, columns = self.load.payload, []
+        for col, skew in enumerate(load_skew(self.config, self.plan)):
+            elements = {e: delayed(m, load.line[e], skew, f"load_{col}_e{e}")
+                        for e in _column_elements(self.plan, col)}
+            columns.append((delayed(m, self.load.valid, skew, f"load_{col}_valid"),
+                            delayed(m, load.bank, skew, f"load_{col}_bank"),
+                            delayed(m, load.index, skew, f"load_{col}_index"), elements))
+        return columns
+
+    def _wire_loads(self, m: Module, pe: ProcessingElement, row: int, col: int,
+                    column_load: tuple) -> None:
         """Multicast each stationary line's elements into the stores of the PEs that keep them."""
-        load = self.load.payload
+        valid, bank, index_of_line, elements = column_load
         for index in range(self.plan.stationary_lines):
             writes = [(slot, elem) for r, c, slot, elem in self.plan.loads_of_line(index)
                       if (r, c) == (row, col)]
             if not writes:
                 continue
-            with m.If(self.load.valid & (load.index == index)):
-                m.d.comb += [pe.load_valid.eq(1), pe.load_bank.eq(load.bank)]
+            with m.If(valid & (index_of_line == index)):
+                m.d.comb += [pe.load_valid.eq(1), pe.load_bank.eq(bank)]
                 for slot, elem in writes:
-                    m.d.comb += [pe.load_mask[slot].eq(1), pe.load_data[slot].eq(load.line[elem])]
+                    m.d.comb += [pe.load_mask[slot].eq(1), pe.load_data[slot].eq(elements[elem])]
 
 
 def flat_or(values: list) -> object:

@@ -26,7 +26,7 @@ from tensorforge.config import (
     ScratchpadConfig,
 )
 from tensorforge.hw.compute_unit import ComputeUnit, step_latency
-from tensorforge.hw.dataflow_plan import design_grid
+from tensorforge.hw.dataflow_plan import design_grid, local_banks, plan_for
 from tensorforge.intrinsics import Intrinsic
 from tensorforge.isa import Compute, ComputeMode
 
@@ -204,6 +204,57 @@ def test_gemm_ws_systolic_keeps_one_beat_per_cycle():
     assert (got == expected).all()
     beats = 8 * 8 * 4
     assert cycles[0] <= beats + step_latency(config), cycles
+
+
+@pytest.mark.amaranth_sim
+def test_gemm_ws_systolic_two_banks_keep_one_beat_per_cycle_when_weights_change_every_step():
+    """The weight block changes with every step (k inner): with only two banks, the next block
+    is written behind the last beat that reads the bank, so the beats still go one per cycle."""
+    config = make_config(
+        Intrinsic.GEMM, Dataflow.WEIGHT_STATIONARY, Interconnect.SYSTOLIC, 4, 4, local_bytes=0
+    )
+    rng = np.random.default_rng(12)
+    spad, acc = golden.random_memories(config, rng, SPAD_LINES * 2, ACC_LINES)
+    program = [
+        Compute(outer=4, inner=8, a_base=0, a_outer=4, a_inner=16, b_base=64, b_outer=0,
+                b_inner=4, acc_base=0, acc_outer=4, acc_inner=0)
+    ]
+    expected = acc.copy()
+    golden.execute(config, program[0], spad, expected)
+    got, cycles = run_program(config, program, spad, acc, seed=12)
+    assert (got == expected).all()
+    assert cycles[0] <= 4 * 8 * 4 + step_latency(config), cycles
+
+
+@pytest.mark.amaranth_sim
+@pytest.mark.parametrize(
+    "intrinsic,dataflow,interconnect,rows,cols", list(grid([(2, 3)])), ids=str
+)
+@pytest.mark.parametrize("stall", [0.0, 0.3])
+def test_two_banks_with_blocks_changing_every_step_match_golden(
+    intrinsic, dataflow, interconnect, rows, cols, stall
+):
+    """Every step names new A and B blocks, on the fewest PE store banks (two)."""
+    taps = 3 if intrinsic is Intrinsic.CONV2D and dataflow is Dataflow.WEIGHT_STATIONARY else 0
+    config = make_config(intrinsic, dataflow, interconnect, rows, cols, local_bytes=taps)
+    assert local_banks(config, plan_for(config)) == 2
+    blocks = config.blocks
+    a_lines, b_lines, c_lines = (blocks[name].lines for name in "ABC")
+    program = [
+        Compute(outer=2, inner=3, a_base=1, a_outer=3 * a_lines, a_inner=a_lines, b_base=2,
+                b_outer=3 * b_lines, b_inner=b_lines, acc_base=0, acc_outer=c_lines,
+                acc_inner=0),
+        Compute(outer=3, inner=2, a_base=0, a_outer=0, a_inner=a_lines, b_base=5,
+                b_outer=2 * b_lines, b_inner=b_lines, acc_base=c_lines, acc_outer=0,
+                acc_inner=c_lines),
+    ]
+    rng = np.random.default_rng(rows * 10 + cols)
+    spad, acc = golden.random_memories(config, rng, SPAD_LINES, ACC_LINES)
+    expected = acc.copy()
+    for instruction in program:
+        golden.execute(config, instruction, spad, expected)
+    got, _ = run_program(config, program, spad, acc, seed=3, stall=stall)
+    assert (got == expected).all()
 
 
 @pytest.mark.parametrize(
