@@ -305,14 +305,16 @@ class StoreUnit(wiring.Component):
     rises only when every burst has its B response, so a later LOAD of the same bytes (ordered
     by tokens) reads the stored data. W beats go out at ``beats_per_cycle`` = 1 with no gap
     between rows or bursts, so on a DRAM that takes a beat per cycle a STORE of ``rows`` rows
-    of ``beats`` beats each is busy at most ``fixed_cycles + rows * beats`` cycles, plus the
-    DRAM's B latency once (the fixed part: walker, line queue and AW before the first beat,
-    three cycles; the last B and ``idle`` rising after the last beat). ``error`` is sticky: a
-    B response other than OKAY.
+    of ``beats`` beats each is busy for at most ``fixed_cycles + rows * beats`` cycles: three
+    cycles before the first beat (line read, line and span queued, line shifted in and AW
+    sent), the DRAM's B turnaround after the last beat (two cycles on cocotbext-axi's slave)
+    and one for ``idle`` to rise. A DRAM's B latency is paid once while it keeps up to
+    ``outstanding_bursts`` responses pending (a DRAM that answers one burst at a time makes it
+    once per burst). ``error`` is sticky: a B response other than OKAY.
     """
 
     beats_per_cycle = 1
-    fixed_cycles = 8
+    fixed_cycles = 6
     lines_ahead = 4
     outstanding_bursts = 16
 

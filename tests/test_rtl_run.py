@@ -108,6 +108,51 @@ def test_load_busy_follows_rows_beats_and_dram_latency():
 
 
 @pytest.mark.rtl
+def test_store_busy_follows_beats_not_rows():
+    from tensorforge.hw.dma import StoreUnit
+    from tensorforge.sim.rtl_run import RawProgram, run_instructions_on_rtl
+
+    # An isolated STORE streams (`StoreUnit`): lines are read ahead, AW bursts go out ahead of
+    # their W beats and B responses are awaited once, at the end. On an ideal DRAM it is busy
+    # for `StoreUnit.fixed_cycles` plus one cycle per W beat; rows cost nothing of their own.
+    # A DRAM's B latency is paid at least once and at most once per burst, plus the cycle
+    # its pause generator acts late (cocotbext-axi's slave queues only two B responses, then
+    # stops taking W beats). A slower DRAM cannot take beats faster than its bandwidth.
+    dram = bytes([0xA5]) * 512
+    shapes = [(1, 4, 0), (12, 4, 0), (9, 2, 0), (6, 4, 4), (3, 3, 12)]  # rows, row_len, start
+    timings = [DramTiming(), DramTiming(latency=7), DramTiming(bandwidth=4)]  # 4 B = 1/2 beat
+    cases = [(shape, timing) for shape in shapes for timing in timings]
+    stride = 8  # elements: rows 32 B apart, each row its own bursts
+    programs = [
+        RawProgram((Store(rows=rows, row_len=row_len, stride=stride, dram_addr=64 + start),
+                    Finish()), dram, writable=((64, 512),), timing=timing)
+        for (rows, row_len, start), timing in cases
+    ]
+    runs = run_instructions_on_rtl(CONFIG, programs)
+    bus = CONFIG.dma.bus_bytes
+    for ((rows, row_len, start), timing), (counters, after) in zip(cases, runs, strict=True):
+        row_bytes = row_len * CONFIG.precision.acc_bytes
+        beats = rows * -(-(start % bus + row_bytes) // bus)  # a row of 16 B: one burst each
+        busy = counters["store_busy"]
+        what = (rows, row_len, start, timing, counters)
+        if timing.ideal:
+            assert beats < busy <= StoreUnit.fixed_cycles + beats, what
+        elif timing.latency:
+            latency_paid = busy - beats
+            assert timing.latency < latency_paid <= (
+                StoreUnit.fixed_cycles + (timing.latency + 1) * rows), what
+        else:
+            assert busy >= beats / timing.beats_per_cycle(bus), what
+        assert counters["bytes_written"] == beats * bus
+        # The accumulator was never written: every row's bytes are zero now, the rest intact.
+        expected = bytearray(dram)
+        for row in range(rows):
+            first = 64 + start + row * stride * CONFIG.precision.acc_bytes
+            expected[first : first + row_bytes] = bytes(row_bytes)
+        assert after == bytes(expected), what
+
+
+@pytest.mark.rtl
 def test_slow_dram_costs_cycles_not_correctness(tmp_path):
     from tensorforge.sim.rtl_run import RtlCase, RunOptions, run_programs_on_rtl
 
