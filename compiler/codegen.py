@@ -15,7 +15,13 @@ Dependency flags follow VTA: a unit waits (pop) for the other unit's task that l
 the buffer half it is about to use, and that task sends (push) exactly one token for it.
 Because every unit runs its queue in order, waiting for the newest such task suffices, and
 the k-th pop of a queue always matches its k-th push. So the next tile's LOADs overlap the
-current COMPUTEs, and the previous tile's STORE overlaps them too.
+current COMPUTEs, and the previous tile's STORE overlaps them too. The first tile step is cut
+into chunks along a reduction index (1, 1, 2, 4, ... blocks) and the last along an output
+index (..., 4, 2, 1, 1), each chunk with its own tokens, so that the program's first COMPUTE
+waits only for the first chunk's LOADs and its last STORE only for the last chunk.
+
+COMPUTE micro-loops keep the stationary operand's block in the PEs for a whole inner run
+(`micro_loop`).
 
 DRAM layout (`tensorforge.compiler.layout`): operands first (A, B at ``base`` 0 upwards,
 each dense and padded with its line index innermost, or gathered when it cannot be), then the
@@ -36,11 +42,12 @@ from tensorforge.compiler.layout import (
 from tensorforge.compiler.lowering import Lowering
 from tensorforge.compiler.mapping import Mapping
 from tensorforge.compiler.program import Program
-from tensorforge.compiler.tiling import OperandTile, Tiling, build_tiling
+from tensorforge.compiler.tiling import ROLES, OperandTile, Tiling, build_tiling
 from tensorforge.compiler.tokens import COMPUTE, LOAD, STORE, Emitter
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import MappingError
+from tensorforge.hw.dataflow_plan import plan_for
 from tensorforge.isa import (
     FORMATS,
     Buffer,
@@ -129,6 +136,7 @@ class _Walker:
             _check_sliding_axes(tiling.operand(role), self.addressing[role][1])
         self.plans = {r: _run_plan(tiling.operand(r), *self.addressing[r]) for r in layouts}
         self.mac_plans: dict[tuple[int, ...], list] = {}  # by blocks per index of a step
+        self.stationary = plan_for(config).stationary.value  # the operand the PEs hold
 
     def run(self, order: tuple[str, ...]) -> None:
         counts = [range(self.tiling.count(n)) for n in order]
@@ -138,19 +146,84 @@ class _Walker:
         for position, step in enumerate(steps):
             origin = {n: step[n] * self.tiles[n] for n in order}
             valid = {n: min(self.tiles[n], self.sizes[n] - origin[n]) for n in order}
+            loads = []
             for role in ("A", "B", "C"):
                 key = tuple(step[n] for n in self.uses[role])
                 if key != current[role]:
                     current[role] = key
                     slot[role] = (slot[role] + 1) % len(self.bases[role])
                     if role != "C":
-                        self._load(role, slot[role], origin, valid)
+                        loads.append(role)
             new_c = position == 0 or self._key(steps[position - 1]) != current["C"]
-            self._compute(slot, origin, valid, zero_first=new_c)
             last_c = (position == len(steps) - 1
                       or self._key(steps[position + 1]) != current["C"])
-            if last_c:
-                self._store(slot["C"], origin, valid)
+            split = None
+            if len(steps) > 1 and position in (0, len(steps) - 1):
+                split = self._split_index(loads, valid, first=position == 0)
+            if split is None:
+                self._step(loads, slot, origin, valid, new_c, last_c)
+            else:
+                self._split_step(split, loads, slot, origin, valid, new_c, last_c,
+                                 first=position == 0)
+
+    def _step(self, loads, slot, origin, valid, new_c, last_c) -> None:
+        for role in loads:
+            self._load(role, slot[role], origin, valid)
+        self._compute(slot, origin, valid, zero_first=new_c)
+        if last_c:
+            self._store(slot["C"], origin, valid)
+
+    # ------------------------------------------------------------------ split steps
+
+    def _split_index(self, loads: list[str], valid: dict, first: bool) -> str | None:
+        """The index to cut the first (or last) tile step along, or None.
+
+        The first step's COMPUTEs can start only once its LOADs are in, the last step's
+        STORE only once its COMPUTEs are done: with nothing to overlap them, they add up.
+        Cut into chunks along a reduction index that the loaded operands use (first step)
+        or an output index (last step), each chunk waits only for its own part, so loading,
+        computing and storing overlap even there.
+        """
+        c_uses = set(self.uses["C"])
+        candidates = []
+        for n in self.sizes:
+            blocks = -(-valid[n] // self.block[n])
+            if blocks < 2 or (n in c_uses) == first or not self._chunkable(n):
+                continue
+            if first and not all(n in self.uses[r] for r in loads):
+                continue
+            candidates.append((blocks, n))
+        return max(candidates)[1] if candidates else None
+
+    def _chunkable(self, n: str) -> bool:
+        """A chunk of ``n`` sits at a fixed line offset in each tile (not a sliding axis)."""
+        return all(len(dim.entries) == 1 for role in ROLES for dim in self.tiling.operand(role).dims
+                   if n in dim.indices)
+
+    def _split_step(self, n, loads, slot, origin, valid, new_c, last_c, first) -> None:
+        """One tile step as chunks of ``n``: LOAD, COMPUTE (and STORE) per chunk."""
+        blocks = -(-valid[n] // self.block[n])
+        coefs = {r: self.tiling.operand(r).coef for r in ROLES}
+        for role in loads:
+            if n not in self.uses[role]:
+                self._load(role, slot[role], origin, valid)
+        for start, length in _chunks(blocks, growing=first):
+            local_origin = {**origin, n: origin[n] + start * self.block[n]}
+            left = valid[n] - start * self.block[n]
+            local_valid = {**valid, n: min(length * self.block[n], left)}
+            offsets = {r: coefs[r].get(n, 0) * start for r in ROLES}
+            parts = {r: (n, start, length) if n in self.uses[r] else None for r in ROLES}
+            for role in loads:
+                if n in self.uses[role]:
+                    self._load(role, slot[role], local_origin, local_valid, offsets[role],
+                               parts[role])
+            reads = {r: parts[r] if r == "C" or r in loads else None for r in ROLES}
+            self._compute(slot, local_origin, local_valid, zero_first=new_c and start == 0,
+                          offsets=offsets, parts=reads)
+            if last_c and n in self.uses["C"]:
+                self._store(slot["C"], local_origin, local_valid, offsets["C"], parts["C"])
+        if last_c and n not in self.uses["C"]:
+            self._store(slot["C"], origin, valid)
 
     def _key(self, step: dict) -> tuple:
         return tuple(step[n] for n in self.uses["C"])
@@ -217,10 +290,11 @@ class _Walker:
             else:
                 yield line, at, rows, row_len, dram_step, last - rows
 
-    def _load(self, role: str, slot: int, origin: dict, valid: dict) -> None:
+    def _load(self, role: str, slot: int, origin: dict, valid: dict, offset: int = 0,
+              part: tuple | None = None) -> None:
         tile = self.tiling.operand(role)
         layout = self.layouts[role]
-        base = self.bases[role][slot]
+        base = self.bases[role][slot] + offset
         emit = self.emit
         emit.begin(LOAD)
         dram_base, elem_bytes = layout.base, layout.elem_bytes
@@ -235,22 +309,27 @@ class _Walker:
                     emit.add(LOAD, Load, line=base + line + rows, pad_after=pad)
             else:
                 _rows(emit, Load, base + line, layout, address, rows, row_len, stride, pad)
-        emit.end(writes=[(role, slot)])
+        emit.end(writes=[_region(role, slot, part)])
 
-    def _store(self, slot: int, origin: dict, valid: dict) -> None:
+    def _store(self, slot: int, origin: dict, valid: dict, offset: int = 0,
+               part: tuple | None = None) -> None:
         tile = self.tiling.operand("C")
         emit = self.emit
         emit.begin(STORE)
+        base = self.bases["C"][slot] + offset
         for line, address, rows, row_len, stride, _ in self._runs(tile, origin, valid, False):
             if address is not None and rows:
-                _rows(emit, Store, self.bases["C"][slot] + line, self.layouts["C"], address,
-                      rows, row_len, stride, 0)
-        emit.end(reads=[("C", slot)])
+                _rows(emit, Store, base + line, self.layouts["C"], address, rows, row_len,
+                      stride, 0)
+        emit.end(reads=[_region("C", slot, part)])
 
     # ------------------------------------------------------------------ compute
 
-    def _compute(self, slot: dict, origin: dict, valid: dict, zero_first: bool) -> None:
+    def _compute(self, slot: dict, origin: dict, valid: dict, zero_first: bool,
+                 offsets: dict | None = None, parts: dict | None = None) -> None:
         tiling, emit = self.tiling, self.emit
+        offsets = offsets or {}
+        parts = parts or {}
         c_tile = tiling.operand("C")
         c_base = self.bases["C"][slot["C"]]
         emit.begin(COMPUTE)
@@ -267,26 +346,25 @@ class _Walker:
         if plan is None:
             plan = self.mac_plans[counts] = self._mac_plan(dict(zip(self.sizes, counts,
                                                                      strict=True)))
-        a_base, b_base = self.bases["A"][slot["A"]], self.bases["B"][slot["B"]]
+        a_base = self.bases["A"][slot["A"]] + offsets.get("A", 0)
+        b_base = self.bases["B"][slot["B"]] + offsets.get("B", 0)
+        acc_base = c_base + offsets.get("C", 0)
         for acc, a, b, loop in plan:
-            emit.add(COMPUTE, Compute, mode=ComputeMode.MAC, acc_base=c_base + acc,
+            emit.add(COMPUTE, Compute, mode=ComputeMode.MAC, acc_base=acc_base + acc,
                      a_base=a_base + a, b_base=b_base + b, **loop)
-        emit.end(reads=[("A", slot["A"]), ("B", slot["B"])], writes=[("C", slot["C"])])
+        emit.end(reads=[_region(r, slot[r], parts.get(r)) for r in ("A", "B")],
+                 writes=[_region("C", slot["C"], parts.get("C"))])
 
 
     def _mac_plan(self, counts: dict[str, int]) -> list[tuple[int, int, int, dict]]:
         """MAC COMPUTEs of a tile step with ``counts`` blocks per index, as ``(C, A, B block
         offsets from the buffer bases, the other fields)``.
 
-        The two indices with the most blocks (and line steps that fit) form the micro-loop,
-        the rest unroll into separate instructions.
+        The micro-loop comes from `micro_loop`; the other indices unroll into separate
+        instructions.
         """
         coefs = {r: self.tiling.operand(r).coef for r in ("C", "A", "B")}
-        loopable = sorted((n for n in counts if counts[n] > 1
-                           and all(coefs[r].get(n, 0) <= MAX_STEP for r in coefs)),
-                          key=lambda n: -counts[n])
-        inner = loopable[0] if loopable else None
-        outer = loopable[1] if len(loopable) > 1 else None
+        inner, outer = micro_loop(counts, coefs, self.stationary)
         rest = [n for n in counts if n not in (inner, outer)]
         plan = []
         for coords in itertools.product(*(range(counts[n]) for n in rest)):
@@ -306,6 +384,45 @@ class _Walker:
                         "b_outer": coefs["B"].get(outer, 0), "b_inner": coefs["B"].get(inner, 0),
                     }))
         return plan
+
+def _region(role: str, slot: int, part: tuple | None) -> tuple:
+    """A buffer half, or one chunk of it (`tokens.Emitter` relates the two)."""
+    return (role, slot) if part is None else (role, slot, part)
+
+
+def _chunks(blocks: int, growing: bool) -> list[tuple[int, int]]:
+    """``(first block, blocks)`` chunks covering ``blocks``: 1, 1, 2, 4, ... when ``growing``
+    (each chunk computes while the next, twice as big, loads), the reverse otherwise (the
+    last STORE, after the last chunk, is short)."""
+    sizes, total = [], 0
+    while total < blocks:
+        size = min(max(1, total), blocks - total)
+        sizes.append(size)
+        total += size
+    if not growing:
+        sizes.reverse()
+    starts = itertools.accumulate([0, *sizes[:-1]])
+    return list(zip(starts, sizes, strict=True))
+
+
+def micro_loop(counts: dict[str, int], coefs: dict[str, dict[str, int]], stationary: str
+                ) -> tuple[str | None, str | None]:
+    """``(inner, outer)`` indices of a tile step's COMPUTE micro-loop.
+
+    The inner loop runs over an index the stationary operand does not use, so its block stays
+    in the PEs for a whole inner run instead of being reloaded every step; among those (and
+    then among the rest, for the outer loop) the one with the most blocks makes the longest
+    instructions. On a tie an output index goes first: it gives each step its own C block, so
+    consecutive steps do not wait for each other's accumulator writes.
+    """
+    loopable = [n for n in counts if counts[n] > 1
+                and all(coefs[r].get(n, 0) <= MAX_STEP for r in coefs)]
+    loopable.sort(key=lambda n: (-counts[n], n not in coefs["C"]))
+    keeps = [n for n in loopable if coefs[stationary].get(n, 0) == 0]
+    inner = keeps[0] if keeps else (loopable[0] if loopable else None)
+    outer = next((n for n in loopable if n != inner), None)
+    return inner, outer
+
 
 def _run_plan(tile: OperandTile, offset: int, strides: dict[str, int]):
     """``(offset, ((index, stride), ...), dims)`` that `_Walker._runs` walks for one operand.

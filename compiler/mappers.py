@@ -7,18 +7,23 @@
     in the intrinsic's A, and use fixed tiles of ``LIBRARY_BLOCKS`` intrinsic blocks per index
     (halved until they fit).
 ``default_mapping``
-    A heuristic search over every stage-0 tensorize choice: grow tiles greedily (doubling the
-    index whose growth lowers the estimate most) while they fit, for each order of the output
-    loops, scoring with a roofline estimate ``max(compute cycles, DRAM bytes / bus bytes)`` plus
-    per-tile-step and per-LOAD overheads. The estimate counts an operand's reloads from the
-    loop order: an operand is reloaded whenever a tile loop it depends on advances.
+    A search over every stage-0 tensorize choice, of the workload and of its im2col lowering:
+    every tiling of power-of-two block multiples where they are few (greedy doubling of the
+    best index otherwise), for each order of the output loops, scored by a pipelined estimate
+    (`estimate_cycles`): the program double-buffers, so LOAD, COMPUTE and STORE overlap and
+    the busiest unit sets the pace, plus the first LOADs and the last STORE. Compute counts
+    COMPUTE instructions and stationary-block changes, so long instructions that keep the
+    stationary block win; loads count an operand's reloads from the loop order (an operand is
+    reloaded whenever a tile loop it depends on advances).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass
 
+from tensorforge.compiler.codegen import MAX_EXTENT, micro_loop
 from tensorforge.compiler.lowering import Lowering
 from tensorforge.compiler.mapping import Mapping, output_first_order
 from tensorforge.compiler.matching import TensorizeChoice, tensorize_choices
@@ -26,10 +31,9 @@ from tensorforge.compiler.tiling import Tiling, build_tiling
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import MappingError
+from tensorforge.hw.dataflow_plan import plan_for
 
 LIBRARY_BLOCKS = 4  # intrinsic blocks per tile per matched index, as a fixed library would
-STEP_OVERHEAD = 32  # cycles of issue and synchronization per tile step (estimate)
-INSTRUCTION_CYCLES = 16  # issue cost of one LOAD (and its 16 fetched bytes), estimate
 MAX_ORDERS = 24
 
 
@@ -115,43 +119,112 @@ def library_mapping(workload: Workload, config: AcceleratorConfig) -> Mapping:
 # ---------------------------------------------------------------------- heuristic
 
 
+@dataclass(frozen=True)
+class UnitCosts:
+    """Cycle costs of the accelerator's units, for ranking mappings (not a cycle model).
+
+    Measured on the generated RTL of an 8x8 GEMM accelerator (docs/rtl_utilization.md): a
+    MAC step streams one beat per cycle; a COMPUTE instruction adds its pipeline fill and
+    drain; a change of stationary block costs its lines where the PEs cannot load it behind
+    the current one; the pipelined load unit takes about one cycle per buffer line, the store
+    unit about one per bus beat of an accumulator line.
+    """
+
+    step: int  # cycles of one intrinsic step (streamed beats)
+    instruction: int  # fill and drain of one COMPUTE instruction
+    stationary: int  # cycles per change of stationary block
+    load_row: float  # per LOAD row (one buffer line)
+    load_instruction: int  # issue of one LOAD
+    store_row: float  # per STORE row (one accumulator line)
+
+    @classmethod
+    def of(cls, config: AcceleratorConfig) -> UnitCosts:
+        plan = plan_for(config)
+        bus = config.dma.bus_bytes
+        return cls(step=len(plan.beats), instruction=INSTRUCTION_FILL,
+                   stationary=plan.stationary_lines,
+                   load_row=max(1.0, config.spad_line_bytes / bus) + ROW_SLACK,
+                   load_instruction=LOAD_ISSUE,
+                   store_row=-(-config.acc_line_bytes // bus) + ROW_SLACK)
+
+
+INSTRUCTION_FILL = 30  # cycles; ~ stationary lines + array latency + output lines
+LOAD_ISSUE = 8  # cycles of one LOAD's command decode and address set-up
+ROW_SLACK = 0.1  # cycles per row lost to beats that straddle a bus word
+MAX_ENUMERATED = 2048  # tilings per tensorize choice tried exhaustively; above: greedy growth
+
+
 def estimate_cycles(device: Workload, tiling: Tiling, order: tuple[str, ...],
                     config: AcceleratorConfig) -> float:
-    """Roofline estimate of a tiling under a loop order (for ranking mappings only)."""
+    """Pipelined estimate of a tiling under a loop order (for ranking mappings only)."""
     return _Estimate(device, tiling, config)(order)
 
 
 class _Estimate:
-    """`estimate_cycles` of one tiling, with what does not depend on the order computed once."""
+    """`estimate_cycles` of one tiling, with what does not depend on the order computed once.
+
+    The program double-buffers: an operand tile loads while the previous tile of that operand
+    is in use, and a C tile stores while the next one computes. So the three units run side by
+    side and the busiest sets the pace, after a prologue (the first step's LOADs) and before
+    an epilogue (the last STORE); a transfer longer than the steps that use the previous tile
+    stalls the pipeline by the difference. An operand is (re)loaded when a tile loop it
+    depends on advances: every ``period`` steps, the product of the counts of the loops
+    inside its innermost one.
+    """
 
     def __init__(self, device: Workload, tiling: Tiling, config: AcceleratorConfig) -> None:
-        sizes = device.sizes
+        costs = UnitCosts.of(config)
+        sizes, block, tiles = device.sizes, dict(tiling.block), dict(tiling.tiles)
         self.counts = counts = {n: tiling.count(n) for n in sizes}
-        block = dict(tiling.block)
-        self.compute = math.prod(-(-sizes[n] // block[n]) for n in sizes)  # steps, 1 a cycle
-        self.operands = []
+        self.steps = math.prod(counts.values())
+        mac_steps = math.prod(-(-sizes[n] // block[n]) for n in sizes)
+        blocks = {n: -(-tiles[n] // block[n]) for n in sizes}
+        instructions, switches = _compute_shape(tiling, blocks, plan_for(config).stationary)
+        self.compute = (mac_steps * costs.step / self.steps + instructions * costs.instruction
+                        + switches * costs.stationary)
+        self.transfers = {}  # role -> (looping indices, cycles of one LOAD or STORE)
         for role in ("A", "B"):
             tile = tiling.operand(role)
             strips = math.prod(d.lines for d in tile.dims[:-1])  # one LOAD per strip
-            looping = {n for n in tile.access.indices if counts[n] > 1}
-            self.operands.append((looping, tile.lines * config.spad_line_bytes, strips))
-        self.output_bytes = (math.prod(sizes[n] for n in device.output.indices)
-                             * config.precision.acc_bytes)
-        self.bus_bytes = config.dma.bus_bytes
-        self.tile_steps = math.prod(counts.values())
+            cycles = tile.lines * costs.load_row + strips * costs.load_instruction
+            self.transfers[role] = (self._looping(tile), cycles)
+        c_tile = tiling.operand("C")
+        self.transfers["C"] = (self._looping(c_tile), c_tile.lines * costs.store_row)
+
+    def _looping(self, tile) -> set[str]:
+        return {n for n in tile.access.indices if self.counts[n] > 1}
+
+    def _period(self, looping: set[str], order: tuple[str, ...]) -> int:
+        deepest = max((p for p, n in enumerate(order) if n in looping), default=-1)
+        if deepest < 0:
+            return self.steps  # loaded once: at the first step only
+        return math.prod(self.counts[n] for n in order[deepest + 1 :])
 
     def __call__(self, order: tuple[str, ...]) -> float:
-        counts = self.counts
-        traffic, instructions = 0.0, 0
-        for looping, tile_bytes, strips in self.operands:
-            deepest = max((p for p, n in enumerate(order) if n in looping), default=-1)
-            loads = math.prod(counts[n] for n in order[: deepest + 1])
-            traffic += loads * tile_bytes
-            instructions += loads * strips
-        traffic += self.output_bytes
-        memory = traffic / self.bus_bytes
-        return (max(self.compute, memory) + STEP_OVERHEAD * self.tile_steps
-                + INSTRUCTION_CYCLES * instructions)
+        busy = {"load": 0.0, "store": 0.0}
+        stalls = 0.0
+        for role, (looping, cycles) in self.transfers.items():
+            period = self._period(looping, order)
+            times = self.steps // period
+            busy["store" if role == "C" else "load"] += times * cycles
+            stalls += times * max(0.0, cycles - period * self.compute)  # one tile ahead only
+        compute = self.steps * self.compute
+        prologue = sum(self.transfers[r][1] for r in ("A", "B"))
+        epilogue = self.transfers["C"][1]
+        steady = max(compute, busy["load"] - prologue, busy["store"] - epilogue)
+        return prologue + steady + stalls + epilogue
+
+
+def _compute_shape(tiling: Tiling, blocks: dict[str, int], stationary) -> tuple[int, float]:
+    """COMPUTE instructions of a full tile step and its changes of stationary block."""
+    coefs = {r: tiling.operand(r).coef for r in ("C", "A", "B")}
+    inner, outer = micro_loop(blocks, coefs, stationary.value)
+    rest = [n for n in blocks if n not in (inner, outer)]
+    splits = math.prod(-(-blocks[n] // MAX_EXTENT) for n in (inner, outer) if n)
+    instructions = math.prod(blocks[n] for n in rest) * splits
+    steps = math.prod(blocks.values())
+    keeps = inner is not None and coefs[stationary.value].get(inner, 0) == 0
+    return instructions + 1, steps / blocks[inner] if keeps else steps  # + 1: the ZERO
 
 
 def _orders(device: Workload) -> list[tuple[str, ...]]:
@@ -164,6 +237,34 @@ def _orders(device: Workload) -> list[tuple[str, ...]]:
 def _best_order(device, tiling, orders, config) -> tuple[float, tuple[str, ...]]:
     estimate = _Estimate(device, tiling, config)
     return min((estimate(order), order) for order in orders)
+
+
+def _tile_options(size: int, block: int) -> list[int]:
+    """Tile sizes tried for one index: the block times powers of two, and the whole index."""
+    options, tile = [], block
+    while tile < size:
+        options.append(tile)
+        tile *= 2
+    return [*options, size]
+
+
+def _enumerate(device, choice, block, orders, config):
+    """Every tiling of `_tile_options`; ``(cost, tiles, order)``, None if none fits or there
+    are too many to try."""
+    sizes = device.sizes
+    options = [_tile_options(sizes[n], block[n]) for n in sizes]
+    if math.prod(len(o) for o in options) > MAX_ENUMERATED:
+        return None
+    best = None
+    for combination in itertools.product(*options):
+        tiles = dict(zip(sizes, combination, strict=True))
+        tiling = _fit(device, choice, tiles, block, config)
+        if tiling is None:
+            continue
+        cost, order = _best_order(device, tiling, orders, config)
+        if best is None or cost < best[0]:
+            best = (cost, tiles, order)
+    return best
 
 
 def _grow(device, choice, block, orders, config):
@@ -192,22 +293,39 @@ def _grow(device, choice, block, orders, config):
         best, tiles, order = cost, grown, new_order
 
 
-def default_mapping(workload: Workload, config: AcceleratorConfig) -> Mapping:
-    """The best mapping the greedy heuristic finds over every device tensorize choice."""
-    choices = device_choices(workload, config)
-    if not choices:
-        raise _no_choice(workload, config)
-    device = Lowering(workload).device
+def best_mapping(workload: Workload, config: AcceleratorConfig,
+                 lowerings: tuple[tuple[tuple[str, ...], ...], ...] = ((),)) -> Mapping:
+    """The mapping of least estimated cycles over the host-side fusions ``lowerings`` and
+    every device tensorize choice of each: all tilings of `_tile_options` where they are
+    few enough, greedy tile growth otherwise."""
     best: tuple[float, Mapping] | None = None
-    for choice in choices:
-        block = _blocks(choice, device, config)
-        found = _grow(device, choice, block, _orders(device), config)
-        if found is None:
+    for groups in lowerings:
+        try:
+            device = Lowering(workload, groups).device
+            choices = device_choices(workload, config, groups)
+        except MappingError:
             continue
-        cost, tiles, order = found
-        if best is None or cost < best[0]:
-            best = (cost, Mapping(choice, tuple(tiles.items()), order))
+        orders = _orders(device)
+        for choice in choices:
+            block = _blocks(choice, device, config)
+            found = (_enumerate(device, choice, block, orders, config)
+                     or _grow(device, choice, block, orders, config))
+            if found is None:
+                continue
+            cost, tiles, order = found
+            if best is None or cost < best[0]:
+                best = (cost, Mapping(choice, tuple(tiles.items()), order, groups))
     if best is None:
+        if not device_choices(workload, config):
+            raise _no_choice(workload, config)
         raise MappingError(f"no tiling of {workload.text} fits {config.describe()}, even one "
                            "intrinsic block per index; enlarge the scratchpad or accumulator")
     return best[1]
+
+
+def default_mapping(workload: Workload, config: AcceleratorConfig) -> Mapping:
+    """The best mapping the pipelined estimate finds over every device tensorize choice, of
+    the workload as written and, where it has one, of its im2col lowering (a convolution's
+    output pixels fused into one index pad to whole blocks far less than one image row)."""
+    groups = im2col_groups(workload)
+    return best_mapping(workload, config, ((), groups) if groups else ((),))

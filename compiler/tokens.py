@@ -3,8 +3,11 @@
 Instructions are kept as field dicts, grouped into unit *tasks* (a run of consecutive
 instructions of one unit), until `Emitter.build`: a task waits (pop) for the other unit's task
 that last touched a buffer region it is about to use, and that task sends (push) exactly one
-token for it. Because every unit runs its queue in order, waiting for the newest such task
-suffices, and the k-th pop of a queue always matches its k-th push.
+token for it. A region is a buffer half ``(role, slot)`` or a chunk of one, ``(role, slot,
+(index, first block, blocks))``, of a tile cut along one index: tasks on disjoint chunks need
+not wait for each other, but a task on the whole half waits for every chunk of it. Because
+every unit runs its queue in order, waiting for the newest such task suffices, and the k-th
+pop of a queue always matches its k-th push.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ class Emitter:
     waited: dict[tuple[int, int], int] = field(default_factory=dict)
     writer: dict[tuple, int] = field(default_factory=dict)
     reader: dict[tuple, int] = field(default_factory=dict)
+    parts: dict[tuple, set[tuple]] = field(default_factory=dict)  # buffer half -> its parts
     open_group: int | None = None
 
     def begin(self, unit: int) -> int:
@@ -52,9 +56,10 @@ class Emitter:
         group.last = len(self.fields) - 1
         if group.last < group.first:
             return
-        producers = [self.writer[r] for r in reads if r in self.writer]
-        producers += [table[r] for r in writes for table in (self.reader, self.writer)
-                      if r in table]
+        producers = [self.writer[r] for region in reads for r in self._related(region)
+                     if r in self.writer]
+        producers += [table[r] for region in writes for r in self._related(region)
+                      for table in (self.reader, self.writer) if r in table]
         newest: dict[int, int] = {}  # one wait per unit: its newest conflicting task
         for producer in producers:
             unit = self.groups[producer].unit
@@ -65,6 +70,18 @@ class Emitter:
             self.reader[region] = gid
         for region in writes:
             self.writer[region] = gid
+        for region in (*reads, *writes):
+            if len(region) > 2:
+                self.parts.setdefault(region[:2], set()).add(region)
+
+    def _related(self, region: tuple) -> list[tuple]:
+        """The regions that overlap ``region``: itself, its whole buffer half if it is a part
+        (``(role, slot, (index, first block, blocks))``) and the parts of that half it may
+        share lines with, every part of it recorded so far if it is a whole half."""
+        if len(region) > 2:
+            return [region, region[:2], *(p for p in self.parts.get(region[:2], ())
+                                          if _overlap(p[2], region[2]))]
+        return [region, *self.parts.get(region, ())]
 
     def _wait(self, consumer: int, producer: int) -> None:
         cunit, punit = self.groups[consumer].unit, self.groups[producer].unit
@@ -87,3 +104,12 @@ class Emitter:
                 instruction = made[key] = kind(**values)
             program.append(instruction)
         return program
+
+
+def _overlap(part: tuple, other: tuple) -> bool:
+    """Whether two chunks may share lines: cut along different indices, or overlapping."""
+    index, first, blocks = part
+    other_index, other_first, other_blocks = other
+    if index != other_index:
+        return True
+    return first < other_first + other_blocks and other_first < first + blocks
