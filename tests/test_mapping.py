@@ -88,3 +88,61 @@ def test_random_mappings_are_legal(seed):
     for choice in tensorize_choices(GEMM, "gemm"):
         mapping = random_mapping(GEMM, choice, CONFIG, rng)
         check_mapping(GEMM, mapping, CONFIG)
+
+
+# ---------------------------------------------------------------------- default mapping
+
+
+GEMM_8x8_WS = AcceleratorConfig.from_dict({
+    "intrinsic": "gemm",
+    "array": {"rows": 8, "cols": 8, "interconnect": "systolic", "dataflow": "ws"},
+    "scratchpad": {"capacity": "32KiB", "banks": 8, "accumulator": "16KiB"},
+    "dma": {"bus_bits": 128, "max_burst": 16}})
+GEMM_64 = parse_workload("C[i,j] += A[i,k] * B[k,j]", "i=64,j=64,k=64")
+
+
+def test_one_tile_estimate_is_load_then_compute_then_store():
+    """With one tile nothing overlaps: the estimate is the plain sum of the units' work,
+    counted by hand from the costs (8 LOADs of 64 rows per operand, 64 x 8 MAC steps of 8
+    beats, 8 MAC instructions and a ZERO, a stationary change every 8 steps, 512 C rows)."""
+    from tensorforge.compiler.mappers import UnitCosts, estimate_cycles
+    from tensorforge.compiler.tiling import build_tiling
+
+    choice = next(c for c in tensorize_choices(GEMM_64, "gemm") if c.index_map["i"] == "i")
+    tiling = build_tiling(GEMM_64, choice, {"i": 64, "j": 64, "k": 64}, GEMM_8x8_WS)
+    costs = UnitCosts.of(GEMM_8x8_WS)
+    load = 512 * costs.load_row + 8 * costs.load_instruction
+    compute = 512 * costs.step + 9 * costs.instruction + 64 * costs.stationary
+    store = 512 * costs.store_row
+    expected = 2 * load + compute + store
+    assert estimate_cycles(GEMM_64, tiling, ("i", "j", "k"), GEMM_8x8_WS) == pytest.approx(
+        expected)
+
+
+def test_default_mapping_double_buffers_a_compute_bound_gemm():
+    """The default tiles the 64^3 GEMM so tile steps overlap (several steps, operands in two
+    halves), instead of one tile that loads, computes and stores in turn; its estimate is
+    below the one-tile mapping's and above the compute alone."""
+    from tensorforge.compiler.mappers import default_mapping, estimate_cycles
+
+    mapping = default_mapping(GEMM_64, GEMM_8x8_WS)
+    tiling = check_mapping(GEMM_64, mapping, GEMM_8x8_WS)
+    steps = int(np.prod([tiling.count(n) for n in "ijk"]))
+    assert steps > 1 and 2 in dict(tiling.slots).values()
+    one = Mapping(mapping.choice, (("i", 64), ("j", 64), ("k", 64)), ("i", "j", "k"))
+    one_tiling = check_mapping(GEMM_64, one, GEMM_8x8_WS)
+    chosen = estimate_cycles(GEMM_64, tiling, mapping.order, GEMM_8x8_WS)
+    assert 64 * 64 * 64 / 64 < chosen < estimate_cycles(GEMM_64, one_tiling, one.order,
+                                                        GEMM_8x8_WS)
+
+
+def test_default_mapping_of_a_convolution_may_use_im2col():
+    """A 14x14 image pads to 16 along a block of 8; fused with the other row (196 pixels) it
+    pads to 200, so the default lowers the 3x3 convolution by im2col."""
+    from tensorforge.compiler.mappers import default_mapping
+
+    conv = parse_workload("C[k,x,y] += A[c,x+r-1,y+s-1] * B[k,c,r,s]",
+                          "k=32,c=32,x=14,y=14,r=3,s=3")
+    mapping = default_mapping(conv, GEMM_8x8_WS)
+    assert mapping.groups and ("x", "y") in mapping.groups
+    check_mapping(conv, mapping, GEMM_8x8_WS)
