@@ -80,9 +80,11 @@ class Accelerator(wiring.Component):
         m = Module()
         config = self.config
         m.submodules.registers = registers = ControlRegisters()
-        m.submodules.controller = controller = Controller(config)
         m.submodules.load = load = LoadUnit(config)
         m.submodules.compute = compute = self._compute_unit(config)
+        # a compute unit that reports retirement takes its next COMPUTE before it is idle
+        retiring = ("compute",) if "retired" in compute.signature.members else ()
+        m.submodules.controller = controller = Controller(config, retiring)
         m.submodules.store = store = StoreUnit(config)
         m.submodules.scratchpad = scratchpad = Scratchpad(config)
         m.submodules.accumulator = accumulator = AccumulatorBuffer(config)
@@ -98,6 +100,8 @@ class Accelerator(wiring.Component):
         for name, unit in units.items():
             wiring.connect(m, getattr(controller, f"{name}_cmd"), unit.cmd)
             m.d.comb += getattr(controller, f"{name}_idle").eq(unit.idle)
+            if name in retiring:
+                m.d.comb += getattr(controller, f"{name}_retired").eq(unit.retired)
         wiring.connect(m, compute.a_read, scratchpad.a_read)
         wiring.connect(m, compute.b_read, scratchpad.b_read)
         wiring.connect(m, load.spad_write, scratchpad.write)

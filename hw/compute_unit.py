@@ -40,8 +40,9 @@ from tensorforge.hw.ports import (
 #: answers up to ``OUTSTANDING - 1`` cycles after the request.
 OUTSTANDING = 4
 SEQ_BITS = 16
-#: Step counts within one instruction (outer x inner < 2**22) and their signed differences.
-STEP_BITS = 23
+#: Step counters, compared modulo 2**STEP_BITS: a load never waits for more than the few steps
+#: queued ahead of it.
+STEP_BITS = 8
 
 
 #: The decoded micro-loop, latched with the instruction so that decode (subtractions, compares)
@@ -92,6 +93,18 @@ class _Walk:
                 m.d.sync += self.done.eq(1)
 
 
+class _LineCounts:
+    """C lines read for the writer (``issued``) and written back, counted modulo a power of two
+    above the writer's depth; ``settled`` once the writes reach ``mark``."""
+
+    def __init__(self, m: Module, push, pop, depth: int) -> None:
+        bits = depth.bit_length() + 1
+        self.issued, written = Signal(bits, name="lines_issued"), Signal(bits, name="lines_written")
+        self.mark, self.settled = Signal(bits, name="lines_mark"), Signal(name="lines_settled")
+        m.d.sync += [self.issued.eq(self.issued + push), written.eq(written + pop)]
+        m.d.comb += self.settled.eq(written == self.mark)
+
+
 def step_latency(config: AcceleratorConfig, read_latency: int = 1) -> int:
     """Cycles from the edge that accepts a one-step MAC COMPUTE (outer = inner = 1) to the
     first cycle with ``idle`` high again.
@@ -134,6 +147,7 @@ class ComputeUnit(wiring.Component):
                 "cmd": In(stream.Signature(instruction_layout(isa.Opcode.COMPUTE))),
                 "idle": Out(1, init=1),
                 "busy": Out(1),
+                "retired": Out(1),
                 "stall": Out(1),
                 "a_read": Out(spad_read_port(config)),
                 "b_read": Out(spad_read_port(config)),
@@ -151,10 +165,8 @@ class ComputeUnit(wiring.Component):
         m.submodules.array = EnableInserter(~freeze)(array)
 
         self.instr = instr = Signal(instruction_layout(isa.Opcode.COMPUTE))
-        running = Signal()
+        running = Signal()  # an instruction is latched (walking, or its lines being written)
         start, kick = Signal(), Signal()  # kick: the cycle after start, fields latched
-        m.d.comb += [self.cmd.ready.eq(~running), start.eq(self.cmd.valid & ~running),
-                     self.idle.eq(~running), self.busy.eq(running)]
         m.d.sync += kick.eq(start)
         self.loop = loop = Signal(LOOP_LAYOUT)
         with m.If(start):
@@ -165,14 +177,43 @@ class ComputeUnit(wiring.Component):
 
         stationary_done = self._stationary_walker(m)
         stream_done = self._stream_walker(m)
-        acc_done, pending_empty = self._accumulator_walker_and_writer(m, kick, zero_mode)
+        acc_done, pending_empty, lines = self._accumulator_walker_and_writer(m, kick, zero_mode)
 
-        with m.If(running & ~kick & stationary_done & stream_done & acc_done & pending_empty):
+        walked = Signal()  # every read of the running instruction is issued, every beat taken
+        m.d.comb += walked.eq(running & ~kick & stationary_done & stream_done & acc_done)
+        draining = self._overlap(m, start, walked, pending_empty, lines)
+        with m.If(walked & pending_empty & ~draining & ~start):
             m.d.sync += running.eq(0)
+        m.d.comb += [self.idle.eq(~running), self.busy.eq(running),
+                     self.retired.eq(walked & pending_empty & ~draining & ~start
+                                     | draining & lines.settled)]
         waiting = [port.req.valid & ~port.req.ready
                    for port in (self.a_read, self.b_read, self.acc_read)]
         m.d.comb += self.stall.eq(running & (freeze | waiting[0] | waiting[1] | waiting[2]))
         return m
+
+    def _overlap(self, m: Module, start, walked, pending_empty, lines):
+        """Accepts the next instruction while the current one's last lines are still in the array.
+
+        Once an instruction has walked (all reads issued, all beats in the array), a MAC
+        instruction may start; the old one keeps *draining* until the writer has written
+        ``lines.issued`` lines as counted when it stopped, and then retires. One instruction
+        drains at a time; ZERO writes the accumulator itself, so it waits for an empty writer.
+        Returns ``draining``.
+        """
+        draining = Signal()
+        is_mac = self.cmd.payload.mode == isa.ComputeMode.MAC
+        accept = Signal()
+        m.d.comb += [
+            accept.eq(~self.idle & walked & ~draining & (is_mac | pending_empty) | self.idle),
+            self.cmd.ready.eq(accept),
+            start.eq(self.cmd.valid & accept),
+        ]
+        with m.If(start & ~self.idle):
+            m.d.sync += [draining.eq(1), lines.mark.eq(lines.issued)]
+        with m.Elif(lines.settled):
+            m.d.sync += draining.eq(0)
+        return draining
 
     def _operand_fields(self, operand: Operand) -> tuple:
         instr = self.instr
@@ -199,10 +240,12 @@ class ComputeUnit(wiring.Component):
         self.cooling_cycles = max(0, bank_reuse_gap(self.config) - 1)
         self.cooling = [Signal(range(self.cooling_cycles + 1), name=f"cooling_{b}")
                         for b in range(banks)]
-        enqueued_steps = Signal(STEP_BITS)  # steps handed to the stream walker, this instruction
+        enqueued_steps = Signal(STEP_BITS)  # steps handed to the stream walker
         self.finished_steps = Signal(STEP_BITS)  # ... whose last beat entered the array
         last_use = [Signal(STEP_BITS, name=f"last_use_{b}") for b in range(banks)]
+        in_use = [Signal(name=f"in_use_{b}") for b in range(banks)]  # last_use not finished
         load_after = Signal(STEP_BITS)  # steps that must finish before this block is written
+        load_waits = Signal()
         victim = Signal(range(banks))
         issued_seq = Signal(SEQ_BITS)  # stationary lines requested so far
         self.loaded_seq = loaded_seq = Signal(SEQ_BITS)  # ... and written into the PE stores
@@ -212,7 +255,7 @@ class ComputeUnit(wiring.Component):
         entry = data.StructLayout({"bank": range(banks), "ready": SEQ_BITS})
         self.steps = steps = SyncFIFO(width=entry.size, depth=4)
         meta_layout = data.StructLayout({"bank": range(banks), "index": range(max(
-            plan.stationary_lines, 2)), "after": STEP_BITS})
+            plan.stationary_lines, 2)), "after": STEP_BITS, "waits": 1})
         meta = SyncFIFO(width=meta_layout.size, depth=OUTSTANDING)
         m.submodules.steps, m.submodules.load_meta = steps, meta
         self.step_entry = entry
@@ -228,7 +271,7 @@ class ComputeUnit(wiring.Component):
             m.d.comb += [port.req.valid.eq(meta.w_rdy & (~last_line | steps.w_rdy)),
                          port.req.payload.eq(walk.addr["s"] + line),
                          meta_in.bank.eq(bank), meta_in.index.eq(line),
-                         meta_in.after.eq(load_after),
+                         meta_in.after.eq(load_after), meta_in.waits.eq(load_waits),
                          requested.eq(port.req.valid & port.req.ready),
                          meta.w_en.eq(requested), finishing.eq(requested & last_line)]
         with m.If(requested):
@@ -264,17 +307,17 @@ class ComputeUnit(wiring.Component):
             for b in range(banks):
                 with m.If(victim == b):
                     m.d.sync += [tags[b].eq(candidate), tag_valid[b].eq(1),
-                                 load_after.eq(last_use[b]),
+                                 load_after.eq(last_use[b]), load_waits.eq(in_use[b]),
                                  ready_seq[b].eq(issued_seq + requested
                                                  + plan.stationary_lines)]
         # steps enqueued so far, and the last of them each bank serves
-        with m.If(self.kick_mac):
-            m.d.sync += [enqueued_steps.eq(0), *[use.eq(0) for use in last_use]]
-        with m.Elif(steps.w_en):
+        with m.If(steps.w_en):
             m.d.sync += enqueued_steps.eq(enqueued_steps + 1)
-            for b in range(banks):
-                with m.If(step_in.bank == b):
-                    m.d.sync += last_use[b].eq(enqueued_steps + 1)
+        for b in range(banks):
+            with m.If(steps.w_en & (step_in.bank == b)):
+                m.d.sync += [last_use[b].eq(enqueued_steps + 1), in_use[b].eq(1)]
+            with m.Elif(self.finished_steps == last_use[b]):
+                m.d.sync += in_use[b].eq(0)
 
         # a line is written into its bank only once the bank's earlier steps are through
         unfinished = Signal(STEP_BITS)
@@ -283,7 +326,7 @@ class ComputeUnit(wiring.Component):
         for b in range(banks):
             with m.If(meta_out.bank == b):
                 m.d.comb += cool.eq(self.cooling[b] == 0)
-        released = (unfinished[-1] | (unfinished == 0)) & cool
+        released = (~meta_out.waits | unfinished[-1] | (unfinished == 0)) & cool
         take = port.resp.valid & meta.r_rdy & released & ~freeze  # straight into the PE stores
         m.d.comb += [array.load.valid.eq(take), array.load.payload.bank.eq(meta_out.bank),
                      array.load.payload.index.eq(meta_out.index),
@@ -354,9 +397,7 @@ class ComputeUnit(wiring.Component):
             array.beat.payload.columns.eq(meta_out.columns),
             array.beat.payload.line.eq(port.resp.payload),
         ]
-        with m.If(self.kick_mac):
-            m.d.sync += self.finished_steps.eq(0)
-        with m.Elif(take & meta_out.step_end):
+        with m.If(take & meta_out.step_end):
             m.d.sync += self.finished_steps.eq(self.finished_steps + 1)
         for b in range(banks):
             with m.If(take & (meta_out.bank == b)):
@@ -463,4 +504,4 @@ class ComputeUnit(wiring.Component):
         m.d.sync += pending_valid.eq((pending_valid | set_bits) & ~clear_bits)
         with m.If(pop):
             m.d.sync += head.eq(step(head))
-        return walk.done, pending_valid == 0
+        return walk.done, pending_valid == 0, _LineCounts(m, push, pop, depth)

@@ -64,13 +64,20 @@ class Controller(wiring.Component):
     ``queue_depth`` instructions wait per unit; a gate takes ``gate_latency`` = 3 cycles from
     a unit going idle to offering its next command (push tokens, take, check the pops).
     ``dep_wait`` is the number of gates that hold an instruction whose tokens are missing.
+
+    A unit named in ``retiring`` may take its next command before it is idle: it pulses
+    ``<unit>_retired`` once per command, in order, when that command's effects are complete.
+    Its gate then offers the next command at once and pushes the previous command's tokens
+    on its retire pulse (one command at a time may wait for it), so the unit can overlap the
+    tail of one command with the start of the next.
     """
 
     queue_depth = 4
     gate_latency = 3
 
-    def __init__(self, config: AcceleratorConfig) -> None:
+    def __init__(self, config: AcceleratorConfig, retiring: tuple[str, ...] = ()) -> None:
         self.config = config
+        self.retiring = tuple(retiring)
         members = {
             "start": In(1),
             "insn_addr": In(ADDR_BITS),
@@ -84,6 +91,8 @@ class Controller(wiring.Component):
         for unit, opcode in UNIT_OPCODES.items():
             members[f"{unit}_cmd"] = Out(stream.Signature(instruction_layout(opcode)))
             members[f"{unit}_idle"] = In(1)
+            if unit in self.retiring:
+                members[f"{unit}_retired"] = In(1)
         super().__init__(members)
 
     def elaborate(self, platform) -> Module:
@@ -240,6 +249,8 @@ class Controller(wiring.Component):
             with m.If(getattr(flags, flag) & (counter == 0)):
                 m.d.comb += ready.eq(0)
 
+        if unit in self.retiring:
+            deferred, deferred_valid = self._deferred_pushes(m, unit, pushes)
         with m.FSM(name=f"{unit}_gate"):
             with m.State("TAKE"):
                 m.d.comb += [empty.eq(1), queue.r_en.eq(1)]
@@ -257,8 +268,25 @@ class Controller(wiring.Component):
                 with m.If(cmd.ready):
                     m.next = "RUN"
             with m.State("RUN"):
-                with m.If(idle):
-                    for flag, push in pushes.items():
-                        m.d.comb += push.eq(getattr(flags, flag))
-                    m.next = "TAKE"
+                if unit in self.retiring:  # the slot frees (below) or is free: take the next
+                    with m.If(~deferred_valid | getattr(self, f"{unit}_retired")):
+                        m.d.sync += [deferred[flag].eq(getattr(flags, flag)) for flag in pushes]
+                        m.d.sync += deferred_valid.eq(1)
+                        m.next = "TAKE"
+                else:
+                    with m.If(idle):
+                        for flag, push in pushes.items():
+                            m.d.comb += push.eq(getattr(flags, flag))
+                        m.next = "TAKE"
         return waiting, empty
+
+    def _deferred_pushes(self, m: Module, unit: str, pushes: dict) -> tuple:
+        """A retiring unit's deferred slot: the push flags of the command it is finishing,
+        pushed on its retire pulse. Returns ``(flags, valid)``; RUN fills the slot."""
+        retired = getattr(self, f"{unit}_retired")
+        deferred = {flag: Signal(name=f"{unit}_deferred_{flag}") for flag in pushes}
+        deferred_valid = Signal(name=f"{unit}_deferred_valid")
+        with m.If(deferred_valid & retired):
+            m.d.comb += [push.eq(deferred[flag]) for flag, push in pushes.items()]
+            m.d.sync += deferred_valid.eq(0)
+        return deferred, deferred_valid
