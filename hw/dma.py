@@ -309,8 +309,8 @@ class StoreUnit(wiring.Component):
     cycles before the first beat (line read, line and span queued, line shifted in and AW
     sent), the DRAM's B turnaround after the last beat (two cycles on cocotbext-axi's slave)
     and one for ``idle`` to rise. A DRAM's B latency is paid once while it keeps up to
-    ``outstanding_bursts`` responses pending (a DRAM that answers one burst at a time makes it
-    once per burst). ``error`` is sticky: a B response other than OKAY.
+    ``outstanding_bursts`` responses pending (once per burst on a DRAM that answers one burst
+    at a time). ``error`` is sticky: a B response other than OKAY.
     """
 
     beats_per_cycle = 1
