@@ -52,7 +52,7 @@ class SoftwareSearchEvaluator:
                 f"unknown software search {self.method!r}; known: {', '.join(SEARCHES)}"
             )
         object.__setattr__(
-            self, "version", f"sw-search-2:{self.method}:{self.budget}:{self.grid}+library"
+            self, "version", f"sw-search-3:{self.method}:{self.budget}:{self.grid}+library"
         )
 
     def __call__(self, workload: Workload, config: AcceleratorConfig, seed: int) -> LayerMetrics:
@@ -73,7 +73,10 @@ class SoftwareSearchEvaluator:
                 f"no legal mapping of {workload.text} found on {config.describe()} in "
                 f"{self.budget} evaluations, and the library has none"
             )
-        numbers = space.cost(*_best_row(space, result)).row(0)
+        best = space.from_mapping(result.mapping)
+        if best is None:
+            raise MappingError("the search returned a mapping outside its own space")
+        numbers = space.cost(best, 0).row(0)
         return _metrics(result, numbers, result.evaluations, library=False)
 
 
@@ -85,22 +88,3 @@ def _metrics(found, numbers: dict, evaluations: int, *, library: bool) -> LayerM
         details={k: float(numbers[k]) for k in DETAILS}
         | {"evaluations": float(evaluations), "library": float(library)},
     )
-
-
-def _best_row(space: SoftwareSpace, result):
-    """The best candidate as a one-row batch of ``space`` (found again from its mapping)."""
-    import numpy as np
-
-    from tensorforge.dse.sw_space import MAX_DIMS, Candidates
-
-    mapping = result.mapping
-    for s, layer in enumerate(space.spaces):
-        if layer.choice == mapping.choice and layer.groups == mapping.groups:
-            tiles = mapping.tile_sizes
-            levels = np.full((1, MAX_DIMS), -1, dtype=np.int64)
-            order = np.full((1, MAX_DIMS), -1, dtype=np.int64)
-            for d, name in enumerate(layer.names):
-                levels[0, d] = int(np.searchsorted(space.values[s][d], tiles[name]))
-            order[0, : layer.dims] = [layer.names.index(n) for n in mapping.order]
-            return Candidates(np.array([s]), levels, order), 0
-    raise MappingError("the search returned a mapping outside its own space")

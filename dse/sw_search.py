@@ -1,18 +1,28 @@
 """Software search (HASCO VI-B): find the fastest mapping of one layer on one accelerator.
 
 ``hasco``
-    A pool of random candidates (primitive sequences and factors over every tensorize choice);
-    each round the heuristic picks the ``k`` most valuable candidates, value
-    ``exp(-(l_p - l*) / l*)`` with ``l*`` the lowest latency so far (1 for the best candidate,
-    falling as a candidate gets slower). The paper prints the exponent as ``-(l* - l_p)/l*``;
-    with ``l* <= l_p`` that would rank the slowest candidates highest, contradicting its own
-    "the higher the value, the better", so we read it with the sign that makes the text true.
-    ``k`` is mutable: it doubles after a round without improvement (explore more) and shrinks
-    back after one with. The DQN agent (`sw_dqn`) proposes ``branch`` revisions per valuable
-    candidate; all proposals of a round are evaluated in one vectorized call of the cost model;
-    the reward is the relative latency improvement (``-1`` for an illegal revision).
+    A pool of candidates (primitive sequences and factors over every tensorize choice): the
+    library mapping, where it is a point of the space, and random candidates (``initial`` of
+    the budget). Each round the heuristic picks the ``k`` most valuable open
+    candidates, value ``exp(-(l_p - l*) / l*)`` with ``l*`` the lowest latency so far (1 for
+    the best candidate, falling as a candidate gets slower). The paper prints the exponent as
+    ``-(l* - l_p)/l*``; with ``l* <= l_p`` that would rank the slowest candidates highest,
+    contradicting its own "the higher the value, the better", so we read it with the sign that
+    makes the text true. The leader of each tensorize choice takes up to half of the ``k``
+    places, so a choice whose first random points were poor still gets refined. ``k`` is
+    mutable: it doubles after a round without a new best and drops back after one with. The
+    DQN agent (`sw_dqn`) picks ``branch`` revisions per valuable candidate among those not yet
+    tried on it (the cost model is deterministic: a revision tried once is known); a candidate
+    is closed after ``expansions`` rounds. After ``patience`` rounds without a new best, a batch
+    of fresh random candidates (``explore`` of the budget) joins the pool: revisions are local,
+    and these restarts let the search leave a basin. All proposals of a round are evaluated in
+    one vectorized call of the cost model; the reward is the relative latency improvement
+    (``-1`` for an illegal revision).
 ``random``
     Uniformly random candidates, evaluated in batches.
+
+Neither search evaluates a candidate twice: orders are canonical (`sw_space`), so two
+candidates with one key have one cost.
 ``exhaustive``
     Every candidate of the space (every tile level of every index, every legal loop order, every
     tensorize choice), in chunks: the optimum of the space, for small layers.
@@ -37,6 +47,7 @@ from tensorforge.config import AcceleratorConfig
 from tensorforge.dse.cost_model import evaluate_mapping
 from tensorforge.dse.sw_dqn import DQNAgent, DQNSettings
 from tensorforge.dse.sw_space import MAX_DIMS, N_ACTIONS, N_FEATURES, Candidates, SoftwareSpace
+from tensorforge.errors import MappingError
 
 
 @dataclass
@@ -81,11 +92,17 @@ class _Tracker:
 
 def random_search(space: SoftwareSpace, budget: int, seed: int, *,
                   batch: int = 256) -> SearchResult:
+    """Uniformly random candidates, none evaluated twice (the same rule as `hasco_search`)."""
     rng = np.random.default_rng(seed)
     tracker = _Tracker(space)
+    seen: set[bytes] = set()
     start = space.evaluations
-    while space.evaluations - start < budget:
-        candidates = space.random(min(batch, budget - (space.evaluations - start)), rng)
+    while (left := budget - (space.evaluations - start)) > 0:
+        drawn = space.random(min(batch, left), rng)
+        rows = [r for r, key in enumerate(drawn.keys()) if not (key in seen or seen.add(key))]
+        if not rows:
+            break  # the space is (nearly) used up
+        candidates = drawn.take(np.array(rows))
         cycles, energy, _ = space.evaluate(candidates)
         tracker.see(candidates, cycles, energy)
     return tracker.result()
@@ -138,75 +155,180 @@ def exhaustive_search(space: SoftwareSpace, budget: int = 5_000_000, seed: int =
 
 @dataclass(frozen=True)
 class HascoSettings:
-    initial: float = 0.125  # share of the budget spent on the random initial pool
-    top_k: int = 8
-    max_k: int = 32
-    branch: int = 4  # revisions tried per valuable candidate per round
+    initial: float = 0.2  # share of the budget spent on the random initial pool
+    top_k: int = 4
+    max_k: int = 16
+    branch: int = 2  # revisions tried per valuable candidate per round
     learn_steps: int = 4  # DQN minibatch updates per round
+    patience: int = 2  # rounds without a new best before a batch of fresh random candidates
+    explore: float = 0.05  # share of the budget in each such batch
+    seeded: bool = True  # start the pool from the library mapping too
+    expansions: int = 2  # rounds a candidate may be revised in before it is closed
     dqn: DQNSettings = DQNSettings()
+
+
+LEADER_SLOWDOWN = 2.0  # a tensorize choice this much slower than the best gets no leader place
+
+
+class _Pool:
+    """Legal candidates evaluated so far, their latencies and features, and which revisions
+    each one has had (a revision is tried once per candidate: the cost model is exact)."""
+
+    def __init__(self, space: SoftwareSpace) -> None:
+        self.space = space
+        self.batch = Candidates(*(np.zeros((0, *shape), dtype=np.int64)
+                                  for shape in ((), (MAX_DIMS,), (MAX_DIMS,))))
+        self.cycles = np.zeros(0)
+        self.extra: dict[str, np.ndarray] = {}
+        self.tried = np.zeros((0, N_ACTIONS), dtype=bool)
+        self.expanded = np.zeros(0, dtype=np.int64)
+
+    def add(self, batch: Candidates, cycles: np.ndarray, extra: dict[str, np.ndarray]) -> None:
+        legal = np.isfinite(cycles)
+        if not legal.any():
+            return
+        self.batch = Candidates.concat([self.batch, batch.take(legal)])
+        self.cycles = np.concatenate([self.cycles, cycles[legal]])
+        self.extra = {k: np.concatenate([self.extra.get(k, np.zeros(0)), v[legal]])
+                      for k, v in extra.items()}
+        self.tried = np.concatenate([self.tried, np.zeros((legal.sum(), N_ACTIONS), bool)])
+        self.expanded = np.concatenate([self.expanded, np.zeros(legal.sum(), dtype=np.int64)])
+
+    def untried(self, rows: np.ndarray) -> np.ndarray:
+        """(len(rows) x N_ACTIONS) revisions of ``rows`` that are valid and not yet tried."""
+        return self.space.valid_actions(self.batch.take(rows)) & ~self.tried[rows]
+
+    def valuable(self, best: float, k: int, expansions: int) -> np.ndarray:
+        """The ``k`` open candidates of highest value ``exp(-(l_p - l*) / l*)``.
+
+        The leader of each tensorize choice within ``LEADER_SLOWDOWN`` of the best comes first
+        (up to half of ``k``) and stays open until every revision of it is tried: the best
+        choice is often not the one whose random candidates happen to be fastest at the
+        start. Any other candidate closes after ``expansions`` rounds."""
+        if not len(self.cycles):
+            return np.zeros(0, dtype=np.int64)
+        rows = np.flatnonzero(self.untried(np.arange(len(self.cycles))).any(axis=1))
+        value = np.exp(-(self.cycles[rows] - best) / best)
+        ranked = rows[np.argsort(-value, kind="stable")]
+        leaders = ranked[np.unique(self.batch.space[ranked], return_index=True)[1]]
+        leaders = leaders[self.cycles[leaders] <= LEADER_SLOWDOWN * best]
+        leaders = leaders[np.argsort(self.cycles[leaders], kind="stable")][: max(1, k // 2)]
+        rest = ranked[~np.isin(ranked, leaders) & (self.expanded[ranked] < expansions)]
+        return np.concatenate([leaders, rest[: k - len(leaders)]])
+
+
+class _Hasco:
+    """One run of `hasco_search`: the budget, the pool, the agent and the best so far."""
+
+    def __init__(self, space: SoftwareSpace, budget: int, seed: int,
+                 settings: HascoSettings) -> None:
+        self.space, self.budget, self.settings = space, budget, settings
+        self.rng = np.random.default_rng(seed)
+        self.agent = DQNAgent(N_FEATURES, N_ACTIONS, seed, settings.dqn)
+        self.tracker = _Tracker(space)
+        self.pool = _Pool(space)
+        self.seen: set[bytes] = set()
+        self.start = space.evaluations
+
+    @property
+    def left(self) -> int:
+        return self.budget - (self.space.evaluations - self.start)
+
+    def fresh(self, batch: Candidates, limit: int | None = None) -> np.ndarray:
+        """Rows of ``batch`` never evaluated (first copy of each), at most ``limit`` and what
+        the budget has left; they count as seen from now on."""
+        room = self.left if limit is None else min(limit, self.left)
+        keep: list[int] = []
+        for row, key in enumerate(batch.keys()):
+            if len(keep) >= room:
+                break
+            if key not in self.seen:
+                self.seen.add(key)
+                keep.append(row)
+        return np.array(keep, dtype=np.int64)
+
+    def measure(self, batch: Candidates) -> tuple[np.ndarray, dict[str, np.ndarray], bool]:
+        """Evaluate ``batch`` (already fresh), add the legal ones to the pool."""
+        cycles, energy, extra = self.space.evaluate(batch)
+        improved = self.tracker.see(batch, cycles, energy)
+        self.pool.add(batch, cycles, extra)
+        return cycles, extra, improved
+
+    def explore(self, count: int) -> bool:
+        """Evaluate ``count`` new uniformly random candidates; True if one is a new best."""
+        batch = self.space.random(4 * count, self.rng)
+        batch = batch.take(self.fresh(batch, count))
+        return len(batch) > 0 and self.measure(batch)[2]
+
+    def seed_pool(self) -> None:
+        if self.settings.seeded:
+            found = [c for c in map(self.space.from_mapping, starting_mappings(self.space))
+                     if c is not None]
+            if found:
+                batch = Candidates.concat(found)
+                self.measure(batch.take(self.fresh(batch)))
+        self.explore(max(16, int(self.settings.initial * self.budget)))
+
+    def revise(self, k: int) -> bool | None:
+        """One round: revise the ``k`` most valuable candidates; None if none is left open."""
+        best = self.tracker.best
+        chosen = self.pool.valuable(best, k, self.settings.expansions)
+        if not len(chosen):
+            return None
+        pool = self.pool
+        parents = pool.batch.take(chosen)
+        states = self.space.features(parents, pool.cycles[chosen], best,
+                                     {n: v[chosen] for n, v in pool.extra.items()})
+        actions = self.agent.choose(states, pool.untried(chosen), self.settings.branch)
+        rows, columns = np.nonzero(actions >= 0)
+        taken = actions[rows, columns]
+        pool.tried[chosen[rows], taken] = True
+        pool.expanded[chosen] += 1
+        children = self.space.revise(parents.take(rows), taken, self.rng)
+        keep = self.fresh(children)
+        if not len(keep):
+            return False
+        children = children.take(keep)
+        parent_cycles = pool.cycles[chosen[rows[keep]]]
+        child_cycles, child_extra, improved = self.measure(children)
+        reward = np.where(np.isfinite(child_cycles),
+                          np.clip((parent_cycles - child_cycles) / parent_cycles, -1, 1), -1.0)
+        next_states = self.space.features(children, child_cycles, self.tracker.best, child_extra)
+        self.agent.remember(states[rows[keep]], taken[keep], reward.astype(np.float32),
+                            next_states, self.space.valid_actions(children))
+        self.agent.learn(self.settings.learn_steps)
+        return improved
+
+    def run(self) -> SearchResult:
+        s = self.settings
+        self.seed_pool()
+        k, stale = s.top_k, 0
+        while self.left > 0:
+            improved = self.revise(k) if math.isfinite(self.tracker.best) else None
+            self.agent.end_round()
+            if improved is None or stale >= s.patience:
+                improved = self.explore(max(1, int(s.explore * self.budget)))
+                stale = 0
+            stale = 0 if improved else stale + 1
+            k = s.top_k if improved else min(s.max_k, k * 2)
+        return self.tracker.result()
+
+
+def starting_mappings(space: SoftwareSpace) -> list[Mapping]:
+    """The library (im2col) mapping, where the layer has one. (`default_mapping` is not used:
+    it is a search of its own, thousands of estimates, and would hide that cost.)"""
+    from tensorforge.compiler.mappers import library_mapping
+
+    try:
+        return [library_mapping(space.workload, space.config)]
+    except MappingError:
+        return []
 
 
 def hasco_search(space: SoftwareSpace, budget: int, seed: int,
                  settings: HascoSettings = HascoSettings()) -> SearchResult:
     """HASCO's heuristic + Q-learning search (see the module docstring)."""
-    rng = np.random.default_rng(seed)
-    agent = DQNAgent(N_FEATURES, N_ACTIONS, seed, settings.dqn)
-    tracker = _Tracker(space)
-    start = space.evaluations
-    pool = space.random(max(16, int(settings.initial * budget)), rng)
-    cycles, energy, extra = space.evaluate(pool)
-    tracker.see(pool, cycles, energy)
-    legal = np.isfinite(cycles)
-    if legal.any():
-        pool, cycles, extra = pool.take(legal), cycles[legal], {k: v[legal]
-                                                                for k, v in extra.items()}
-    seen = set(pool.keys())
-    k = settings.top_k
-    stale_rounds = 0
-    while space.evaluations - start < budget and stale_rounds < 50:
-        best = tracker.best if math.isfinite(tracker.best) else float(np.min(cycles))
-        value = np.exp(-(cycles - best) / best)
-        chosen = np.argsort(-value, kind="stable")[:k]
-        parents = pool.take(chosen)
-        states = space.features(parents, cycles[chosen], best,
-                                {n: v[chosen] for n, v in extra.items()})
-        actions = agent.choose(states, space.valid_actions(parents), settings.branch)
-        rows, columns = np.nonzero(actions >= 0)
-        if not len(rows):
-            break
-        taken = actions[rows, columns]
-        children = space.revise(parents.take(rows), taken, rng)
-        new = np.array([key not in seen for key in children.keys()])
-        left = budget - (space.evaluations - start)
-        keep = np.flatnonzero(new)[:left]
-        if not len(keep):
-            stale_rounds += 1
-            agent.end_round()
-            k = min(settings.max_k, k * 2)
-            continue
-        rows, taken, children = rows[keep], taken[keep], children.take(keep)
-        child_cycles, child_energy, child_extra = space.evaluate(children)
-        improved = tracker.see(children, child_cycles, child_energy)
-        parent_cycles = cycles[chosen][rows]
-        reward = np.where(np.isfinite(child_cycles),
-                          np.clip((parent_cycles - child_cycles) / parent_cycles, -1, 1), -1.0)
-        best_now = tracker.best
-        next_states = space.features(children, child_cycles, best_now, child_extra)
-        agent.remember(states[rows], taken, reward.astype(np.float32), next_states,
-                       space.valid_actions(children))
-        agent.learn(settings.learn_steps)
-        agent.end_round()
-        seen.update(children.keys())
-        fresh = np.isfinite(child_cycles)
-        if fresh.any():
-            pool = Candidates.concat([pool, children.take(fresh)])
-            cycles = np.concatenate([cycles, child_cycles[fresh]])
-            extra = {n: np.concatenate([extra[n], child_extra[n][fresh]]) for n in extra}
-            stale_rounds = 0
-        else:
-            stale_rounds += 1
-        k = max(settings.top_k, k // 2) if improved else min(settings.max_k, k * 2)
-    return tracker.result()
+    return _Hasco(space, budget, seed, settings).run()
 
 
 def library(workload: Workload, config: AcceleratorConfig) -> SearchResult:

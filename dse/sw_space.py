@@ -16,10 +16,19 @@ action                   revision
 ``d``                    tile of index ``d`` one level up (``split`` factor grows)
 ``MAX_DIMS + d``         tile of index ``d`` one level down
 ``2*MAX_DIMS + j``       swap tile loops ``j`` and ``j+1`` (``reorder``), within the output
-                         or the reduction loops
+                         or the reduction loops, both looping more than once
 ``3*MAX_DIMS - 1``       switch the tensorize choice (``tensorize``): the next space, tiles
                          carried over by index name where it has them
+``TRADE + MAX_DIMS*d+e`` tile of ``d`` one level up and tile of ``e`` one level down: the
+                         buffers bind tiles together, so the best tiles are often across a
+                         ridge of illegal candidates from a single-factor neighbour
 =======================  =================================================================
+
+Orders are kept *canonical*: a loop that runs once (its tile is the whole index) sits innermost
+within its kind (output or reduction), in index order. The cost model only sees the order of
+loops that run more than once (`cost_model._periods`), so this loses nothing, and candidates
+that differ only in where their single-trip loops sit get one key: no search spends an
+evaluation on a copy.
 """
 
 from __future__ import annotations
@@ -37,8 +46,9 @@ from tensorforge.dse.cost_space import LayerSpace, layer_spaces
 from tensorforge.errors import MappingError
 
 MAX_DIMS = 8
-N_ACTIONS = 3 * MAX_DIMS
 SWITCH = 3 * MAX_DIMS - 1
+TRADE = 3 * MAX_DIMS
+N_ACTIONS = TRADE + MAX_DIMS * MAX_DIMS
 N_FEATURES = 3 * MAX_DIMS + 5
 
 
@@ -133,12 +143,57 @@ class SoftwareSpace:
             dims = self.spaces[s].dims
             levels[row, :dims] = rng.integers(0, self.n_levels[s, :dims])
             order[row, :dims] = self._random_order(s, rng)
-        return Candidates(space, levels, order)
+        return self.canonical(Candidates(space, levels, order))
 
     def _random_order(self, s: int, rng: np.random.Generator) -> np.ndarray:
         mask = self.outputs[s, : self.spaces[s].dims]
         outs, reds = np.flatnonzero(mask), np.flatnonzero(~mask)
         return np.concatenate([rng.permutation(outs), rng.permutation(reds)])
+
+    # ------------------------------------------------------------------ canonical form
+
+    def loop_counts(self, batch: Candidates) -> np.ndarray:
+        """(n x MAX_DIMS) trips of each index's tile loop (1 past the space's indices)."""
+        counts = np.ones((len(batch), MAX_DIMS), dtype=np.int64)
+        for s in np.unique(batch.space):
+            rows = np.flatnonzero(batch.space == s)
+            dims = self.spaces[s].dims
+            tiles = self.tiles_of(s, batch.levels[rows])
+            counts[rows, :dims] = -(-self.spaces[s].sizes // tiles)
+        return counts
+
+    def canonical(self, batch: Candidates) -> Candidates:
+        """The same candidates with single-trip loops moved innermost within their kind."""
+        counts = self.loop_counts(batch)
+        order = batch.order
+        index = np.maximum(order, 0)
+        reduction = ~np.take_along_axis(self.outputs[batch.space], index, axis=1)
+        once = np.take_along_axis(counts, index, axis=1) == 1
+        slot = np.where(once, index, np.arange(MAX_DIMS)[None, :])
+        rank = np.where(order >= 0, reduction * 4 * MAX_DIMS + once * 2 * MAX_DIMS + slot,
+                        8 * MAX_DIMS)
+        moved = np.take_along_axis(order, np.argsort(rank, axis=1, kind="stable"), axis=1)
+        return Candidates(batch.space.copy(), batch.levels.copy(), moved)
+
+    def from_mapping(self, mapping: Mapping) -> Candidates | None:
+        """``mapping`` as a one-row canonical batch; None if it is not a point of this space
+        (another fusion or choice, or a tile off the grid)."""
+        for s, layer in enumerate(self.spaces):
+            if layer.choice != mapping.choice or layer.groups != mapping.groups:
+                continue
+            tiles = mapping.tile_sizes
+            if set(tiles) != set(layer.names) or set(mapping.order) != set(layer.names):
+                return None
+            levels = np.full((1, MAX_DIMS), -1, dtype=np.int64)
+            for d, name in enumerate(layer.names):
+                found = np.flatnonzero(self.values[s][d] == min(tiles[name], layer.sizes[d]))
+                if not len(found):
+                    return None
+                levels[0, d] = found[0]
+            order = np.full((1, MAX_DIMS), -1, dtype=np.int64)
+            order[0, : layer.dims] = [layer.names.index(n) for n in mapping.order]
+            return self.canonical(Candidates(np.array([s]), levels, order))
+        return None
 
     # ------------------------------------------------------------------ evaluation
 
@@ -181,7 +236,7 @@ class SoftwareSpace:
     # ------------------------------------------------------------------ revisions
 
     def valid_actions(self, batch: Candidates) -> np.ndarray:
-        """(n x N_ACTIONS) bool: revisions that change the candidate."""
+        """(n x N_ACTIONS) bool: revisions that change the candidate's cost-relevant form."""
         n = len(batch)
         mask = np.zeros((n, N_ACTIONS), dtype=bool)
         levels, n_levels = batch.levels, self.n_levels[batch.space]
@@ -192,8 +247,15 @@ class SoftwareSpace:
         outputs = self.outputs[batch.space]
         same_kind = np.take_along_axis(outputs, np.maximum(left, 0), 1) == np.take_along_axis(
             outputs, np.maximum(right, 0), 1)
-        mask[:, 2 * MAX_DIMS : 3 * MAX_DIMS - 1] = (left >= 0) & (right >= 0) & same_kind
+        loops = self.loop_counts(batch) > 1
+        both_loop = np.take_along_axis(loops, np.maximum(left, 0), 1) & np.take_along_axis(
+            loops, np.maximum(right, 0), 1)
+        mask[:, 2 * MAX_DIMS : 3 * MAX_DIMS - 1] = (left >= 0) & (right >= 0) & same_kind & (
+            both_loop)
         mask[:, SWITCH] = len(self.spaces) > 1
+        trade = mask[:, :MAX_DIMS, None] & mask[:, None, MAX_DIMS : 2 * MAX_DIMS]
+        trade[:, np.arange(MAX_DIMS), np.arange(MAX_DIMS)] = False
+        mask[:, TRADE:] = trade.reshape(n, -1)
         return mask
 
     def revise(self, batch: Candidates, actions: np.ndarray,
@@ -205,13 +267,17 @@ class SoftwareSpace:
         out.levels[rows[up], actions[up]] += 1
         down = (actions >= MAX_DIMS) & (actions < 2 * MAX_DIMS)
         out.levels[rows[down], actions[down] - MAX_DIMS] -= 1
+        trade = actions >= TRADE
+        grow, shrink = np.divmod(actions[trade] - TRADE, MAX_DIMS)
+        out.levels[rows[trade], grow] += 1
+        out.levels[rows[trade], shrink] -= 1
         swap = (actions >= 2 * MAX_DIMS) & (actions < SWITCH)
         j = actions[swap] - 2 * MAX_DIMS
         r = rows[swap]
         out.order[r, j], out.order[r, j + 1] = batch.order[r, j + 1], batch.order[r, j]
         for row in rows[actions == SWITCH]:
             self._switch(out, row, rng)
-        return out
+        return self.canonical(out)
 
     def _switch(self, batch: Candidates, row: int, rng: np.random.Generator) -> None:
         old = int(batch.space[row])
