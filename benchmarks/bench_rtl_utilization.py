@@ -57,7 +57,7 @@ RUNS = {
     "GEMM 64^3, default mapping": Run(GEMM),
     "GEMM 64^3, one 64^3 tile (old default)": Run(GEMM, {"i": 64, "j": 64, "k": 64}),
     "GEMM 64^3, tiles i=16 (rows)": Run(GEMM, {"i": 16, "j": 64, "k": 64}, ("i", "j", "k")),
-    "GEMM 64^3, tiles 64x32x8 (tuned)": Run(GEMM, {"i": 64, "j": 32, "k": 8}, ("i", "j", "k")),
+    "GEMM 64^3, tiles 64x16x32 (tuned)": Run(GEMM, {"i": 64, "j": 16, "k": 32}, ("i", "j", "k")),
     "conv 3x3 32ch 14x14, default": Run(CONV),
     "conv 3x3 32ch 14x14, no im2col": Run(CONV, direct=True),
 }

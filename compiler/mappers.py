@@ -12,8 +12,8 @@
     best index otherwise), for each order of the output loops, scored by a pipelined estimate
     (`estimate_cycles`): the program double-buffers, so LOAD, COMPUTE and STORE overlap and
     the busiest unit sets the pace, plus the first LOADs and the last STORE. Compute counts
-    COMPUTE instructions and stationary-block changes, so long instructions that keep the
-    stationary block win; loads count an operand's reloads from the loop order (an operand is
+    COMPUTE instructions, stationary-block changes and ZEROs, so few long instructions win;
+    loads count an operand's reloads from the loop order (an operand is
     reloaded whenever a tile loop it depends on advances).
 """
 
@@ -127,7 +127,8 @@ class UnitCosts:
     MAC step streams one beat per cycle; a COMPUTE instruction adds its pipeline fill and
     drain; a change of stationary block costs its lines where the PEs cannot load it behind
     the current one; the pipelined load unit takes about one cycle per buffer line, the store
-    unit about one per bus beat of an accumulator line.
+    unit about one per bus beat of an accumulator line; a ZERO clears one accumulator line
+    a cycle, after the array has drained.
     """
 
     step: int  # cycles of one intrinsic step (streamed beats)
@@ -136,19 +137,23 @@ class UnitCosts:
     load_row: float  # per LOAD row (one buffer line)
     load_instruction: int  # issue of one LOAD
     store_row: float  # per STORE row (one accumulator line)
+    zero_line: int  # per accumulator line a ZERO clears
+    zero: int  # a ZERO waits for the array's last results to be written first
 
     @classmethod
     def of(cls, config: AcceleratorConfig) -> UnitCosts:
         plan = plan_for(config)
         bus = config.dma.bus_bytes
         return cls(step=len(plan.beats), instruction=INSTRUCTION_FILL,
-                   stationary=plan.stationary_lines,
+                   stationary=STATIONARY_SWITCH, zero=ZERO_DRAIN,
                    load_row=max(1.0, config.spad_line_bytes / bus) + ROW_SLACK,
                    load_instruction=LOAD_ISSUE,
-                   store_row=-(-config.acc_line_bytes // bus) + ROW_SLACK)
+                   store_row=-(-config.acc_line_bytes // bus) + ROW_SLACK, zero_line=1)
 
 
-INSTRUCTION_FILL = 30  # cycles; ~ stationary lines + array latency + output lines
+INSTRUCTION_FILL = 2  # cycles; the next MAC instruction starts while the last one drains
+STATIONARY_SWITCH = 0  # cycles; the PEs load the next block behind the current one's beats
+ZERO_DRAIN = 24  # cycles; ~ the array latency plus a group's output lines
 LOAD_ISSUE = 8  # cycles of one LOAD's command decode and address set-up
 ROW_SLACK = 0.1  # cycles per row lost to beats that straddle a bus word
 MAX_ENUMERATED = 2048  # tilings per tensorize choice tried exhaustively; above: greedy growth
@@ -165,11 +170,12 @@ class _Estimate:
 
     The program double-buffers: an operand tile loads while the previous tile of that operand
     is in use, and a C tile stores while the next one computes. So the three units run side by
-    side and the busiest sets the pace, after a prologue (the first step's LOADs) and before
-    an epilogue (the last STORE); a transfer longer than the steps that use the previous tile
-    stalls the pipeline by the difference. An operand is (re)loaded when a tile loop it
-    depends on advances: every ``period`` steps, the product of the counts of the loops
-    inside its innermost one.
+    side and the busiest sets the pace, after a prologue (the LOADs of the first step's first
+    chunk) and before an epilogue (the last chunk's STORE); a transfer longer than the steps
+    that use the previous tile stalls the pipeline by the difference. Each C tile starts with
+    a ZERO COMPUTE of its lines. An operand is (re)loaded when a tile loop it depends on
+    advances: every ``period`` steps, the product of the counts of the loops inside its
+    innermost one.
     """
 
     def __init__(self, device: Workload, tiling: Tiling, config: AcceleratorConfig) -> None:
@@ -190,6 +196,16 @@ class _Estimate:
             self.transfers[role] = (self._looping(tile), cycles)
         c_tile = tiling.operand("C")
         self.transfers["C"] = (self._looping(c_tile), c_tile.lines * costs.store_row)
+        outputs = set(c_tile.access.indices)
+        operands = [set(tiling.operand(r).access.indices) for r in ("A", "B")]
+        # the first step is cut along a reduction index, the last along an output index
+        # (`codegen`): only their first / last chunk of one block is exposed
+        self.first_chunk = 1 / max((blocks[n] for n in sizes
+                                    if n not in outputs and all(n in o for o in operands)),
+                                   default=1)
+        self.last_chunk = 1 / max((blocks[n] for n in outputs), default=1)
+        c_tiles = math.prod(counts[n] for n in c_tile.access.indices)
+        self.zero = c_tiles * (c_tile.lines * costs.zero_line + costs.zero)
 
     def _looping(self, tile) -> set[str]:
         return {n for n in tile.access.indices if self.counts[n] > 1}
@@ -208,15 +224,16 @@ class _Estimate:
             times = self.steps // period
             busy["store" if role == "C" else "load"] += times * cycles
             stalls += times * max(0.0, cycles - period * self.compute)  # one tile ahead only
-        compute = self.steps * self.compute
-        prologue = sum(self.transfers[r][1] for r in ("A", "B"))
-        epilogue = self.transfers["C"][1]
+        compute = self.steps * self.compute + self.zero
+        first_loads = sum(self.transfers[r][1] for r in ("A", "B"))
+        prologue = first_loads * (self.first_chunk if self.steps > 1 else 1)
+        epilogue = self.transfers["C"][1] * (self.last_chunk if self.steps > 1 else 1)
         steady = max(compute, busy["load"] - prologue, busy["store"] - epilogue)
         return prologue + steady + stalls + epilogue
 
 
 def _compute_shape(tiling: Tiling, blocks: dict[str, int], stationary) -> tuple[int, float]:
-    """COMPUTE instructions of a full tile step and its changes of stationary block."""
+    """MAC COMPUTE instructions of a full tile step and its changes of stationary block."""
     coefs = {r: tiling.operand(r).coef for r in ("C", "A", "B")}
     inner, outer = micro_loop(blocks, coefs, stationary.value)
     rest = [n for n in blocks if n not in (inner, outer)]
@@ -224,7 +241,7 @@ def _compute_shape(tiling: Tiling, blocks: dict[str, int], stationary) -> tuple[
     instructions = math.prod(blocks[n] for n in rest) * splits
     steps = math.prod(blocks.values())
     keeps = inner is not None and coefs[stationary.value].get(inner, 0) == 0
-    return instructions + 1, steps / blocks[inner] if keeps else steps  # + 1: the ZERO
+    return instructions, steps / blocks[inner] if keeps else steps
 
 
 def _orders(device: Workload) -> list[tuple[str, ...]]:

@@ -104,7 +104,8 @@ GEMM_64 = parse_workload("C[i,j] += A[i,k] * B[k,j]", "i=64,j=64,k=64")
 def test_one_tile_estimate_is_load_then_compute_then_store():
     """With one tile nothing overlaps: the estimate is the plain sum of the units' work,
     counted by hand from the costs (8 LOADs of 64 rows per operand, 64 x 8 MAC steps of 8
-    beats, 8 MAC instructions and a ZERO, a stationary change every 8 steps, 512 C rows)."""
+    beats, 8 MAC instructions, a stationary change every 8 steps, a ZERO of the 512 C lines,
+    512 C rows stored)."""
     from tensorforge.compiler.mappers import UnitCosts, estimate_cycles
     from tensorforge.compiler.tiling import build_tiling
 
@@ -112,7 +113,8 @@ def test_one_tile_estimate_is_load_then_compute_then_store():
     tiling = build_tiling(GEMM_64, choice, {"i": 64, "j": 64, "k": 64}, GEMM_8x8_WS)
     costs = UnitCosts.of(GEMM_8x8_WS)
     load = 512 * costs.load_row + 8 * costs.load_instruction
-    compute = 512 * costs.step + 9 * costs.instruction + 64 * costs.stationary
+    compute = (512 * costs.step + 8 * costs.instruction + 64 * costs.stationary + costs.zero
+               + 512 * costs.zero_line)
     store = 512 * costs.store_row
     expected = 2 * load + compute + store
     assert estimate_cycles(GEMM_64, tiling, ("i", "j", "k"), GEMM_8x8_WS) == pytest.approx(
