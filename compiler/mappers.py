@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass
@@ -132,6 +133,7 @@ class UnitCosts:
     """
 
     step: int  # cycles of one intrinsic step (streamed beats)
+    stationary_operand: str  # "A" or "B": the operand the PEs hold
     instruction: int  # fill and drain of one COMPUTE instruction
     stationary: int  # cycles per change of stationary block
     load_row: float  # per LOAD row (one buffer line)
@@ -141,10 +143,12 @@ class UnitCosts:
     zero: int  # a ZERO waits for the array's last results to be written first
 
     @classmethod
+    @functools.cache  # read for every tiling the mapping search scores
     def of(cls, config: AcceleratorConfig) -> UnitCosts:
         plan = plan_for(config)
         bus = config.dma.bus_bytes
-        return cls(step=len(plan.beats), instruction=INSTRUCTION_FILL,
+        return cls(step=len(plan.beats), stationary_operand=plan.stationary.value,
+                   instruction=INSTRUCTION_FILL,
                    stationary=STATIONARY_SWITCH, zero=ZERO_DRAIN,
                    load_row=max(1.0, config.spad_line_bytes / bus) + ROW_SLACK,
                    load_instruction=LOAD_ISSUE,
@@ -156,7 +160,7 @@ STATIONARY_SWITCH = 0  # cycles; the PEs load the next block behind the current 
 ZERO_DRAIN = 24  # cycles; ~ the array latency plus a group's output lines
 LOAD_ISSUE = 8  # cycles of one LOAD's command decode and address set-up
 ROW_SLACK = 0.1  # cycles per row lost to beats that straddle a bus word
-MAX_ENUMERATED = 2048  # tilings per tensorize choice tried exhaustively; above: greedy growth
+MAX_ENUMERATED = 512  # tilings per tensorize choice tried exhaustively; above: greedy growth
 
 
 def estimate_cycles(device: Workload, tiling: Tiling, order: tuple[str, ...],
@@ -185,7 +189,7 @@ class _Estimate:
         self.steps = math.prod(counts.values())
         mac_steps = math.prod(-(-sizes[n] // block[n]) for n in sizes)
         blocks = {n: -(-tiles[n] // block[n]) for n in sizes}
-        instructions, switches = _compute_shape(tiling, blocks, plan_for(config).stationary)
+        instructions, switches = _compute_shape(tiling, blocks, costs.stationary_operand)
         self.compute = (mac_steps * costs.step / self.steps + instructions * costs.instruction
                         + switches * costs.stationary)
         self.transfers = {}  # role -> (looping indices, cycles of one LOAD or STORE)
@@ -232,15 +236,16 @@ class _Estimate:
         return prologue + steady + stalls + epilogue
 
 
-def _compute_shape(tiling: Tiling, blocks: dict[str, int], stationary) -> tuple[int, float]:
+def _compute_shape(tiling: Tiling, blocks: dict[str, int], stationary: str
+                   ) -> tuple[int, float]:
     """MAC COMPUTE instructions of a full tile step and its changes of stationary block."""
     coefs = {r: tiling.operand(r).coef for r in ("C", "A", "B")}
-    inner, outer = micro_loop(blocks, coefs, stationary.value)
+    inner, outer = micro_loop(blocks, coefs, stationary)
     rest = [n for n in blocks if n not in (inner, outer)]
     splits = math.prod(-(-blocks[n] // MAX_EXTENT) for n in (inner, outer) if n)
     instructions = math.prod(blocks[n] for n in rest) * splits
     steps = math.prod(blocks.values())
-    keeps = inner is not None and coefs[stationary.value].get(inner, 0) == 0
+    keeps = inner is not None and coefs[stationary].get(inner, 0) == 0
     return instructions, steps / blocks[inner] if keeps else steps
 
 
@@ -266,22 +271,47 @@ def _tile_options(size: int, block: int) -> list[int]:
 
 
 def _enumerate(device, choice, block, orders, config):
-    """Every tiling of `_tile_options`; ``(cost, tiles, order)``, None if none fits or there
-    are too many to try."""
+    """Every fitting tiling of `_tile_options`; ``(cost, tiles, order)``, None if none fits
+    or there are too many to try."""
     sizes = device.sizes
     options = [_tile_options(sizes[n], block[n]) for n in sizes]
     if math.prod(len(o) for o in options) > MAX_ENUMERATED:
         return None
     best = None
-    for combination in itertools.product(*options):
-        tiles = dict(zip(sizes, combination, strict=True))
-        tiling = _fit(device, choice, tiles, block, config)
-        if tiling is None:
-            continue
+    for tiles, tiling in _fitting(device, choice, block, config, list(sizes), options, {}):
         cost, order = _best_order(device, tiling, orders, config)
         if best is None or cost < best[0]:
             best = (cost, tiles, order)
     return best
+
+
+def _fitting(device, choice, block, config, names, options, chosen):
+    """``(tiles, tiling)`` of every fitting completion of ``chosen`` (tiles of the first
+    indices of ``names``), in product order.
+
+    An index's option is tried with the smallest tiles of the indices after it: if even that
+    does not fit, neither does a larger option, except the whole index (one buffer half
+    instead of two), which is still tried.
+    """
+    depth = len(chosen)
+    name, rest = names[depth], names[depth + 1 :]
+    whole = options[depth][-1]
+    smallest = {n: options[depth + 1 + k][0] for k, n in enumerate(rest)}
+    for option in options[depth]:
+        tiles = {**chosen, name: option}
+        tiling = _fit(device, choice, {**tiles, **smallest}, block, config)
+        skipped = tiling is None and option != whole
+        if skipped:  # to the whole index
+            tiles = {**chosen, name: whole}
+            tiling = _fit(device, choice, {**tiles, **smallest}, block, config)
+        if tiling is None:
+            return
+        if rest:
+            yield from _fitting(device, choice, block, config, names, options, tiles)
+        else:
+            yield tiles, tiling
+        if skipped:
+            return
 
 
 def _grow(device, choice, block, orders, config):
