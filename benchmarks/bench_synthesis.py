@@ -201,6 +201,17 @@ def markdown(rows: list[dict[str, Any]], timeout_s: float) -> str:
 
 NOTES = """## How to read these numbers
 
+* **The PE pipeline (timing closure).** Each PE is three register stages: the local-store read
+  (a bank x slot mux) and the streamed operand are registered, the multiplier's product is
+  registered, then the accumulate adder updates the sum (`hw/pe.py`, `hw/mac.py`), so no
+  clock period holds the mux, the MULT18X18D and the 32-bit carry chain together. It costs two
+  cycles of array latency (`array_latency`) and ~30 flip-flops per PE, no DSP: one MULT18X18D per
+  MAC. The 8x8 core went from 63.5 MHz (bank register -> mux -> multiplier -> adder in one
+  cycle) to the figure above; its critical path is now one flip-flop -> MULT18X18D -> product
+  flip-flop, and more than half of it is routing to and from the DSP column (Yosys'
+  `synth_ecp5` does not fold the fabric registers into the DSP's own input/output registers).
+  The compute unit latches its decoded micro-loop (`last_outer`, `last_inner`, ZERO) with the
+  instruction, so decode no longer shares a cycle with the walkers' address arithmetic.
 * **SRAM macros.** The ASIC flow keeps every memory with synchronous read ports as a black-box
   macro (`synthesize_asic(..., memories="macros")`, the default); the macro's area, access
   time, setup, read/write energy and leakage come from the analytical 0.18um model in

@@ -11,8 +11,13 @@ Three walkers go over the same ``for o < outer: for i < inner:`` steps, each at 
   never a line that is still waiting for its write (read-after-write across steps).
 
 The writer adds each output line of the array to its old C line and writes it back; when it
-cannot (old line not back, write port stalled) it freezes the whole array. ZERO instructions
-only write zero lines.
+cannot (old line not back, write port stalled, a ZERO writing) it freezes the whole array.
+ZERO instructions only write zero lines.
+
+Each walker keeps its own copy of the instruction and takes the next one as soon as it is done
+with its part of the current one, so back-to-back COMPUTE instructions do not drain the array
+between them: the next one's stationary block loads while the last one's beats stream, and its
+beats follow the last one's without a gap. Instructions retire in order (``retired``).
 """
 
 from __future__ import annotations
@@ -95,14 +100,39 @@ class _Walk:
 
 class _LineCounts:
     """C lines read for the writer (``issued``) and written back, counted modulo a power of two
-    above the writer's depth; ``settled`` once the writes reach ``mark``."""
+    above the writer's depth (never more lines than that are in between)."""
 
     def __init__(self, m: Module, push, pop, depth: int) -> None:
         bits = depth.bit_length() + 1
-        self.issued, written = Signal(bits, name="lines_issued"), Signal(bits, name="lines_written")
-        self.mark, self.settled = Signal(bits, name="lines_mark"), Signal(name="lines_settled")
-        m.d.sync += [self.issued.eq(self.issued + push), written.eq(written + pop)]
-        m.d.comb += self.settled.eq(written == self.mark)
+        self.issued = Signal(bits, name="lines_issued")
+        self.written = Signal(bits, name="lines_written")
+        m.d.sync += [self.issued.eq(self.issued + push), self.written.eq(self.written + pop)]
+
+
+class _Latch:
+    """One walker's copy of the instruction it walks, so each walker can start the next
+    instruction as soon as it is done with its part of the last one (``kick``: the cycle after
+    it took it; ``kick_mac``: the same for MAC, which the operand walkers skip ZERO for)."""
+
+    def __init__(self, name: str) -> None:
+        self.instr = Signal(instruction_layout(isa.Opcode.COMPUTE), name=f"{name}_instr")
+        self.loop = Signal(LOOP_LAYOUT, name=f"{name}_loop")
+        self.kick = Signal(name=f"{name}_kick")
+        self.kick_mac = self.kick & ~self.loop.zero
+
+
+def all_of(values: list):
+    result = values[0]
+    for value in values[1:]:
+        result = result & value
+    return result
+
+
+def any_of(values: list):
+    result = values[0]
+    for value in values[1:]:
+        result = result | value
+    return result
 
 
 def step_latency(config: AcceleratorConfig, read_latency: int = 1) -> int:
@@ -116,7 +146,8 @@ def step_latency(config: AcceleratorConfig, read_latency: int = 1) -> int:
     """
     plan = plan_for(config)
     return (
-        1  # the walkers start from the latched instruction
+        1  # the instruction waits, decoded, for the walkers
+        + 1  # each walker latches its own copy and starts from it
         + 1  # the stationary walker picks a bank
         + plan.stationary_lines  # stationary lines requested one per cycle
         + 1  # the step, queued with its last request, reaches the stream walker
@@ -131,12 +162,16 @@ def step_latency(config: AcceleratorConfig, read_latency: int = 1) -> int:
 class ComputeUnit(wiring.Component):
     """Executes COMPUTE instructions on the PE array of ``config``.
 
-    Contract: ``cmd`` is accepted only while ``idle``; ``idle`` rises again the cycle after the
-    instruction's last C line was written. Steady state: one beat per cycle, i.e. one MAC step
-    every ``len(plan.beats)`` cycles, while the memories keep up and the stationary block of
-    the next step is loaded while the current one computes (two or more PE store banks). One
-    isolated step takes `step_latency` cycles (``step_latency`` attribute: with 1-cycle reads).
-    Reads are answered in order, one response per request (``ports`` module contract).
+    Contract: ``cmd`` is accepted whenever no earlier instruction still waits for a walker (one
+    instruction is held, decoded, until all three have taken it), so the next instruction can
+    be accepted while the last one computes. ``retired`` pulses once per instruction, in order,
+    in the cycle after its last C line was written; ``idle`` is high when every accepted
+    instruction has retired. Steady state: one beat per cycle, i.e. one MAC step every
+    ``len(plan.beats)`` cycles, across steps and instructions, while the memories keep up (the
+    stationary block of the next step is written behind the last beat of the step before, so
+    two PE store banks suffice). One isolated step takes `step_latency` cycles (``step_latency``
+    attribute: with 1-cycle reads). Reads are answered in order, one response per request
+    (``ports`` module contract).
     """
 
     def __init__(self, config: AcceleratorConfig) -> None:
@@ -164,64 +199,69 @@ class ComputeUnit(wiring.Component):
         self.freeze = freeze = Signal()
         m.submodules.array = EnableInserter(~freeze)(array)
 
-        self.instr = instr = Signal(instruction_layout(isa.Opcode.COMPUTE))
-        running = Signal()  # an instruction is latched (walking, or its lines being written)
-        start, kick = Signal(), Signal()  # kick: the cycle after start, fields latched
-        m.d.sync += kick.eq(start)
-        self.loop = loop = Signal(LOOP_LAYOUT)
-        with m.If(start):
-            m.d.sync += [instr.eq(self.cmd.payload), running.eq(1),
-                         *decode_loop(loop, self.cmd.payload)]
-        zero_mode = loop.zero
-        self.kick_mac = kick & ~zero_mode
+        self.latches = latches = {name: _Latch(name) for name in ("load", "stream", "acc")}
+        load_free = self._stationary_walker(m, latches["load"])
+        stream_free, stream_drained = self._stream_walker(m, latches["stream"])
+        acc_free, pending_empty, lines = self._accumulator_walker_and_writer(m, latches["acc"])
+        marks_empty = self._retirement(m, latches["acc"], acc_free, lines)
 
-        stationary_done = self._stationary_walker(m)
-        stream_done = self._stream_walker(m)
-        acc_done, pending_empty, lines = self._accumulator_walker_and_writer(m, kick, zero_mode)
+        # the next instruction, decoded, until each walker has taken it
+        upcoming = Signal(instruction_layout(isa.Opcode.COMPUTE))
+        upcoming_loop = Signal(LOOP_LAYOUT)
+        upcoming_valid = Signal()
+        free = {"load": load_free, "stream": stream_free,
+                "acc": acc_free & self.marks.w_rdy & (~upcoming_loop.zero | pending_empty)}
+        taken = {name: Signal(name=f"{name}_took") for name in latches}
+        takes = {name: upcoming_valid & ~taken[name] & free[name] for name in latches}
+        accept = self.cmd.valid & ~upcoming_valid
+        m.d.comb += self.cmd.ready.eq(~upcoming_valid)
+        with m.If(accept):
+            m.d.sync += [upcoming.eq(self.cmd.payload), upcoming_valid.eq(1),
+                         *decode_loop(upcoming_loop, self.cmd.payload),
+                         *[flag.eq(0) for flag in taken.values()]]
+        with m.Elif(upcoming_valid & all_of([taken[n] | takes[n] for n in latches])):
+            m.d.sync += upcoming_valid.eq(0)
+        for name, latch in latches.items():
+            m.d.sync += latch.kick.eq(takes[name])
+            with m.If(takes[name]):
+                m.d.sync += [latch.instr.eq(upcoming), latch.loop.eq(upcoming_loop),
+                             taken[name].eq(1)]
 
-        walked = Signal()  # every read of the running instruction is issued, every beat taken
-        m.d.comb += walked.eq(running & ~kick & stationary_done & stream_done & acc_done)
-        draining = self._overlap(m, start, walked, pending_empty, lines)
-        with m.If(walked & pending_empty & ~draining & ~start):
-            m.d.sync += running.eq(0)
-        m.d.comb += [self.idle.eq(~running), self.busy.eq(running),
-                     self.retired.eq(walked & pending_empty & ~draining & ~start
-                                     | draining & lines.settled)]
+        kicking = any_of([latch.kick for latch in latches.values()])
+        m.d.comb += self.idle.eq(~upcoming_valid & ~kicking & load_free & stream_drained
+                                 & acc_free & marks_empty)
+        m.d.comb += self.busy.eq(~self.idle)
         waiting = [port.req.valid & ~port.req.ready
                    for port in (self.a_read, self.b_read, self.acc_read)]
-        m.d.comb += self.stall.eq(running & (freeze | waiting[0] | waiting[1] | waiting[2]))
+        m.d.comb += self.stall.eq(self.busy & (freeze | waiting[0] | waiting[1] | waiting[2]))
         return m
 
-    def _overlap(self, m: Module, start, walked, pending_empty, lines):
-        """Accepts the next instruction while the current one's last lines are still in the array.
+    def _retirement(self, m: Module, latch, acc_free, lines):
+        """Pulses ``retired`` once per instruction, in order, when its last C line is written.
 
-        Once an instruction has walked (all reads issued, all beats in the array), a MAC
-        instruction may start; the old one keeps *draining* until the writer has written
-        ``lines.issued`` lines as counted when it stopped, and then retires. One instruction
-        drains at a time; ZERO writes the accumulator itself, so it waits for an empty writer.
-        Returns ``draining``.
+        When the accumulator walker has issued an instruction's last read it records how many
+        lines the writer must then have written (a *mark*); the instruction retires when the
+        writer's count reaches its mark. Returns ``no instruction waits to retire``.
         """
-        draining = Signal()
-        is_mac = self.cmd.payload.mode == isa.ComputeMode.MAC
-        accept = Signal()
-        m.d.comb += [
-            accept.eq(~self.idle & walked & ~draining & (is_mac | pending_empty) | self.idle),
-            self.cmd.ready.eq(accept),
-            start.eq(self.cmd.valid & accept),
-        ]
-        with m.If(start & ~self.idle):
-            m.d.sync += [draining.eq(1), lines.mark.eq(lines.issued)]
-        with m.Elif(lines.settled):
-            m.d.sync += draining.eq(0)
-        return draining
+        self.marks = marks = SyncFIFO(width=len(lines.issued), depth=4)
+        m.submodules.retire_marks = marks
+        marked = Signal(init=1)  # the walker's instruction has its mark
+        with m.If(latch.kick):
+            m.d.sync += marked.eq(0)
+        with m.Elif(acc_free & ~marked):
+            m.d.sync += marked.eq(1)
+            m.d.comb += [marks.w_en.eq(1), marks.w_data.eq(lines.issued)]
+        m.d.comb += [self.retired.eq(marks.r_rdy & (lines.written == marks.r_data)),
+                     marks.r_en.eq(self.retired)]
+        return ~marks.r_rdy & marked
 
-    def _operand_fields(self, operand: Operand) -> tuple:
-        instr = self.instr
+    @staticmethod
+    def _operand_fields(instr, operand: Operand) -> tuple:
         if operand is Operand.A:
             return instr.a_base, instr.a_outer, instr.a_inner
         return instr.b_base, instr.b_outer, instr.b_inner
 
-    def _stationary_walker(self, m: Module):
+    def _stationary_walker(self, m: Module, latch):
         """Reads each step's stationary block into a bank, unless a bank already holds it.
 
         Banks are taken round robin. A block's lines are requested at once, but each line is
@@ -232,8 +272,8 @@ class ComputeUnit(wiring.Component):
         """
         plan, banks, array, freeze = self.plan, self.banks, self.array, self.freeze
         port = {Operand.A: self.a_read, Operand.B: self.b_read}[plan.stationary]
-        walk = _Walk(m, "load", self.loop, {"s": self._operand_fields(plan.stationary)},
-                     SPAD_ADDR_BITS)
+        walk = _Walk(m, "load", latch.loop,
+                     {"s": self._operand_fields(latch.instr, plan.stationary)}, SPAD_ADDR_BITS)
         tags = [Signal(SPAD_ADDR_BITS, name=f"tag_{b}") for b in range(banks)]
         tag_valid = [Signal(name=f"tag_valid_{b}") for b in range(banks)]
         ready_seq = [Signal(SEQ_BITS, name=f"ready_seq_{b}") for b in range(banks)]
@@ -262,7 +302,7 @@ class ComputeUnit(wiring.Component):
         step_in = Signal(entry)
         meta_in, meta_out = Signal(meta_layout), data.View(meta_layout, meta.r_data)
         m.d.comb += [steps.w_data.eq(step_in), meta.w_data.eq(meta_in),
-                     walk.start.eq(self.kick_mac)]
+                     walk.start.eq(latch.kick_mac)]
 
         # this cycle's line request, and whether it is the block's last
         last_line = line == plan.stationary_lines - 1
@@ -286,14 +326,14 @@ class ComputeUnit(wiring.Component):
         deciding = Signal()
         m.d.comb += [
             candidate.eq(Mux(loading, walk.next_addr["s"], walk.addr["s"])),
-            deciding.eq(Mux(loading, finishing & ~walk.last_step, ~walk.done) & ~self.kick_mac),
+            deciding.eq(Mux(loading, finishing & ~walk.last_step, ~walk.done) & ~latch.kick_mac),
         ]
         hit, hit_bank = Signal(), Signal(range(banks))
         for b in range(banks):
             with m.If(tag_valid[b] & (tags[b] == candidate)):
                 m.d.comb += [hit.eq(1), hit_bank.eq(b)]
 
-        with m.If(self.kick_mac):
+        with m.If(latch.kick_mac):
             m.d.sync += [valid.eq(0) for valid in tag_valid]
         with m.Elif(deciding & ~loading & hit & steps.w_rdy):  # held (or being loaded): reuse
             m.d.comb += [steps.w_en.eq(1), walk.advance.eq(1), step_in.bank.eq(hit_bank)]
@@ -334,17 +374,18 @@ class ComputeUnit(wiring.Component):
                      port.resp.ready.eq(take), meta.r_en.eq(take)]
         with m.If(take):
             m.d.sync += loaded_seq.eq(loaded_seq + 1)
-        return walk.done & ~loading
+        return walk.done & ~loading & ~latch.kick
 
-    def _stream_walker(self, m: Module):
+    def _stream_walker(self, m: Module, latch):
         """Reads the streamed lines and feeds them to the array as beats, one per cycle."""
         plan, banks, array, freeze = self.plan, self.banks, self.array, self.freeze
         port = {Operand.A: self.a_read, Operand.B: self.b_read}[plan.streamed]
-        walk = _Walk(m, "stream", self.loop,
-                     {"t": self._operand_fields(plan.streamed),
-                      "c": (self.instr.acc_base, self.instr.acc_outer, self.instr.acc_inner)},
+        instr = latch.instr
+        walk = _Walk(m, "stream", latch.loop,
+                     {"t": self._operand_fields(instr, plan.streamed),
+                      "c": (instr.acc_base, instr.acc_outer, instr.acc_inner)},
                      SPAD_ADDR_BITS)
-        m.d.comb += walk.start.eq(self.kick_mac)
+        m.d.comb += walk.start.eq(latch.kick_mac)
         # never 0 bits wide: a Switch on a 0-bit value never matches in the Verilog
         beat_index = Signal(range(max(len(plan.beats), 2)))
         step = data.View(self.step_entry, self.steps.r_data)
@@ -376,7 +417,7 @@ class ComputeUnit(wiring.Component):
                 m.d.sync += previous_acc.eq(walk.addr["c"])
         m.d.comb += [meta_in.bank.eq(step.bank), meta_in.ready.eq(step.ready),
                      meta_in.step_end.eq(step_end)]
-        with m.If(~walk.done & self.steps.r_rdy & ~self.kick_mac):
+        with m.If(~walk.done & self.steps.r_rdy & ~latch.kick_mac):
             m.d.comb += [port.req.valid.eq(meta.w_rdy),
                          port.req.payload.eq(walk.addr["t"] + line_offset),
                          meta.w_en.eq(port.req.valid & port.req.ready)]
@@ -404,17 +445,19 @@ class ComputeUnit(wiring.Component):
                 m.d.sync += self.cooling[b].eq(self.cooling_cycles)
             with m.Elif(~freeze & (self.cooling[b] != 0)):
                 m.d.sync += self.cooling[b].eq(self.cooling[b] - 1)
-        return walk.done & ~meta.r_rdy
+        free = walk.done & ~latch.kick
+        return free, free & ~meta.r_rdy
 
-    def _accumulator_walker_and_writer(self, m: Module, kick, zero_mode):
+    def _accumulator_walker_and_writer(self, m: Module, latch):
         """Reads old C lines (never one still waiting for its write); writes the sums back.
 
         ZERO instructions use the same walker to write zero lines instead.
         """
         plan, array, freeze = self.plan, self.array, self.freeze
         config = self.config
-        walk = _Walk(m, "acc", self.loop,
-                     {"c": (self.instr.acc_base, self.instr.acc_outer, self.instr.acc_inner)},
+        kick, zero_mode = latch.kick, latch.loop.zero
+        walk = _Walk(m, "acc", latch.loop,
+                     {"c": (latch.instr.acc_base, latch.instr.acc_outer, latch.instr.acc_inner)},
                      ACC_ADDR_BITS)
         m.d.comb += walk.start.eq(kick)
         address = walk.addr["c"]
@@ -489,7 +532,9 @@ class ComputeUnit(wiring.Component):
                     array.out.payload[e] + old_line[e])
             with m.If(self.acc_write.req.valid & self.acc_write.req.ready):
                 m.d.comb += [pop.eq(1), old.r_en.eq(1)]
-            m.d.comb += freeze.eq(array.out.valid & ~(old.r_rdy & self.acc_write.req.ready))
+        # a line the writer cannot take (old line not back, port busy, a ZERO writing) waits
+        writable = ~zero_mode & old.r_rdy & self.acc_write.req.ready
+        m.d.comb += freeze.eq(array.out.valid & ~writable)
 
         def step(pointer):
             return Mux(pointer == depth - 1, 0, pointer + 1)
@@ -504,4 +549,4 @@ class ComputeUnit(wiring.Component):
         m.d.sync += pending_valid.eq((pending_valid | set_bits) & ~clear_bits)
         with m.If(pop):
             m.d.sync += head.eq(step(head))
-        return walk.done, pending_valid == 0, _LineCounts(m, push, pop, depth)
+        return walk.done & ~kick, pending_valid == 0, _LineCounts(m, push, pop, depth)
