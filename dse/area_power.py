@@ -11,17 +11,22 @@ component         features
 ================  ======================================================================
 pe_array          PEs, PEs x systolic forwarding, PEs x crossbar stages (full),
                   PEs x broadcast (none), local-store bits, array edge (rows + cols), 1
-scratchpad        bits, banks x line bits (bank ports, muxes), 1
-accumulator       bits, 1
+scratchpad        bits, words, banks x line bits (bank ports, muxes), banks, 1: the shape of
+                  the memory compiler's macro area (cells, word lines, bit lines, control)
+accumulator       bits, words, line bits, 1
 dma               bus bits, 1
-control           1 (what a whole accelerator holds beyond the four: controller, queues,
-                  control registers, glue; fitted to synthesized accelerators' residuals)
+control           PEs, scratchpad line bits, 1 (what a whole accelerator holds beyond the four:
+                  compute and store units, controller, queues, control registers, glue;
+                  fitted to synthesized accelerators' residuals)
 ================  ======================================================================
 
 Memories are SRAM macros (the ASIC flow's analytical 0.18um memory compiler), so buffer area
 per bit is a macro figure, not a flip-flop one.
-Clock: the slowest component's critical path, each fitted as a linear function of the
-logarithm of its size (`timing_features`). Dynamic power is at the calibration clock and
+Clock: the critical path of whole synthesized accelerators (the `control` fit, a constant plus
+a log2(PEs) term); blocks synthesized alone, with unregistered ports, overstate the paths they
+have inside the accelerator. Without whole accelerators it falls back to the slowest
+component's path, each fitted as a linear function of the logarithm of its size
+(`timing_features`). Dynamic power is at the calibration clock and
 switching activity; it scales linearly to this model's clock.
 """
 
@@ -59,16 +64,19 @@ def features(component: str, config: AcceleratorConfig) -> dict[str, float]:
                 "edge": array.rows + array.cols,
                 "one": 1.0,
             }
-        case "scratchpad":
+        case "scratchpad":  # one SRAM macro per bank: cells, word lines, bit lines, control
             line_bits = config.spad_line_bytes * 8
-            return {"bits": int(spad.capacity) * 8, "bank_ports": spad.banks * line_bits,
+            return {"bits": int(spad.capacity) * 8, "words": int(spad.capacity) * 8 / line_bits,
+                    "bank_ports": spad.banks * line_bits, "banks": spad.banks, "one": 1.0}
+        case "accumulator":  # one macro of accumulator lines
+            line_bits = config.acc_line_bytes * 8
+            return {"bits": int(spad.accumulator) * 8,
+                    "words": int(spad.accumulator) * 8 / line_bits, "line_bits": line_bits,
                     "one": 1.0}
-        case "accumulator":
-            return {"bits": int(spad.accumulator) * 8, "one": 1.0}
         case "dma":
             return {"bus_bits": config.dma.bus_bits, "one": 1.0}
         case "control":
-            return {"one": 1.0}
+            return {"pes": pes, "line_bits": config.spad_line_bytes * 8, "one": 1.0}
     raise ConfigError(f"unknown component {component!r}; known: {', '.join(COMPONENTS)}")
 
 
@@ -76,7 +84,7 @@ def timing_features(component: str, config: AcceleratorConfig) -> dict[str, floa
     """Inputs of the critical-path fit: delay grows with the logarithm of a block's size
     (adder trees, address decoders, fan-out buffers), so extrapolation stays sane."""
     if component == "control":
-        return {"one": 1.0}
+        return {"log2_pes": math.log2(max(config.array.pes, 2)), "one": 1.0}
     size = {"pe_array": config.array.pes, "scratchpad": int(config.scratchpad.capacity) * 8,
             "accumulator": int(config.scratchpad.accumulator) * 8,
             "dma": config.dma.bus_bits}[component]
@@ -95,6 +103,17 @@ class ComponentFit:
     def predict(self, quantity: str, values: dict[str, float]) -> float:
         coefficients = getattr(self, quantity)
         return sum(coefficients.get(name, 0.0) * value for name, value in values.items())
+
+
+def clock_period_ns(components: dict[str, ComponentFit], config: AcceleratorConfig) -> float:
+    """The accelerator's critical path: the `control` fit where it was made on whole
+    accelerators (non-zero), else the slowest fitted block's (see the module docstring)."""
+    control = components["control"].predict("critical_path_ns",
+                                            timing_features("control", config))
+    if control > 0:
+        return control
+    return max(components[name].predict("critical_path_ns", timing_features(name, config))
+               for name in COMPONENTS if name != "control")
 
 
 @dataclass(frozen=True)
@@ -155,7 +174,7 @@ class SynthesisAreaPower:
         fit = load_fit()
         parts = self.breakdown(config)
         area_um2 = sum(p["area_um2"] for p in parts.values())
-        period_ns = max(max(p["critical_path_ns"] for p in parts.values()), 1.0)
+        period_ns = max(clock_period_ns(fit.components, config), 1.0)
         clock_mhz = 1e3 / period_ns
         leakage_w = sum(p["leakage_mw"] for p in parts.values()) * 1e-3
         # dynamic power was measured at the calibration clock and activity: scale to this clock

@@ -29,6 +29,7 @@ from tensorforge.dse.area_power import (
     COMPONENTS,
     AreaPowerFit,
     ComponentFit,
+    clock_period_ns,
     features,
     timing_features,
 )
@@ -71,11 +72,19 @@ def _config(rows: int, cols: int, interconnect: str = "systolic", *, capacity: i
 
 
 def accelerator_set() -> list[Design]:
-    """Whole accelerators: three sizes of the default (systolic, weight-stationary GEMM) design
-    (the 8x8 one is the default `AcceleratorConfig`; about five minutes of ASIC flow each)."""
+    """Whole GEMM accelerators, held out one at a time: array sizes 2x2 to 8x8, every
+    interconnect, scratchpads from 1 to 64 KiB (the 8x8/64 KiB one is the default
+    `AcceleratorConfig`; one to three minutes of ASIC flow each)."""
     return [
         Design("accelerator", _config(2, 2, capacity=1024, banks=2, accumulator=512)),
         Design("accelerator", _config(4, 4, capacity=4096, banks=4, accumulator=1024)),
+        Design("accelerator", _config(4, 4, capacity=65536, banks=4, accumulator=16384)),
+        Design("accelerator", _config(4, 4, "none", capacity=65536, banks=4,
+                                      accumulator=16384)),
+        Design("accelerator", _config(4, 4, "full", capacity=65536, banks=4,
+                                      accumulator=16384)),
+        Design("accelerator", _config(2, 8, capacity=16384, banks=8, accumulator=4096)),
+        Design("accelerator", _config(8, 8, capacity=16384, banks=4, accumulator=4096)),
         Design("accelerator", AcceleratorConfig()),
     ]
 
@@ -90,8 +99,13 @@ def calibration_set() -> list[Design]:
     designs += [Design("scratchpad", _config(2, 2, capacity=cap, banks=banks))
                 for cap, banks in ((256, 1), (256, 2), (512, 2), (512, 4), (1024, 4),
                                    (1024, 1), (4096, 4), (16384, 8))]
+    # wider lines (4x4 and 8x8 arrays): macro shapes as the accelerators have them
+    designs += [Design("scratchpad", _config(r, r, capacity=cap, banks=4))
+                for r, cap in ((4, 4096), (4, 16384), (8, 16384), (8, 65536))]
     designs += [Design("accumulator", _config(2, 2, accumulator=acc))
                 for acc in (128, 256, 512, 2048)]
+    designs += [Design("accumulator", _config(r, r, accumulator=acc))
+                for r, acc in ((4, 1024), (4, 16384), (8, 4096))]
     designs += [Design("dma", _config(2, 2, bus_bits=bits)) for bits in (32, 64, 128)]
     return designs
 
@@ -232,18 +246,25 @@ def _fitted_parts(components: dict[str, ComponentFit], record: dict[str, Any]
 
 def _fit_control(components: dict[str, ComponentFit], accelerators: list[dict[str, Any]]
                  ) -> ComponentFit:
-    """What whole accelerators hold beyond the fitted components, as constants: the mean
-    residual of area, leakage and dynamic power (never negative), and the mean measured
-    critical path where it is longer than every component's (the controller's own paths)."""
-    residuals: dict[str, list[float]] = {q: [] for q in QUANTITIES}
-    for record in accelerators:
-        measured, parts = targets(record), _fitted_parts(components, record)
-        for quantity in QUANTITIES[:3]:
-            residuals[quantity].append(measured[quantity] - parts[quantity])
-        slower = measured["critical_path_ns"] > parts["critical_path_ns"]
-        residuals["critical_path_ns"].append(measured["critical_path_ns"] if slower else 0.0)
-    return ComponentFit(**{q: {"one": max(float(np.mean(v)), 0.0)}
-                           for q, v in residuals.items()})
+    """What whole accelerators hold beyond the fitted components (compute and store units,
+    controller, queues, glue): non-negative least squares of their area, leakage and dynamic
+    power residuals on `features("control")`, and of their measured critical paths on
+    `timing_features("control")` (the whole accelerator's clock: `clock_period_ns`)."""
+    configs = [AcceleratorConfig.from_dict(r["config"]) for r in accelerators]
+    x = np.array([list(features("control", c).values()) for c in configs], dtype=float)
+    names = list(features("control", configs[0]))
+    fits = {}
+    for quantity in QUANTITIES[:3]:
+        residual = np.array([targets(r)[quantity] - _fitted_parts(components, r)[quantity]
+                             for r in accelerators])
+        coef = _fit_nonnegative(x, residual)
+        fits[quantity] = dict(zip(names, map(float, coef), strict=True))
+    timing = np.array([list(timing_features("control", c).values()) for c in configs])
+    paths = np.array([targets(r)["critical_path_ns"] for r in accelerators])
+    timing_names = list(timing_features("control", configs[0]))
+    coef = _fit_nonnegative(timing, paths)
+    fits["critical_path_ns"] = dict(zip(timing_names, map(float, coef), strict=True))
+    return ComponentFit(**fits)
 
 
 def _held_out_accelerators(components: dict[str, ComponentFit],
@@ -256,9 +277,10 @@ def _held_out_accelerators(components: dict[str, ComponentFit],
         control = _fit_control(components, others)
         parts = _fitted_parts(components, record)
         config = AcceleratorConfig.from_dict(record["config"])
-        predicted = {q: parts[q] + control.predict(q, {"one": 1.0}) for q in QUANTITIES[:3]}
-        predicted["critical_path_ns"] = max(parts["critical_path_ns"],
-                                            control.predict("critical_path_ns", {"one": 1.0}))
+        predicted = {q: parts[q] + control.predict(q, features("control", config))
+                     for q in QUANTITIES[:3]}
+        predicted["critical_path_ns"] = clock_period_ns({**components, "control": control},
+                                                        config)
         measured = targets(record)
         rows.append({
             "design": config.describe(),

@@ -13,7 +13,7 @@ from tensorforge.dse.evaluate import AreaPowerModel
 
 TRUTH = {"pes": 900.0, "pes_systolic": 150.0, "pes_crossbar": 80.0, "pes_broadcast": 20.0,
          "local_bits": 12.0, "edge": 40.0, "one": 500.0, "bits": 30.0, "bank_ports": 5.0,
-         "bus_bits": 60.0}
+         "bus_bits": 60.0, "words": 25.0, "banks": 8000.0, "line_bits": 700.0}
 CONTROL_UM2, CONTROL_PATH_NS = 70_000.0, 25.0
 
 
@@ -100,3 +100,14 @@ def test_without_accelerators_control_is_a_stated_fallback():
     fitted = fit(synthetic_records())
     assert "fallback" in fitted.errors["control"]
     assert "control" in COMPONENTS and fitted.components["control"].area_um2["one"] > 0
+
+
+def test_clock_comes_from_whole_accelerators_when_they_were_synthesized():
+    """Blocks alone report 2 ns paths, accelerators 25 ns: the accelerators' fit sets the clock
+    (40 MHz); without accelerators the slowest block's path does (500 MHz)."""
+    from tensorforge.dse.area_power import clock_period_ns
+
+    with_accelerators = fit(synthetic_records(accelerators=True))
+    blocks_only = fit(synthetic_records())
+    assert clock_period_ns(with_accelerators.components, config()) == pytest.approx(25.0)
+    assert clock_period_ns(blocks_only.components, config()) == pytest.approx(2.0)
