@@ -182,6 +182,7 @@ class _Pool:
         self.extra: dict[str, np.ndarray] = {}
         self.tried = np.zeros((0, N_ACTIONS), dtype=bool)
         self.expanded = np.zeros(0, dtype=np.int64)
+        self.leader_turns = np.zeros(len(space.spaces), dtype=np.int64)  # rounds led, by space
 
     def add(self, batch: Candidates, cycles: np.ndarray, extra: dict[str, np.ndarray]) -> None:
         legal = np.isfinite(cycles)
@@ -201,10 +202,11 @@ class _Pool:
     def valuable(self, best: float, k: int, expansions: int) -> np.ndarray:
         """The ``k`` open candidates of highest value ``exp(-(l_p - l*) / l*)``.
 
-        The leader of each tensorize choice within ``LEADER_SLOWDOWN`` of the best comes first
-        (up to half of ``k``) and stays open until every revision of it is tried: the best
-        choice is often not the one whose random candidates happen to be fastest at the
-        start. Any other candidate closes after ``expansions`` rounds."""
+        The leaders of the tensorize choices within ``LEADER_SLOWDOWN`` of the best take up
+        to half of ``k``, in turn (fewest rounds led first), and stay open until every
+        revision of them is tried: the best choice is often not the one whose random
+        candidates happen to be fastest at the start. Any other candidate closes after
+        ``expansions`` rounds."""
         if not len(self.cycles):
             return np.zeros(0, dtype=np.int64)
         rows = np.flatnonzero(self.untried(np.arange(len(self.cycles))).any(axis=1))
@@ -212,7 +214,9 @@ class _Pool:
         ranked = rows[np.argsort(-value, kind="stable")]
         leaders = ranked[np.unique(self.batch.space[ranked], return_index=True)[1]]
         leaders = leaders[self.cycles[leaders] <= LEADER_SLOWDOWN * best]
-        leaders = leaders[np.argsort(self.cycles[leaders], kind="stable")][: max(1, k // 2)]
+        turns = self.leader_turns[self.batch.space[leaders]]
+        leaders = leaders[np.lexsort((self.cycles[leaders], turns))][: max(1, k // 2)]
+        self.leader_turns[self.batch.space[leaders]] += 1
         rest = ranked[~np.isin(ranked, leaders) & (self.expanded[ranked] < expansions)]
         return np.concatenate([leaders, rest[: k - len(leaders)]])
 
