@@ -3,29 +3,29 @@
 ``hasco``
     A pool of candidates (primitive sequences and factors over every tensorize choice): the
     library mapping, where it is a point of the space, and random candidates (``initial`` of
-    the budget). Each round the heuristic picks the ``k`` most valuable open
-    candidates, value ``exp(-(l_p - l*) / l*)`` with ``l*`` the lowest latency so far (1 for
-    the best candidate, falling as a candidate gets slower). The paper prints the exponent as
+    the budget). Each round the heuristic picks the ``k`` most valuable open candidates,
+    value ``exp(-(l_p - l*) / l*)`` with ``l*`` the lowest latency so far (1 for the best
+    candidate, falling as a candidate gets slower). The paper prints the exponent as
     ``-(l* - l_p)/l*``; with ``l* <= l_p`` that would rank the slowest candidates highest,
     contradicting its own "the higher the value, the better", so we read it with the sign that
-    makes the text true. The leader of each tensorize choice takes up to half of the ``k``
-    places, so a choice whose first random points were poor still gets refined. ``k`` is
-    mutable: it doubles after a round without a new best and drops back after one with. The
-    DQN agent (`sw_dqn`) picks ``branch`` revisions per valuable candidate among those not yet
-    tried on it (the cost model is deterministic: a revision tried once is known); a candidate
-    is closed after ``expansions`` rounds. After ``patience`` rounds without a new best, a batch
-    of fresh random candidates (``explore`` of the budget) joins the pool: revisions are local,
-    and these restarts let the search leave a basin. All proposals of a round are evaluated in
-    one vectorized call of the cost model; the reward is the relative latency improvement
-    (``-1`` for an illegal revision).
+    makes the text true. The leaders of the tensorize choices within 2x of the best take up to
+    half of the ``k`` places in turn, so a choice whose first random points were poor still
+    gets refined. ``k`` is mutable: it doubles after a round without a new best and drops
+    back after one with. The DQN agent (`sw_dqn`) picks ``branch`` revisions per valuable
+    candidate among those not yet tried on it (the cost model is deterministic: a revision
+    tried once is known); a candidate is closed after ``expansions`` rounds. After
+    ``patience`` rounds without a new best, a batch of fresh random candidates (``explore`` of
+    the budget) joins the pool: revisions are local, and these restarts let the search leave
+    a basin. All proposals of a round are evaluated in one vectorized call of the cost model;
+    the reward is the relative latency improvement (``-1`` for an illegal revision).
 ``random``
     Uniformly random candidates, evaluated in batches.
-
-Neither search evaluates a candidate twice: orders are canonical (`sw_space`), so two
-candidates with one key have one cost.
 ``exhaustive``
     Every candidate of the space (every tile level of every index, every legal loop order, every
     tensorize choice), in chunks: the optimum of the space, for small layers.
+
+Neither HASCO nor random search evaluates a candidate twice: orders are canonical (`sw_space`),
+so two candidates with one key have one cost.
 
 Budgets count cost-model evaluations. `library` is the im2col baseline
 (`compiler.mappers.library_mapping`) under the same cost model. Searches are registered by
