@@ -244,9 +244,14 @@ def main() -> None:
         "--batch-size", type=int, default=5, help="designs per ask (MOBO fits once per batch)"
     )
     parser.add_argument("--models", nargs="*", default=list(MODELS))
+    parser.add_argument(
+        "--store",
+        help="sweep store file (default: the cache directory's). A rerun with the same store "
+        "resumes; after a change to the search code use a fresh one, or the stored runs diverge",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
-    store = SweepStore()  # the cache directory's: a rerun resumes, the repo stays clean
+    store = SweepStore(args.store)  # outside the repo: a rerun resumes, the repo stays clean
     started = time.monotonic()
     fresh = [run_case(m, i, args, store) for m in args.models for i in INTRINSICS]
     # cases of other invocations (other --models) are kept, read only now that this one is

@@ -5,14 +5,31 @@ hypervolume-based improvement criterion. This module does the same with BoTorch'
 
 1. an initial scrambled-Sobol design, snapped onto the grid (Algorithm 1, line 1);
 2. one GP per outcome (a batched ``SingleTaskGP``) on the ``[0, 1]`` feature encoding (one-hot
-   categories), with objectives log-transformed when positive, since latency, power and area
-   span decades, and standardized (lines 3-4);
-3. q-log-noisy expected hypervolume improvement (qLogNEHVI), maximized over a few thousand
-   unseen designs sampled from the space (line 5). The space is discrete and mixed, so a
-   candidate pool replaces gradient ascent, as in the constrained-BO paper's rejection sampling.
+   categories), with objectives log-transformed when that makes them less skewed (latency,
+   power and area span decades), and standardized (lines 3-4);
+3. q-log expected hypervolume improvement (qLogEHVI) over the Pareto front of the designs
+   evaluated so far, maximized over a candidate pool of unseen designs (line 5). The space is
+   discrete and mixed, so a pool replaces gradient ascent, as in the constrained-BO paper's
+   rejection sampling.
+
+Choices that matter at the small budgets of a co-design sweep (40 trials), found on the
+synthetic problems of `tensorforge.dse.synthetic`:
+
+* **Improvement is measured on the objectives as reported**, not on the log scale the GP
+  models. Hypervolume is scored in the user's units; a hypervolume taken in log space rewards
+  pushing an objective that approaches zero towards minus infinity (DTLZ2's front touches
+  ``f = 0``), which is where the old log-space criterion wasted its budget. The samples of
+  logged outcomes are exponentiated back before the improvement is computed.
+* **Evaluations are deterministic**, so the front to improve on is the observed one (EHVI),
+  not NEHVI's integral over noisy baselines: the same choices at a fraction of the cost, whose
+  box decomposition NEHVI redoes for every MC sample (about 100 s per 40-trial run on a
+  3-objective problem, against a few seconds).
+* **Batches are built greedily with a Kriging believer**: each pick (and each design asked
+  earlier but not yet told) is added to the GP as if its posterior mean had been observed, so
+  the next pick of the batch looks elsewhere (see `MOBOSearch._believe`).
 
 Constraints are modelled as extra GP outcomes (the signed margins ``g <= 0`` of `Problem`), and
-qLogNEHVI weights each candidate's improvement by its modelled probability of feasibility, so
+qLogEHVI weights each candidate's improvement by its modelled probability of feasibility, so
 the search learns where the power budget lies instead of treating infeasible points as noise.
 
 When the GP cannot be fitted (singular kernel, failed optimizer), ``ask`` logs a warning and
@@ -28,20 +45,24 @@ from typing import Any
 
 import numpy as np
 import torch
-from botorch.acquisition.multi_objective.logei import (
-    qLogNoisyExpectedHypervolumeImprovement,
-)
-from botorch.acquisition.multi_objective.objective import IdentityMCMultiOutputObjective
+from botorch.acquisition.multi_objective.logei import qLogExpectedHypervolumeImprovement
+from botorch.acquisition.multi_objective.objective import GenericMCMultiOutputObjective
 from botorch.exceptions.errors import BotorchError
+from botorch.exceptions.warnings import InputDataWarning
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import SingleTaskGP
+from botorch.models.model import Model
 from botorch.models.transforms.outcome import Standardize
 from botorch.sampling.normal import SobolQMCNormalSampler
+from botorch.utils.multi_objective.box_decompositions.non_dominated import (
+    FastNondominatedPartitioning,
+)
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from linear_operator.utils.warnings import NumericalWarning
-from scipy.stats import qmc
+from threadpoolctl import threadpool_limits
 
-from tensorforge.dse.opt_base import Optimizer
+from tensorforge.dse.opt_base import Optimizer, sobol_design
+from tensorforge.dse.pareto import non_dominated_mask
 from tensorforge.dse.problem import Problem
 from tensorforge.dse.space import Space
 
@@ -52,18 +73,25 @@ _DTYPE = torch.float64
 #: Widest span (max / min) of an objective that is still modelled on a log scale.
 _LOG_SPAN_MAX = 1e6
 
+#: Skewness above which an objective counts as right-skewed (an exponential's is 2).
+_SKEW_TO_LOG = 1.0
+
 #: Candidates rescored for the second and later picks of a batch.
 _SHORTLIST = 64
 
+#: Candidates scored per call of the acquisition (bounds memory: pool x samples x boxes).
+_CHUNK = 128
+
 
 class MOBOSearch(Optimizer):
-    """GP surrogate + qLogNEHVI over a discrete candidate pool.
+    """GP surrogate + qLogEHVI over a discrete candidate pool, batches by Kriging believer.
 
     Options: ``initial_points`` (Sobol design size; default ``max(6, d + 2)`` for ``d`` free
-    variables), ``candidates`` (pool size per round, default 1024), ``mc_samples`` (QMC samples
-    of the acquisition, default 64), ``log_objectives`` (model the log of every objective
-    that is positive throughout and spans at most six decades; default true), ``fit_iterations``
-    (L-BFGS cap per GP fit; fits warm-start from the previous round's hyperparameters).
+    variables), ``candidates`` (pool size per round, default 512), ``mc_samples`` (QMC samples
+    of the acquisition, default 32), ``log_objectives`` (model the log of an objective where
+    that makes it less skewed, see `_logged_columns`; default true), ``fit_iterations``
+    (L-BFGS cap per GP fit, default 100; fits warm-start from the previous round's
+    hyperparameters, so a few dozen steps usually converge).
     """
 
     name = "mobo"
@@ -74,10 +102,10 @@ class MOBOSearch(Optimizer):
         *,
         seed: int,
         initial_points: int | None = None,
-        candidates: int = 1024,
-        mc_samples: int = 64,
+        candidates: int = 512,
+        mc_samples: int = 32,
         log_objectives: bool = True,
-        fit_iterations: int = 200,
+        fit_iterations: int = 100,
     ) -> None:
         super().__init__(problem, seed=seed)
         free = int((self.space.sizes > 1).sum())
@@ -87,22 +115,10 @@ class MOBOSearch(Optimizer):
         self.candidates = candidates
         self.mc_samples = mc_samples
         self.log_objectives = log_objectives
-        self._initial = self._sobol_design(self.initial_points)
+        self._initial = list(sobol_design(self.space, self.initial_points, self.rng))
         self.fit_iterations = fit_iterations
         self._outstanding: dict[int, np.ndarray] = {}  # rank -> genome, asked but not told
         self._hyperparameters: dict[str, torch.Tensor] | None = None
-
-    def _sobol_design(self, n: int) -> list[np.ndarray]:
-        """``n`` distinct genomes from a scrambled Sobol sequence, topped up at random."""
-        sobol = qmc.Sobol(self.space.dim, scramble=True, seed=self.rng)
-        points = sobol.random(1 << max(1, (n - 1).bit_length()))[:n]
-        design: dict[int, np.ndarray] = {}
-        genomes = self.space.from_unit(points)
-        for rank, genome in zip(self.space.rank(genomes), genomes, strict=True):
-            design.setdefault(rank, genome)
-        extra = self.space.sample_unseen(n - len(design), self.rng, set(design))
-        design.update(zip(self.space.rank(extra), extra, strict=True))
-        return list(design.values())
 
     # --- ask -------------------------------------------------------------------------------
 
@@ -134,7 +150,7 @@ class MOBOSearch(Optimizer):
             self._outstanding.pop(rank, None)
 
     def _acquire(self, q: int, seen: set[int], pending: list[np.ndarray]) -> list[np.ndarray]:
-        """``q`` unseen genomes chosen greedily by qLogNEHVI from a random candidate pool."""
+        """``q`` unseen genomes chosen greedily by qLogEHVI from a candidate pool."""
         pool = self._candidate_pool(seen)
         if pool.shape[0] <= q:
             return list(pool)
@@ -144,17 +160,25 @@ class MOBOSearch(Optimizer):
             # linear_operator builds sparse interpolation matrices, and torch >= 2.13 warns
             # unless the caller opts in or out of invariant checks; they are well formed.
             torch.sparse.check_sparse_tensor_invariants(enable=False),
+            # L-BFGS-B on a few dozen hyperparameters makes thousands of tiny BLAS calls; a
+            # second BLAS thread only spins, and on a shared machine it tripled the fit time.
+            threadpool_limits(limits=1, user_api="blas"),
         ):
-            # Fitting restarts and MC samples draw from torch's global RNG; fork it so the
-            # search is reproducible from `seed` without touching anyone else's random state.
+            # Fitting restarts draw from torch's global RNG; fork it so the search is
+            # reproducible from `seed` without touching anyone else's random state.
             torch.manual_seed(int(self.rng.integers(2**31)))
             # A nearly noise-free GP makes the joint posterior of close designs singular;
             # linear_operator then adds diagonal jitter, the standard remedy, and says so.
             warnings.filterwarnings(
                 "ignore", message=r"A not p\.d\., added jitter", category=NumericalWarning
             )
+            # An outcome that is constant so far (a constraint no design has come near) is
+            # all zeros once standardized; conditioning on believed points then warns that
+            # it is "not standardized". It is, as far as a constant can be.
+            warnings.filterwarnings("ignore", category=InputDataWarning)
             try:
-                acquisition = self._acquisition()
+                model = self._fit()
+                return self._greedy(model, pool, q, pending)
             except (BotorchError, RuntimeError, ValueError) as error:
                 logger.warning(
                     "MOBO: GP fit failed after %d trials (%s: %s); proposing random designs",
@@ -163,7 +187,6 @@ class MOBOSearch(Optimizer):
                     error,
                 )
                 return list(pool[:q])
-            return self._greedy(acquisition, pool, q, pending)
 
     def _candidate_pool(self, seen: set[int]) -> np.ndarray:
         """Up to ``candidates`` unseen genomes (``N x d``): half near the Pareto set, half
@@ -189,59 +212,66 @@ class MOBOSearch(Optimizer):
         return np.stack(list(pool.values())) if pool else np.zeros((0, self.space.dim), np.int64)
 
     def _greedy(
-        self,
-        acquisition: qLogNoisyExpectedHypervolumeImprovement,
-        pool: np.ndarray,
-        q: int,
-        pending: list[np.ndarray],
+        self, model: Model, pool: np.ndarray, q: int, pending: list[np.ndarray]
     ) -> list[np.ndarray]:
-        """Sequential greedy batch: each pick becomes pending before the next is scored.
+        """Sequential greedy batch: each pick is believed (see `_believe`) before the next.
 
         Only the first pick scores the whole pool; later ones rescore its best few, since a
-        point that scored poorly alone rarely becomes the best once others are pending.
+        design that scored poorly alone rarely becomes the best once others are believed.
         """
         features = self._tensor(self.space.features(pool))  # N x f
         shortlist = torch.arange(features.shape[0])
+        front = self._observed_front()  # k x m, maximization
+        if pending:
+            model = self._believe(model, self._tensor(self.space.features(np.stack(pending))))
+        sampler_seed = int(self.rng.integers(2**31))
         chosen: list[int] = []
         for step in range(q):
-            pending_genomes = pending + [pool[i] for i in chosen]
-            if pending_genomes:
-                acquisition.set_X_pending(
-                    self._tensor(self.space.features(np.stack(pending_genomes)))
-                )
+            acquisition = self._acquisition(model, front, sampler_seed)
             with torch.no_grad():
                 scores = torch.cat(
-                    [acquisition(chunk.unsqueeze(1)) for chunk in features[shortlist].split(256)]
+                    [acquisition(chunk.unsqueeze(1)) for chunk in features[shortlist].split(_CHUNK)]
                 )  # len(shortlist)
             scores[torch.isin(shortlist, torch.tensor(chosen, dtype=torch.long))] = -torch.inf
-            chosen.append(int(shortlist[torch.argmax(scores)]))
+            best = int(shortlist[torch.argmax(scores)])
+            chosen.append(best)
             if step == 0:
                 keep = min(shortlist.numel(), max(_SHORTLIST, 4 * q))
                 shortlist = shortlist[torch.topk(scores, keep).indices]
+            model = self._believe(model, features[best : best + 1])
         return [pool[i] for i in chosen]
 
     # --- model -----------------------------------------------------------------------------
 
-    def _outcomes(self) -> tuple[np.ndarray, np.ndarray]:
-        """Training outcomes (``n x (m + c)``, objectives negated for maximization) and the
-        reference point (``m``) in the same transformed space."""
-        objectives, reference = self.history.objectives.copy(), self.problem.reference.copy()
-        if self.log_objectives:
-            # Only columns positive throughout (reference included) can be logged, and only
-            # those within six decades: a smaller value is a numerical zero (cos(pi/2) is
-            # 6e-17), whose log would be an outlier that wrecks the GP, not a scale.
-            low = objectives.min(axis=0, initial=np.inf)
-            high = np.maximum(objectives.max(axis=0, initial=-np.inf), reference)
-            positive = (low > 0) & (reference > 0) & (high <= _LOG_SPAN_MAX * low)
-            objectives[:, positive] = np.log(objectives[:, positive])
-            reference[positive] = np.log(reference[positive])
-        outcomes = np.concatenate([-objectives, self.history.constraint_values], axis=1)
-        return outcomes, -reference
+    def _logged_columns(self) -> np.ndarray:
+        """Which objectives (``m`` bools) the GP models on a log scale.
 
-    def _acquisition(self) -> qLogNoisyExpectedHypervolumeImprovement:
+        A stationary GP fits best an outcome spread evenly around its mean. Latency, power and
+        area are skewed to the right over decades, and their logs are not; DTLZ2's objectives
+        are spread evenly on ``[0, 1.5]``, and their logs pile up at the top with a long tail
+        towards ``log 0`` (modelling them logged lost a tenth of the hypervolume). So a column
+        is logged when it is clearly right-skewed and its log is less so, if it can be:
+        positive throughout (reference included) and within six decades, beyond which a value
+        is a numerical zero (cos(pi/2) is 6e-17) whose log would be an outlier that wrecks the
+        GP.
+        """
         m = self.problem.n_objectives
+        objectives, reference = self.history.objectives, self.problem.reference
+        if not self.log_objectives or objectives.shape[0] < 3:
+            return np.zeros(m, dtype=bool)
+        low, high = objectives.min(axis=0), np.maximum(objectives.max(axis=0), reference)
+        loggable = (low > 0) & (reference > 0) & (high <= _LOG_SPAN_MAX * np.maximum(low, 0))
+        skew, log_skew = _skewness(objectives), _skewness(np.log(np.where(loggable, objectives, 1)))
+        return loggable & (skew > _SKEW_TO_LOG) & (np.abs(log_skew) < skew)
+
+    def _fit(self) -> SingleTaskGP:
+        """A GP per outcome (objectives negated, logged where `_logged_columns` says, then
+        the constraint margins), fitted by marginal likelihood."""
+        logged = self._logged_columns()
+        objectives = self.history.objectives.copy()
+        objectives[:, logged] = np.log(objectives[:, logged])
+        outcomes = np.concatenate([-objectives, self.history.constraint_values], axis=1)
         train_x = self._tensor(self.space.features(self.history.genomes))  # n x f
-        outcomes, reference = self._outcomes()
         train_y = self._tensor(outcomes)  # n x (m + c)
         model = SingleTaskGP(train_x, train_y, outcome_transform=Standardize(m=train_y.shape[1]))
         if self._hyperparameters is not None:
@@ -257,26 +287,72 @@ class MOBOSearch(Optimizer):
             for key, value in model.state_dict().items()
             if not key.startswith("outcome_transform")  # refitted to each round's data
         }
+        model.logged_objectives = torch.as_tensor(logged)  # read by `_objective`
+        return model
+
+    def _objective(self, logged: torch.Tensor) -> GenericMCMultiOutputObjective:
+        """Model outcomes (``... x (m + c)``) -> negated objectives in reported units
+        (``... x m``): the logged ones are exponentiated back."""
+        m = self.problem.n_objectives
+
+        def reported(samples: torch.Tensor, X: torch.Tensor | None = None) -> torch.Tensor:
+            modelled = samples[..., :m]
+            return torch.where(logged, -torch.exp(-modelled), modelled)
+
+        return GenericMCMultiOutputObjective(reported)
+
+    def _observed_front(self) -> torch.Tensor:
+        """Negated objectives (``k x m``) of the feasible, non-dominated designs so far."""
+        history = self.history
+        feasible = np.all(history.constraint_values <= 0.0, axis=1)
+        objectives = history.objectives[feasible]
+        front = objectives[non_dominated_mask(objectives)] if len(objectives) else objectives
+        return self._tensor(-front.reshape(-1, self.problem.n_objectives))
+
+    @staticmethod
+    def _believe(model: SingleTaskGP, x: torch.Tensor) -> SingleTaskGP:
+        """The model conditioned on its own mean at ``x`` (``k x f``): a Kriging believer.
+
+        The believed designs keep their predicted values but lose their uncertainty, so the
+        next pick of a batch finds little improvement left near them and looks elsewhere.
+        They are not added to the front: an optimistic mean there made the rest of the batch
+        chase a front that did not exist (DTLZ2, 6 seeds: 0.39 of the optimum against 0.43).
+        """
+        with torch.no_grad():
+            mean = model.posterior(x).mean  # k x (m + c)
+        believed = model.condition_on_observations(x, mean)
+        believed.logged_objectives = model.logged_objectives
+        return believed
+
+    def _acquisition(
+        self, model: SingleTaskGP, front: torch.Tensor, sampler_seed: int
+    ) -> qLogExpectedHypervolumeImprovement:
+        m = self.problem.n_objectives
+        reference = self._tensor(-self.problem.reference)
         constraints: list[Callable[[torch.Tensor], torch.Tensor]] = [
             (lambda samples, column=m + j: samples[..., column])
             for j in range(self.problem.n_constraints)
         ]
-        return qLogNoisyExpectedHypervolumeImprovement(
+        return qLogExpectedHypervolumeImprovement(
             model=model,
-            ref_point=reference.tolist(),
-            X_baseline=train_x,
-            sampler=SobolQMCNormalSampler(
-                torch.Size([self.mc_samples]), seed=int(self.rng.integers(2**31))
-            ),
-            # The model has m + c outputs; only the first m are objectives.
-            objective=IdentityMCMultiOutputObjective(outcomes=list(range(m))),
+            ref_point=reference,
+            partitioning=FastNondominatedPartitioning(ref_point=reference, Y=front),
+            sampler=SobolQMCNormalSampler(torch.Size([self.mc_samples]), seed=sampler_seed),
+            objective=self._objective(model.logged_objectives),
             constraints=constraints or None,
-            prune_baseline=True,
         )
 
     @staticmethod
     def _tensor(values: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(values, dtype=_DTYPE)
+
+
+def _skewness(values: np.ndarray) -> np.ndarray:
+    """Sample skewness of each column of ``n x m`` values (0 for a constant column)."""
+    centred = values - values.mean(axis=0)
+    spread = np.sqrt((centred**2).mean(axis=0))
+    safe = np.where(spread > 0, spread, 1.0)
+    return np.where(spread > 0, (centred**3).mean(axis=0) / safe**3, 0.0)
 
 
 def _neighbours(space: Space, parents: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:

@@ -172,17 +172,18 @@ def test_same_seed_same_asks(method):
     benchmark = BENCHMARKS["zdt1"]()
     options = FAST_MOBO | {"initial_points": 6} if method == "mobo" else {}
 
-    def asks(seed: int) -> list[list[dict]]:
+    def asks(seed: int, rounds: int) -> list[list[dict]]:
         optimizer = make_optimizer(method, benchmark.problem, seed=seed, **options)
         trace = []
-        for _ in range(3):  # the third MOBO ask comes from the fitted model
+        for _ in range(rounds):
             points = optimizer.ask(4)
             trace.append(points)
             optimizer.tell(points, *benchmark.evaluate(points))
         return trace
 
-    assert asks(11) == asks(11)
-    assert asks(11)[0] != asks(12)[0]
+    first = asks(11, rounds=3)  # the third MOBO ask comes from the fitted model
+    assert first == asks(11, rounds=3)
+    assert first[0] != asks(12, rounds=1)[0]
 
 
 def test_nsga2_hands_out_generations_in_batches():
@@ -249,48 +250,48 @@ def test_dtlz2_optimum_is_close_below_the_sphere_octant():
 
 # --- the point of it all: smarter search beats random at the same budget --------------------
 
+#: HASCO's trial budget, the one the co-design sweep runs with: the regime that matters.
+BUDGET = 40
 
-def mean_final_hypervolume(
-    method: str, name: str, budget: int, seeds: int, batch: int, **options
-) -> float:
+
+def final_hypervolumes(
+    method: str, name: str, seeds: range, budget: int = BUDGET, batch: int = 5, **options
+) -> np.ndarray:
+    """Final hypervolume of each seed's run, as a fraction of the problem's optimum."""
     benchmark = BENCHMARKS[name]()
     finals = []
-    for seed in range(seeds):
+    for seed in seeds:
         optimizer = make_optimizer(method, benchmark.problem, seed=seed, **options)
         finals.append(drive(optimizer, benchmark, budget, batch).history.hypervolume)
-    return float(np.mean(finals)) / benchmark.optimal_hypervolume
+    return np.array(finals) / benchmark.optimal_hypervolume
 
 
-@pytest.mark.parametrize("name", sorted(BENCHMARKS))
-def test_nsga2_beats_random_search(name):
-    # A GA needs generations: at 100 evaluations a population of 10 has had nine.
-    random = mean_final_hypervolume("random", name, budget=100, seeds=8, batch=10)
-    nsga2 = mean_final_hypervolume("nsga2", name, budget=100, seeds=8, batch=10)
-    assert nsga2 > random
+# Mean over seeds of random search's final hypervolume must be beaten by this factor: a real
+# margin, not a win by a hair that the next library release could flip.
+MARGIN = 1.1
 
 
 @pytest.mark.parametrize(
-    ("name", "batch"),
+    ("name", "margin"),
     [
-        ("zdt1", 10),
-        ("toy_accelerator", 10),
-        pytest.param(
-            "dtlz2",
-            5,
-            marks=[
-                pytest.mark.slow,
-                pytest.mark.xfail(
-                    reason="known gap: on the 3-objective DTLZ2 front MOBO trails random "
-                    "search at 50 evaluations (benchmarks/bench_optimizers.py: 0.36 vs 0.44)",
-                    strict=False,
-                ),
-            ],
-        ),
+        ("zdt1", MARGIN),
+        ("dtlz2", 1.05),
+        # Known gap: under the power budget NSGA-II is only level with random search at 40
+        # trials (32 seeds: 1.07x); a population of 8 is 1.05x better at 100.
+        ("toy_accelerator", 1.0),
     ],
 )
-def test_mobo_beats_random_search(name, batch):
-    # 40 evaluations: a Sobol design of about 8, then rounds of qLogNEHVI batches. A 3-objective
-    # front needs more, smaller rounds: the model is refitted after each.
-    random = mean_final_hypervolume("random", name, budget=40, seeds=3, batch=batch)
-    mobo = mean_final_hypervolume("mobo", name, budget=40, seeds=3, batch=batch, **FAST_MOBO)
-    assert mobo > random
+def test_nsga2_beats_random_search(name, margin):
+    seeds = range(16)  # a GA run takes a tenth of a second: enough seeds to average out luck
+    random = final_hypervolumes("random", name, seeds)
+    nsga2 = final_hypervolumes("nsga2", name, seeds)
+    assert nsga2.mean() > margin * random.mean(), (nsga2, random)
+
+
+@pytest.mark.parametrize("name", ["zdt1", "dtlz2", "toy_accelerator"])
+def test_mobo_beats_random_search(name):
+    # The shipped defaults, not a cheapened variant: this is the claim the sweep relies on.
+    seeds = range(3)
+    random = final_hypervolumes("random", name, seeds)
+    mobo = final_hypervolumes("mobo", name, seeds)
+    assert mobo.mean() > MARGIN * random.mean(), (mobo, random)
