@@ -4,10 +4,12 @@ The program walks the tile loops in the mapping's order. Per tile step it
 
 1. LOADs the A and B tiles whose coordinates changed (an operand whose indices the inner
    loops do not touch stays resident), each into the other half of its double buffer;
-2. on the first step of a C tile, ZEROs the tile's accumulator blocks (the other half of the
-   accumulator double buffer), then issues MAC COMPUTEs: the two step coordinates with the most
-   iterations (and 9-bit line steps) form the affine micro-loop, the rest unroll into separate
-   instructions;
+2. issues MAC COMPUTEs: the two step coordinates with the most iterations (and 9-bit line
+   steps) form the affine micro-loop, the rest unroll into separate instructions. A C tile
+   (the other half of the accumulator double buffer) starts from zero: ZERO instructions
+   clear it before its first step, or, with ``overwrite``, the MACs that first visit each of
+   its blocks carry the ISA's ``overwrite`` bit and write the block instead of adding to it
+   (no ZERO pass: `_overwrite_plan` checks the bit's rule picks exactly those visits);
 3. after the last step of a C tile (its reduction is complete: the mapping keeps partial sums
    in the accumulator), STOREs it.
 
@@ -67,15 +69,20 @@ MAX_STEP = LIMITS[(Opcode.COMPUTE, "a_inner")]
 MAX_EXTENT = LIMITS[(Opcode.COMPUTE, "inner")]
 
 
-def generate(workload: Workload, mapping: Mapping, config: AcceleratorConfig) -> Program:
-    """The program that runs ``workload`` as ``mapping`` says on ``config``."""
+def generate(workload: Workload, mapping: Mapping, config: AcceleratorConfig, *,
+             overwrite: bool = False) -> Program:
+    """The program that runs ``workload`` as ``mapping`` says on ``config``.
+
+    ``overwrite`` clears each C tile with the MAC ``overwrite`` bit of the instructions that
+    first visit its blocks instead of ZERO instructions (off until the RTL implements it).
+    """
     lowering = Lowering(workload, mapping.groups, mapping.choice.stage)
     device = lowering.device
     tiling = build_tiling(device, mapping.choice, mapping.tile_sizes, config)
     mapping.check_order(tiling)
     layouts, extras, end = _layouts(lowering, tiling, config)
     emitter = Emitter()
-    _Walker(device, tiling, layouts, config, emitter).run(mapping.order)
+    _Walker(device, tiling, layouts, config, emitter, overwrite).run(mapping.order)
     emitter.add(COMPUTE, Finish)
     instructions = emitter.build()
     check_addressable([*layouts.values(), *extras])
@@ -115,8 +122,9 @@ class _Walker:
     """Emits the instructions of every tile step, in loop order."""
 
     def __init__(self, device: Workload, tiling: Tiling, layouts: dict[str, DramLayout],
-                 config: AcceleratorConfig, emitter: Emitter) -> None:
+                 config: AcceleratorConfig, emitter: Emitter, overwrite: bool) -> None:
         self.device, self.tiling, self.config, self.emit = device, tiling, config, emitter
+        self.overwrite = overwrite
         self.sizes = device.sizes
         self.tiles = dict(tiling.tiles)
         self.block = dict(tiling.block)
@@ -136,6 +144,7 @@ class _Walker:
             _check_sliding_axes(tiling.operand(role), self.addressing[role][1])
         self.plans = {r: _run_plan(tiling.operand(r), *self.addressing[r]) for r in layouts}
         self.mac_plans: dict[tuple[int, ...], list] = {}  # by blocks per index of a step
+        self.overwrite_plans: dict[tuple[int, ...], list[bool] | None] = {}  # same keys
         self.stationary = plan_for(config).stationary.value  # the operand the PEs hold
 
     def run(self, order: tuple[str, ...]) -> None:
@@ -169,7 +178,7 @@ class _Walker:
     def _step(self, loads, slot, origin, valid, new_c, last_c) -> None:
         for role in loads:
             self._load(role, slot[role], origin, valid)
-        self._compute(slot, origin, valid, zero_first=new_c)
+        self._compute(slot, origin, valid, new_tile=new_c, first_visit=new_c)
         if last_c:
             self._store(slot["C"], origin, valid)
 
@@ -218,8 +227,11 @@ class _Walker:
                     self._load(role, slot[role], local_origin, local_valid, offsets[role],
                                parts[role])
             reads = {r: parts[r] if r == "C" or r in loads else None for r in ROLES}
-            self._compute(slot, local_origin, local_valid, zero_first=new_c and start == 0,
-                          offsets=offsets, parts=reads)
+            # a chunk of the reduction visits every C block of the tile, one of an output
+            # index only its own
+            fresh = new_c and (start == 0 or n in self.uses["C"])
+            self._compute(slot, local_origin, local_valid, new_tile=new_c and start == 0,
+                          first_visit=fresh, offsets=offsets, parts=reads)
             if last_c and n in self.uses["C"]:
                 self._store(slot["C"], local_origin, local_valid, offsets["C"], parts["C"])
         if last_c and n not in self.uses["C"]:
@@ -325,35 +337,58 @@ class _Walker:
 
     # ------------------------------------------------------------------ compute
 
-    def _compute(self, slot: dict, origin: dict, valid: dict, zero_first: bool,
-                 offsets: dict | None = None, parts: dict | None = None) -> None:
-        tiling, emit = self.tiling, self.emit
+    def _compute(self, slot: dict, origin: dict, valid: dict, new_tile: bool,
+                 first_visit: bool, offsets: dict | None = None,
+                 parts: dict | None = None) -> None:
+        """MAC COMPUTEs of one tile step (or chunk), clearing C first where it starts a tile.
+
+        ``new_tile``: the first call of a C tile (ZERO clears all of it); ``first_visit``:
+        its C blocks are visited for the first time in their tile (``overwrite`` clears them).
+        """
+        emit = self.emit
         offsets = offsets or {}
         parts = parts or {}
-        c_tile = tiling.operand("C")
         c_base = self.bases["C"][slot["C"]]
         emit.begin(COMPUTE)
-        if zero_first:
-            block_lines = self.config.blocks["C"].lines
-            count = c_tile.lines // block_lines
-            step = block_lines if block_lines <= MAX_STEP else 0
-            for start in range(0, count, MAX_EXTENT if step else 1):
-                emit.add(COMPUTE, Compute, mode=ComputeMode.ZERO,
-                         inner=min(MAX_EXTENT, count - start) if step else 1,
-                         acc_base=c_base + start * block_lines, acc_inner=step)
         counts = tuple(-(-valid[n] // self.block[n]) for n in self.sizes)
         plan = self.mac_plans.get(counts)
         if plan is None:
             plan = self.mac_plans[counts] = self._mac_plan(dict(zip(self.sizes, counts,
                                                                      strict=True)))
+        overwrites = [False] * len(plan)
+        if self.overwrite and first_visit:
+            if counts not in self.overwrite_plans:
+                self.overwrite_plans[counts] = _overwrite_plan(plan, self.config.blocks["C"].lines)
+            if self.overwrite_plans[counts] is not None:
+                overwrites = self.overwrite_plans[counts]
+            else:  # the rule cannot express this plan's first visits: clear them with ZEROs
+                self._zero_first_visits(plan, c_base + offsets.get("C", 0))
+        elif new_tile and not self.overwrite:
+            self._zero_tile(c_base)
         a_base = self.bases["A"][slot["A"]] + offsets.get("A", 0)
         b_base = self.bases["B"][slot["B"]] + offsets.get("B", 0)
         acc_base = c_base + offsets.get("C", 0)
-        for acc, a, b, loop in plan:
+        for (acc, a, b, loop), overwrite in zip(plan, overwrites, strict=True):
             emit.add(COMPUTE, Compute, mode=ComputeMode.MAC, acc_base=acc_base + acc,
-                     a_base=a_base + a, b_base=b_base + b, **loop)
+                     a_base=a_base + a, b_base=b_base + b, overwrite=overwrite, **loop)
         emit.end(reads=[_region(r, slot[r], parts.get(r)) for r in ("A", "B")],
                  writes=[_region("C", slot["C"], parts.get("C"))])
+
+    def _zero_tile(self, c_base: int) -> None:
+        """ZEROs of every block of the C tile at ``c_base``."""
+        block_lines = self.config.blocks["C"].lines
+        count = self.tiling.operand("C").lines // block_lines
+        step = block_lines if block_lines <= MAX_STEP else 0
+        for start in range(0, count, MAX_EXTENT if step else 1):
+            self.emit.add(COMPUTE, Compute, mode=ComputeMode.ZERO,
+                          inner=min(MAX_EXTENT, count - start) if step else 1,
+                          acc_base=c_base + start * block_lines, acc_inner=step)
+
+    def _zero_first_visits(self, plan: list, acc_base: int) -> None:
+        """ZEROs of the C blocks ``plan`` visits (one per block: a rare fallback)."""
+        blocks = sorted({acc for acc, _ in _visits(plan)})
+        for acc in blocks:
+            self.emit.add(COMPUTE, Compute, mode=ComputeMode.ZERO, acc_base=acc_base + acc)
 
 
     def _mac_plan(self, counts: dict[str, int]) -> list[tuple[int, int, int, dict]]:
@@ -384,6 +419,41 @@ class _Walker:
                         "b_outer": coefs["B"].get(outer, 0), "b_inner": coefs["B"].get(inner, 0),
                     }))
         return plan
+
+def _visits(plan: list):
+    """``(C block offset, (instruction, step))`` of every MAC step of ``plan``, in order."""
+    for number, (acc, _, _, loop) in enumerate(plan):
+        for o in range(loop["outer"]):
+            for i in range(loop["inner"]):
+                yield acc + o * loop["acc_outer"] + i * loop["acc_inner"], (number, o, i)
+
+
+def _overwrite_plan(plan: list, block_lines: int) -> list[bool] | None:
+    """The ``overwrite`` bit of each instruction of ``plan``, so that exactly the first visit
+    of each C block writes it (`Compute.overwrites`); None if the rule cannot express that
+    (an instruction both first-visits a block and revisits one at an overwriting step, or C
+    blocks overlap partially)."""
+    written: set[int] = set()  # C lines an earlier step of the plan wrote
+    first_steps: list[set] = [set() for _ in plan]
+    for acc, (number, o, i) in _visits(plan):
+        lines = range(acc, acc + block_lines)
+        fresh = [line not in written for line in lines]
+        if any(fresh) and not all(fresh):
+            return None
+        if all(fresh):
+            first_steps[number].add((o, i))
+            written.update(lines)
+    flags = []
+    for (_, _, _, loop), firsts in zip(plan, first_steps, strict=True):
+        probe = Compute(overwrite=True, outer=loop["outer"], inner=loop["inner"],
+                        acc_outer=loop["acc_outer"], acc_inner=loop["acc_inner"])
+        ruled = {(o, i) for o in range(loop["outer"]) for i in range(loop["inner"])
+                 if probe.overwrites(o, i)}
+        if firsts and firsts != ruled:
+            return None
+        flags.append(bool(firsts))
+    return flags
+
 
 def _region(role: str, slot: int, part: tuple | None) -> tuple:
     """A buffer half, or one chunk of it (`tokens.Emitter` relates the two)."""

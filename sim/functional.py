@@ -64,6 +64,7 @@ class Statistics:
     macs: int = 0  # multiply-accumulates issued by MAC steps, padding included
     mac_steps: int = 0
     zero_steps: int = 0
+    overwrite_steps: int = 0  # MAC steps that wrote C instead of accumulating (``overwrite``)
     tokens: Counter = field(default_factory=Counter)  # pushes per queue, "load->compute"
 
     def as_dict(self) -> dict[str, object]:
@@ -74,6 +75,7 @@ class Statistics:
             "macs": self.macs,
             "mac_steps": self.mac_steps,
             "zero_steps": self.zero_steps,
+            "overwrite_steps": self.overwrite_steps,
             "tokens": dict(sorted(self.tokens.items())),
         }
 
@@ -372,14 +374,16 @@ class FunctionalSimulator:
             a = ins.a_base + o * ins.a_outer + i * ins.a_inner
             b = ins.b_base + o * ins.b_outer + i * ins.b_inner
             reads += [(a, a + blocks["A"].lines), (b, b + blocks["B"].lines)]
+            overwrite = ins.overwrites(o, i)
             self.acc[c_lines] = apply_intrinsic(
                 config.intrinsic,
                 sizes,
                 self.spad[a : a + blocks["A"].lines],
                 self.spad[b : b + blocks["B"].lines],
-                self.acc[c_lines],
+                np.zeros_like(self.acc[c_lines]) if overwrite else self.acc[c_lines],
                 config.precision.acc_bits,
             )
+            stats.overwrite_steps += overwrite
             stats.mac_steps += 1
             stats.macs += config.macs_per_step
         return [("spad", _merge(reads), False), ("acc", _merge(writes), True)]

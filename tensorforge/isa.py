@@ -27,6 +27,13 @@ Semantics (``line`` addresses count scratchpad/accumulator lines, see `tensorfor
   step with blocks at ``acc_base + o*acc_outer + i*acc_inner`` (accumulator) and
   ``a_base + o*a_outer + i*a_inner``, ``b_base + o*b_outer + i*b_inner`` (scratchpad).
   ``mode`` MAC accumulates the intrinsic into C; ZERO clears the C block instead.
+  ``overwrite`` (MAC only) replaces a ZERO: step ``(o, i)`` *writes* the intrinsic's result
+  into its C block instead of adding it (the old lines are not read) when
+  ``(i == 0 or acc_inner != 0) and (o == 0 or acc_outer != 0)``, so a loop whose C step is 0
+  (a reduction) overwrites on its first iteration and accumulates on the others. When the C
+  blocks of the overwriting steps are disjoint (as the compiler emits them), they are exactly
+  the instruction's first visit of each C block. The compiler sets it on the instructions
+  that first visit a C tile's blocks, instead of a ZERO of the tile.
 * ``FINISH``: waits until all units are idle, then raises ``done``.
 """
 
@@ -106,6 +113,8 @@ FORMATS: dict[Opcode, tuple[Field, ...]] = {
         Field("a_inner", 9, "A line step per inner iteration"),
         Field("b_outer", 9, "B line step per outer iteration"),
         Field("b_inner", 9, "B line step per inner iteration"),
+        Field("overwrite", 1, "MAC: the first step on each C block writes it instead of "
+              "accumulating (see above)"),
     ),
     Opcode.FINISH: HEADER,
 }
@@ -225,6 +234,14 @@ class Compute(Instruction):
     a_inner: int = 0
     b_outer: int = 0
     b_inner: int = 0
+    overwrite: bool = False
+
+    def overwrites(self, outer_index: int, inner_index: int) -> bool:
+        """Whether MAC step ``(o, i)`` writes its C block instead of accumulating into it
+        (the ``overwrite`` rule of the module docstring; the simulator and compiler share it)."""
+        return (self.overwrite and self.mode is ComputeMode.MAC
+                and (inner_index == 0 or self.acc_inner != 0)
+                and (outer_index == 0 or self.acc_outer != 0))
 
 
 @dataclass(frozen=True)
@@ -241,6 +258,7 @@ INSTRUCTION_TYPES: dict[Opcode, type[Instruction]] = {
 
 _ENUM_FIELDS = {"buffer": Buffer, "mode": ComputeMode}
 _FLAG_FIELDS = {"pop_prev", "pop_next", "push_prev", "push_next"}
+_BOOL_FIELDS = _FLAG_FIELDS | {"overwrite"}
 
 
 def decode(word: int) -> Instruction:
@@ -253,7 +271,7 @@ def decode(word: int) -> Instruction:
         value = (word >> lsb) & ((1 << bits) - 1)
         if name in _ENUM_FIELDS:
             value = _ENUM_FIELDS[name](value)
-        elif name in _FLAG_FIELDS:
+        elif name in _BOOL_FIELDS:
             value = bool(value)
         values[name] = value
     return INSTRUCTION_TYPES[opcode](**values)

@@ -7,11 +7,11 @@ import pytest
 
 from tensorforge.compiler.codegen import generate
 from tensorforge.compiler.mappers import default_mapping, device_choices, library_mapping
-from tensorforge.compiler.mapping import Mapping
+from tensorforge.compiler.mapping import Mapping, random_mapping
 from tensorforge.compiler.workload import parse_workload
 from tensorforge.config import AcceleratorConfig, ArrayConfig, ScratchpadConfig
-from tensorforge.isa import Compute, Load, Store, decode_program
-from tensorforge.sim.functional import FunctionalSimulator
+from tensorforge.isa import Compute, ComputeMode, Load, Store, decode_program
+from tensorforge.sim.functional import FunctionalSimulator, run_program
 
 GEMM_4x4 = AcceleratorConfig(array=ArrayConfig(rows=4, cols=4))
 GEMV_4x4 = AcceleratorConfig(intrinsic="gemv", array=ArrayConfig(rows=4, cols=4, dataflow="os"))
@@ -243,3 +243,77 @@ def test_emitter_orders_chunks_against_halves_and_other_cuts():
     assert emit.waited[(COMPUTE, LOAD)] == 1
     task(LOAD, writes=[("A", 0, ("i", 0, 4))])  # another cut overlaps both chunks
     assert emit.waited[(LOAD, COMPUTE)] == reader + 1
+
+
+# ---------------------------------------------------------------------- overwrite instead of ZERO
+
+
+DOT_2x2 = AcceleratorConfig(intrinsic="dot", array=ArrayConfig(rows=2, cols=2, dataflow="os"))
+OVERWRITE_KINDS = {  # workload, its indices, the accelerator
+    "gemm": ("C[i,j] += A[i,k] * B[k,j]", "ijk", GEMM_4x4),
+    "gemm 8x8 ws": ("C[i,j] += A[i,k] * B[k,j]", "ijk", GEMM_8x8_WS),
+    "conv": (CONV, "kcxyrs", CONV_2x3),
+    "conv as gemm": (CONV, "kcxyrs", GEMM_4x4),
+    "gemv": ("C[i] += A[i,k] * B[k]", "ik", GEMV_4x4),
+    "dot": ("C[] += A[k] * B[k]", "k", DOT_2x2),
+}
+
+
+def _zeros(program) -> int:
+    return sum(isinstance(i, Compute) and i.mode is ComputeMode.ZERO
+               for i in program.instructions)
+
+
+@pytest.mark.parametrize("kind", sorted(OVERWRITE_KINDS))
+def test_overwrite_replaces_zero_exactly_for_random_mappings(kind):
+    """With ``overwrite``, random mappings of every tensorize choice emit no ZERO and stay
+    exact from garbage accumulators: each C block's first MAC step writes it."""
+    text, indices, config = OVERWRITE_KINDS[kind]
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        sizes = ",".join(f"{n}={rng.integers(1, 4 if n in 'rs' else 12)}" for n in indices)
+        workload = parse_workload(text, sizes)
+        inputs = workload.random_inputs(rng)
+        for choice in device_choices(workload, config):
+            mapping = random_mapping(workload, choice, config, rng)
+            program = generate(workload, mapping, config, overwrite=True)
+            assert _zeros(program) == 0
+            result = program.run_functional(inputs, garbage=np.random.default_rng(seed))
+            assert np.array_equal(result, workload.reference(inputs)), (
+                seed, sizes, choice.describe(), mapping.to_json())
+
+
+def test_overwrite_writes_each_c_block_once_instead_of_zeroing_it():
+    """GEMM 64^3 on 8x8 in 64x16x64 tiles (first and last steps chunked): ZERO cleared the
+    4 C tiles' 512 lines; ``overwrite`` writes each of the 8 x 8 C blocks at its first of 8
+    reduction steps instead, and the other 448 MAC steps accumulate."""
+    workload, program = _gemm_program({"i": 64, "j": 16, "k": 64})
+    assert _zeros(program) == 4  # the switch is off by default
+    mapping = program.mapping
+    program = generate(workload, mapping, GEMM_8x8_WS, overwrite=True)
+    assert _zeros(program) == 0
+    inputs = workload.random_inputs(np.random.default_rng(4))
+    image = program.pack_inputs(inputs)
+    stats = run_program(GEMM_8x8_WS, list(program.instructions), image,
+                        garbage=np.random.default_rng(5))
+    np.testing.assert_array_equal(program.unpack_output(image), workload.reference(inputs))
+    assert (stats.mac_steps, stats.overwrite_steps, stats.zero_steps) == (512, 64, 0)
+
+
+def test_plans_the_overwrite_rule_cannot_express_fall_back_to_zero(monkeypatch):
+    from tensorforge.compiler import codegen
+
+    # an instruction revisiting block 0 (a later reduction step) while first visiting block 4
+    loop = dict(outer=1, inner=2, acc_outer=0, acc_inner=4, a_outer=0, a_inner=4, b_outer=0,
+                b_inner=0)
+    assert codegen._overwrite_plan([(0, 0, 0, {**loop, "inner": 1})], 4) == [True]
+    assert codegen._overwrite_plan([(0, 0, 0, {**loop, "inner": 1}), (0, 0, 0, loop)], 4) is None
+    # forced everywhere, the fallback ZEROs the blocks each step visits first: still exact
+    monkeypatch.setattr(codegen, "_overwrite_plan", lambda plan, lines: None)
+    workload, program = _gemm_program({"i": 24, "j": 40, "k": 24}, "i=64,j=56,k=72")
+    program = generate(workload, program.mapping, GEMM_8x8_WS, overwrite=True)
+    assert _zeros(program) > 0
+    assert not any(i.overwrite for i in program.instructions if isinstance(i, Compute))
+    inputs = workload.random_inputs(np.random.default_rng(5))
+    result = program.run_functional(inputs, garbage=np.random.default_rng(6))
+    np.testing.assert_array_equal(result, workload.reference(inputs))

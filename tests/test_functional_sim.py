@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -124,3 +126,53 @@ def test_program_must_end_with_finish():
         run_program(CONFIG, [Load()], bytearray(16))
     with pytest.raises(SimulationError, match="follows FINISH"):
         run_program(CONFIG, [Finish(), Load()], bytearray(16))
+
+
+# ---------------------------------------------------------------------- overwrite
+
+
+def _overwrite_case(reduction: str):
+    """Two output blocks x two reduction blocks of the 4x4 GEMM as one COMPUTE, with the
+    reduction as the ``inner`` loop, the ``outer`` loop or both loops (then one output block).
+    A block (output o, reduction r) sits at line 8*o + 4*r, B block r at 16 + 4*r, C block o
+    at 4*o. Returns the instruction and its steps as ``(C block, A block, B block)``."""
+    if reduction == "inner":
+        fields = dict(outer=2, inner=2, a_outer=8, a_inner=4, b_inner=4, acc_outer=4)
+        steps = [(o, 2 * o + r, r) for o in range(2) for r in range(2)]
+    elif reduction == "outer":
+        fields = dict(outer=2, inner=2, a_outer=4, a_inner=8, b_outer=4, acc_inner=4)
+        steps = [(o, 2 * o + r, r) for r in range(2) for o in range(2)]
+    else:  # outer and inner both walk the reduction of C block 0
+        fields = dict(outer=2, inner=2, a_outer=4, a_inner=8, b_outer=4, b_inner=0)
+        steps = [(0, 2 * i + o, o) for o in range(2) for i in range(2)]
+    return Compute(a_base=0, b_base=16, acc_base=0, overwrite=True, **fields), steps
+
+
+@pytest.mark.parametrize("reduction", ["inner", "outer", "both"])
+def test_overwrite_starts_each_c_block_at_its_first_visit(reduction):
+    """From garbage accumulators, ``overwrite`` leaves each C block the sum of the products of
+    the steps visiting it (its first visit writes, the others add), and only those first
+    visits count as overwrite steps; without the bit the garbage stays in the sum."""
+    rng = np.random.default_rng(3)
+    instruction, steps = _overwrite_case(reduction)
+    a_blocks = rng.integers(-128, 128, (4, 4, 4))
+    b_blocks = rng.integers(-128, 128, (2, 4, 4))
+    for overwrite in (True, False):
+        simulator = FunctionalSimulator(CONFIG, garbage=np.random.default_rng(9))
+        simulator.spad[:16, :4] = a_blocks.reshape(16, 4)
+        simulator.spad[16:24, :4] = b_blocks.reshape(8, 4)
+        before = simulator.acc[:8].copy()
+        stats = simulator.run([replace(instruction, overwrite=overwrite), Finish()],
+                              bytearray())
+        for c in {c for c, _, _ in steps}:
+            total = sum(a_blocks[a] @ b_blocks[b] for cc, a, b in steps if cc == c)
+            expected = total if overwrite else before[4 * c : 4 * c + 4, :4] + total
+            np.testing.assert_array_equal(simulator.acc[4 * c : 4 * c + 4, :4], expected)
+        visited = len({c for c, _, _ in steps})
+        assert stats.mac_steps == 4 and stats.overwrite_steps == (visited if overwrite else 0)
+
+
+def test_zero_ignores_the_overwrite_bit():
+    simulator = FunctionalSimulator(CONFIG, garbage=np.random.default_rng(2))
+    stats = simulator.run([Compute(mode=ComputeMode.ZERO, overwrite=True), Finish()], bytearray())
+    assert not simulator.acc[:4].any() and stats.zero_steps == 1 and stats.overwrite_steps == 0

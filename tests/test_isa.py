@@ -59,6 +59,18 @@ def test_known_encoding_by_hand():
     assert word == 2 | (1 << 2) | (3 << 18)
 
 
+def test_overwrite_bit_follows_the_loop_fields_and_round_trips():
+    # bit 125, after b_inner (bits 124:116): no existing COMPUTE field moved
+    word = isa.Compute(overwrite=True, outer=0, inner=0).encode()
+    assert word == 2 | (1 << 125)
+    assert isa.decode(word).overwrite is True
+    reduction_inner = isa.Compute(overwrite=True, outer=3, inner=2, acc_outer=8)
+    assert [(o, i) for o in range(3) for i in range(2) if reduction_inner.overwrites(o, i)] == [
+        (0, 0), (1, 0), (2, 0)]
+    assert not isa.Compute(overwrite=False).overwrites(0, 0)
+    assert not isa.Compute(mode=isa.ComputeMode.ZERO, overwrite=True).overwrites(0, 0)
+
+
 def test_value_too_wide_for_its_field_is_a_clear_error():
     with pytest.raises(ConfigError, match="rows = 4096 does not fit its 12-bit field"):
         isa.Load(rows=4096)
