@@ -363,9 +363,19 @@ class FunctionalSimulator:
         if ins.mode is ComputeMode.MAC:
             span(ins.a_base, ins.a_outer, ins.a_inner, blocks["A"].lines, len(self.spad), "A")
             span(ins.b_base, ins.b_outer, ins.b_inner, blocks["B"].lines, len(self.spad), "B")
+        # C lines this instruction wrote so far: an overwriting step must not revisit one
+        written = np.zeros(len(self.acc), dtype=bool) if ins.overwrite else None
         for o, i in steps:
             c = ins.acc_base + o * ins.acc_outer + i * ins.acc_inner
             c_lines = slice(c, c + blocks["C"].lines)
+            if written is not None:
+                if ins.overwrites(o, i) and written[c_lines].any():
+                    raise SimulationError(
+                        f"its overwriting step (o={o}, i={i}) writes C lines {c_lines.start}.."
+                        f"{c_lines.stop - 1}, which an earlier step of it wrote; overwrite "
+                        "only the first visit of each C block"
+                    )
+                written[c_lines] = True
             writes.append((c_lines.start, c_lines.stop))
             if ins.mode is ComputeMode.ZERO:
                 self.acc[c_lines] = 0

@@ -30,10 +30,12 @@ Semantics (``line`` addresses count scratchpad/accumulator lines, see `tensorfor
   ``overwrite`` (MAC only) replaces a ZERO: step ``(o, i)`` *writes* the intrinsic's result
   into its C block instead of adding it (the old lines are not read) when
   ``(i == 0 or acc_inner != 0) and (o == 0 or acc_outer != 0)``, so a loop whose C step is 0
-  (a reduction) overwrites on its first iteration and accumulates on the others. When the C
-  blocks of the overwriting steps are disjoint (as the compiler emits them), they are exactly
-  the instruction's first visit of each C block. The compiler sets it on the instructions
-  that first visit a C tile's blocks, instead of a ZERO of the tile.
+  (a reduction) overwrites on its first iteration and accumulates on the others. An
+  overwriting step must not touch a C line an earlier step of the same instruction wrote (the
+  simulator rejects it), so the overwriting steps are exactly the instruction's first visit
+  of each C block they name, and the result does not depend on how the array groups steps
+  that stay on one C block. The compiler sets it on the instructions that first visit a C
+  tile's blocks, instead of a ZERO of the tile.
 * ``FINISH``: waits until all units are idle, then raises ``done``.
 """
 

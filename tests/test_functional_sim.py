@@ -176,3 +176,10 @@ def test_zero_ignores_the_overwrite_bit():
     simulator = FunctionalSimulator(CONFIG, garbage=np.random.default_rng(2))
     stats = simulator.run([Compute(mode=ComputeMode.ZERO, overwrite=True), Finish()], bytearray())
     assert not simulator.acc[:4].any() and stats.zero_steps == 1 and stats.overwrite_steps == 0
+
+
+def test_overwriting_a_block_the_instruction_already_wrote_is_rejected():
+    # C steps 4 and 4: step (1, 0) overwrites block 4, which step (0, 1) wrote just before
+    aliasing = Compute(overwrite=True, outer=2, inner=2, acc_outer=4, acc_inner=4)
+    with pytest.raises(SimulationError, match=r"instruction 0 .*step \(o=1, i=0\).*4\.\.7"):
+        run_program(CONFIG, [aliasing, Finish()], bytearray())
