@@ -182,6 +182,11 @@ class NSGA2Search(Optimizer):
         """Ask pymoo for the next generation and queue its never-evaluated members."""
         for _ in range(_MAX_STALE_GENERATIONS):
             population = self._algorithm.ask()
+            if population is None or len(population) == 0:
+                # Mating found no child that is not already known: the space is (nearly)
+                # exhausted around this population. Propose nothing rather than repeat.
+                logger.info("NSGA-II: no unseen offspring left; proposing nothing")
+                return
             genomes = self._genomes(population.get("X"))
             ranks = self.space.rank(genomes)
             self._genome_of = dict(zip(ranks, genomes, strict=True))

@@ -199,6 +199,21 @@ def test_nsga2_hands_out_generations_in_batches():
     assert len(set(ranks)) == len(ranks)  # re-proposed designs are answered from history
 
 
+def test_nsga2_never_repeats_and_stops_when_nothing_new_is_left():
+    problem = tiny_problem()  # 6 points
+    optimizer = make_optimizer("nsga2", problem, seed=3)
+    seen = []
+    for _ in range(6):
+        points = optimizer.ask(3)
+        if not points:
+            break
+        seen += points
+        optimizer.tell(points, np.array([[p["a"], 1.0 if p["b"] == "x" else 2.0] for p in points]))
+    keys = [tuple(sorted(p.items())) for p in seen]
+    assert len(keys) == len(set(keys)) <= problem.space.cardinality
+    assert optimizer.ask(1) == []
+
+
 # --- constraints ----------------------------------------------------------------------------
 
 
