@@ -79,16 +79,17 @@ def case_verilog(case: Case) -> tuple[str, str]:
 
 
 def nextpnr_critical_path(log: str) -> str:
-    """``source -> sink`` of the last critical-path report in a nextpnr log (tail)."""
+    """``start -> end`` (the launching flip-flop and the endpoint) of the last critical-path
+    report in a nextpnr log tail; ``...`` for a start cut off the stored tail."""
     start = log.rfind("Critical path report for clock")
-    if start < 0:
-        return ""
-    section = log[start:]
-    source = re.search(r"\bSource (\S+)", section)
+    section = log[max(start, 0):]
+    end = section.find("Max frequency for clock")
+    section = section[:end] if end >= 0 else section
+    source = re.search(r"\bSource (\S+)", section) if start >= 0 else None
     sinks = re.findall(r"\bSink (\S+)", section)
-    if not source or not sinks:
+    if not sinks:
         return ""
-    return f"{source[1]} -> {sinks[0]}"
+    return f"{source[1] if source else '...'} -> {sinks[-1]}"
 
 
 FLOWS = ("ecp5", "asic")
@@ -182,6 +183,9 @@ def markdown(rows: list[dict[str, Any]], timeout_s: float) -> str:
         lines.append("| " + " | ".join([case.name, str(macs), *ecp5, *asic,
                                          f"{row['ecp5_s']:.0f}", f"{row['asic_s']:.0f}"])
                      + " |")
+    missing = [case.name for case in CASES if case not in {row["case"] for row in rows}]
+    if missing:
+        lines += ["", f"Not in this run: {', '.join(missing)} (see `--only`)."]
     lines += ["", "## ECP5 critical paths (nextpnr)", ""]
     for row in rows:
         if row.get("ecp5_path"):

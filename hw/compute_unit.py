@@ -467,11 +467,6 @@ class ComputeUnit(wiring.Component):
         zero_lines = config.blocks["C"].lines
         count = max(len(plan.output_lines), zero_lines)
         index = Signal(range(count + 1))
-        offset = Signal(range(count + 1))
-        with m.Switch(index):
-            for i, line in enumerate(plan.output_lines):
-                with m.Case(i):
-                    m.d.comb += offset.eq(line)
         lines_in_step = Mux(zero_mode, zero_lines, len(plan.output_lines))
         advance_line = Signal()
         with m.If(advance_line):
@@ -491,8 +486,23 @@ class ComputeUnit(wiring.Component):
         old = SyncFIFO(width=len(self.acc_read.resp.payload.as_value()), depth=depth)
         m.submodules.old_lines = old
 
+        # the line to read, a register: its successors are summed from registers in parallel and
+        # the handshake only picks one, so no adder follows the hazard compare
         target = Signal(ACC_ADDR_BITS)
-        m.d.comb += target.eq(address + Mux(zero_mode, index, offset))
+        next_offset = Signal(range(count + 1))
+        with m.Switch(index):
+            for i, line in enumerate(plan.output_lines[1:]):
+                with m.Case(i):
+                    m.d.comb += next_offset.eq(line)
+        first_offset = Mux(zero_mode, 0, plan.output_lines[0])
+        line_target = address + Mux(zero_mode, index + 1, next_offset)
+        step_target = walk.next_addr["c"] + first_offset
+        with m.If(kick):
+            m.d.sync += target.eq(latch.instr.acc_base + first_offset)
+        with m.Elif(walk.advance):
+            m.d.sync += target.eq(step_target)
+        with m.Elif(advance_line):
+            m.d.sync += target.eq(line_target)
         hazard = Signal()
         for i in range(depth):
             with m.If(pending_valid[i] & (pending[i] == target)):
