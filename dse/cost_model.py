@@ -13,15 +13,19 @@ What is counted (following the code generator, `tensorforge.compiler.codegen`, s
 * **step cost** (`StepPlan`, from `hw.dataflow_plan`): ``beats`` streamed lines, one per cycle;
   when the stationary block changes (the micro-loop's inner index is one it uses) its lines are
   read on the other scratchpad port while the previous step streams (double-banked PE stores),
-  so the step takes ``max(beats, stationary_lines)`` plus the bank-conflict cycles of the two
-  concurrent line streams (line ``n`` in bank ``n % banks``); per COMPUTE instruction the first
-  stationary load and the array pipeline (`hw.pe_array.array_latency`) are exposed, plus
-  ``issue_cycles``.
+  so the step takes ``max(beats, stationary_lines)`` plus ``reload_conflict_share`` of the
+  bank-conflict cycles of the two concurrent line streams (line ``n`` in bank ``n % banks``;
+  the RTL reads a block behind the last beat of its bank, so few collide). Back-to-back MAC
+  instructions stream (the next starts while the last drains): each adds
+  ``instruction_fill_cycles`` and ``issue_cycles``. The ZERO that clears each C tile waits
+  for the array to drain and the next MAC refills it: it costs one isolated step
+  (`hw.compute_unit.step_latency`) plus a line a cycle.
 * **DRAM**: an operand tile is reloaded each time its tile coordinates change in loop order (an
   operand the inner loops do not use stays resident). Each LOAD row is one scratchpad line:
-  ``ceil(row bytes / bus bytes)`` beats (partial beats count whole), split into bursts of at
-  most ``max_burst`` beats that each pay ``burst_latency_cycles``, then one line write; pad lines
-  cost a cycle each. STOREs move ``acc_bits`` elements the same way. Bytes are exact.
+  ``ceil(row bytes / bus bytes)`` beats (partial beats count whole) at one beat per cycle; pad
+  lines cost a cycle each; each LOAD instruction adds its fixed cost and one DRAM latency (the
+  load unit keeps rows' bursts in flight, so the latency of later bursts hides behind earlier
+  data). STOREs move ``acc_bits`` elements the same way. Bytes are exact.
 * **overlap** (the VTA dependency tokens of the generated program): A, B and C are
   double-buffered, so per tile step the load of the next tile, the compute of this one and the
   store of the previous one run concurrently: the step costs the slowest of the three. The
@@ -34,9 +38,10 @@ What is counted (following the code generator, `tensorforge.compiler.codegen`, s
   with the constants of an `EnergyTable`.
 
 Checked against: the functional simulator's MAC/ZERO step counts and DRAM bytes of compiled
-programs (``tests/test_cost_model.py``). **No latency term is checked against RTL cycle counts
-yet** (the RTL runner is another issue); the per-burst latency, issue cost and the arbitration
-model are stated assumptions (`CostParameters`) until it lands.
+programs, and RTL cycle counts of small programs within a stated tolerance
+(``tests/test_cost_model.py``; the full table: ``benchmarks/check_cost_model_rtl.py``,
+docs/cost_model.md). The unit terms of `CostParameters` come from those RTL measurements;
+the DRAM latency is an assumption about the memory outside the accelerator.
 """
 
 from __future__ import annotations
@@ -54,12 +59,26 @@ I64 = np.int64
 
 @dataclass(frozen=True)
 class CostParameters:
-    """Timing assumptions not (yet) measured on RTL; named so calibration can fit them."""
+    """The model's timing terms. Each unit term was measured on the RTL (the table and the
+    commit are in docs/cost_model.md, `benchmarks/check_cost_model_rtl.py`); the DRAM
+    latency is an assumption about the memory outside the accelerator."""
 
-    burst_latency_cycles: int = 8  # address handshake to first data beat, per AXI burst
-    line_write_cycles: int = 1  # the load unit writes each filled line (LoadUnit contract)
-    acc_read_cycles: int = 1  # the store unit reads each line before its bursts (StoreUnit)
+    dram_latency_cycles: int = 8  # a burst's address to its first data beat; paid once per
+    # LOAD/STORE, since both DMA units keep bursts in flight (LoadUnit.outstanding_rows)
+    load_fixed_cycles: int = 5  # a LOAD's cost beyond its rows (command, planning, last line)
+    line_write_cycles: float = 0.1  # per LOAD row beyond its beats (lines written as they fill)
+    store_fixed_cycles: int = 5  # a STORE's cost beyond its beats (StoreUnit.fixed_cycles - 1)
+    acc_read_cycles: float = 0.0  # per STORE row beyond its beats (lines read ahead)
+    reload_conflict_share: float = 0.0  # of a reloading step's bank conflicts (the RTL reads
+    # a stationary block behind the last beat that uses its bank: few collide)
+    instruction_fill_cycles: int = 2  # per MAC COMPUTE: the next one starts while it drains
     issue_cycles: int = 1  # per instruction: decode and dispatch to its unit
+
+
+def rtl_parameters(dram_latency: int = 0) -> CostParameters:
+    """The parameters under which the model describes the RTL on a simulated DRAM that adds
+    ``dram_latency`` cycles per burst (`tensorforge.sim.rtl_jobs.DramTiming`)."""
+    return CostParameters(dram_latency_cycles=dram_latency)
 
 
 @dataclass(frozen=True)
@@ -297,8 +316,8 @@ def evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
         sweeps = count // keys
         runs = lines[spec.role] // _last_dim_lines(g, spec)
         cycles = sweeps * (sums["rows"] * p.line_write_cycles + sums["beats"]
-                           + sums["bursts"] * p.burst_latency_cycles
-                           + (sums["lines"] - sums["rows"])) + count * runs * p.issue_cycles
+                           + (sums["lines"] - sums["rows"])) + count * runs * (
+            p.issue_cycles + p.load_fixed_cycles + p.dram_latency_cycles)
         load_cycles.append(cycles)
         loads.append(count)
         read_bytes = read_bytes + sweeps * sums["elements"] * in_bytes
@@ -306,9 +325,8 @@ def evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
     out = _sweep_sums(g, space.operand("C"), acc_bytes, bus, burst)
     stores = steps // periods[2]
     store_cycles = (out["rows"] * p.acc_read_cycles + out["beats"]
-                    + out["bursts"] * p.burst_latency_cycles
                     + stores * (lines["C"] // _last_dim_lines(g, space.operand("C")))
-                    * p.issue_cycles)
+                    * (p.issue_cycles + p.store_fixed_cycles + p.dram_latency_cycles))
     write_bytes = out["elements"] * acc_bytes
 
     mac_steps = np.prod(g.total_blocks, axis=1)
@@ -321,12 +339,14 @@ def evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
     a_first = space.step.stationary_role == "B"
     residue = (-(lines["A"] * slots["A"]) if a_first else lines["A"] * slots["A"]) % banks
     conflicts = np.asarray(step.conflicts_by_residue)[residue]
-    reload_step = np.maximum(step.beats, step.stationary_lines) + conflicts
+    reload_step = np.maximum(step.beats, step.stationary_lines) + (
+        p.reload_conflict_share * conflicts)
     step_cycles = reload_share * reload_step + (1 - reload_share) * step.beats
+    # a ZERO waits for the array to drain and the next MAC refills it: one isolated step
     compute_cycles = (mac_steps * step_cycles
-                      + mac_instructions * (step.stationary_lines + step.array_latency
-                                            + p.issue_cycles)
-                      + zero_steps * c_block_lines + stores * p.issue_cycles)
+                      + mac_instructions * (p.instruction_fill_cycles + p.issue_cycles)
+                      + zero_steps * c_block_lines
+                      + stores * (step.isolated_step + p.issue_cycles))
 
     per_step_compute = compute_cycles / steps
     per_load = [c / np.maximum(k, 1) for c, k in zip(load_cycles, loads, strict=True)]

@@ -29,6 +29,7 @@ from tensorforge.compiler.matching import TensorizeChoice, tensorize_choices
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig, Interconnect
 from tensorforge.errors import MappingError
+from tensorforge.hw.compute_unit import step_latency
 from tensorforge.hw.dataflow_plan import Operand, plan_for
 from tensorforge.hw.pe_array import array_latency
 from tensorforge.intrinsics import BLOCK_LAYOUTS, Intrinsic
@@ -72,6 +73,7 @@ class StepPlan:
     stationary_role: str  # "A" or "B"
     array_latency: int  # cycles from the last beat to the first output line (`array_latency`)
     output_lines: int  # accumulator lines written per step (read-modify-write)
+    isolated_step: int  # cycles of one step alone (`hw.compute_unit.step_latency`)
     conflicts_by_residue: tuple[int, ...]  # bank-conflict cycles of a reloading step, see below
 
 
@@ -197,6 +199,7 @@ def step_plan(config: AcceleratorConfig) -> StepPlan:
         stationary_role="A" if plan.stationary is Operand.A else "B",
         array_latency=array_latency(config),
         output_lines=len(plan.output_lines) * plan.groups_per_step,
+        isolated_step=step_latency(config),
         conflicts_by_residue=table,
     )
 
