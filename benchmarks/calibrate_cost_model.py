@@ -29,8 +29,9 @@ REPORT = ROOT / "docs" / "cost_model.md"
 
 
 def report(records: list[dict], fitted, rtl_section: list[str]) -> str:
-    blocks = [r for r in records if r["component"] != "accelerator"]
-    commits = sorted({r.get("rtl_commit", "not recorded") for r in records})
+    fitted_records = [r for r in records if r["component"] != "accelerator-later"]
+    blocks = [r for r in fitted_records if r["component"] != "accelerator"]
+    commits = sorted({r.get("rtl_commit", "not recorded") for r in fitted_records})
     lines = [
         "# The cost model and its calibration",
         "",
@@ -76,6 +77,7 @@ def report(records: list[dict], fitted, rtl_section: list[str]) -> str:
             worst = "n/a" if error["max_abs_rel"] is None else f"{error['max_abs_rel']:.1%}"
             lines.append(f"| {name} | {quantity} | {coefficients or '0'} | {mean} | {worst} |")
     lines += _held_out_section(fitted, records)
+    lines += _later_rtl_section(records)
     lines += _sanity_section()
     lines += ["", "## Raw data", "", "| component | configuration | area um^2 (logic + macros) | "
               "dyn. mW | leak. mW | crit. ns | ECP5 LUT/FF/DSP/BRAM, Fmax |",
@@ -176,6 +178,36 @@ def _held_out_section(fitted, records: list[dict]) -> list[str]:
         else f"Held-out errors above {SANE_ERROR:.0%} in {', '.join(failing)}: the "
         "first-order model (`FirstOrderAreaPower`) stays the co-design loop's default "
         "hardware model; `--hardware-model synthesis` selects this one.")]
+    return lines
+
+
+def _later_rtl_section(records: list[dict]) -> list[str]:
+    """Accelerators synthesized at a later commit than the fit's (``accelerator-later``
+    records, not fitted): how far the fit has drifted from the RTL since."""
+    from tensorforge.dse.area_power import SynthesisAreaPower, load_fit
+
+    later = [r for r in records if r["component"] == "accelerator-later" and "asic" in r]
+    if not later:
+        return []
+    load_fit.cache_clear()
+    model = SynthesisAreaPower()
+    lines = ["", "## Against later RTL", "",
+             "Whole accelerators synthesized at a later commit (not in the fit) against it:",
+             "how far the RTL has moved since the calibration. Rerunning the script brings",
+             "the fit up to date (about 45 minutes of synthesis on the shared 2-core machine",
+             "with `--ecp5 blocks`).", "",
+             "| accelerator | commit | quantity | synthesized | model | rel. error |",
+             "|---|---|---|---|---|---|"]
+    for record in later:
+        config = AcceleratorConfig.from_dict(record["config"])
+        parts = model.breakdown(config)
+        predicted = {q: sum(p[q] for p in parts.values())
+                     for q in ("area_um2", "leakage_mw", "dynamic_mw")}
+        predicted["critical_path_ns"] = 1e3 / model(config).clock_mhz
+        for quantity, value in targets(record).items():
+            lines.append(f"| {config.describe()} | {record.get('rtl_commit', '?')} | "
+                         f"{quantity} | {value:.4g} | {predicted[quantity]:.4g} | "
+                         f"{predicted[quantity] / value - 1:+.1%} |")
     return lines
 
 
