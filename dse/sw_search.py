@@ -258,11 +258,12 @@ class _Hasco:
         self.pool.add(batch, cycles, extra)
         return cycles, extra, improved
 
-    def explore(self, count: int) -> bool:
-        """Evaluate ``count`` new uniformly random candidates; True if one is a new best."""
+    def explore(self, count: int) -> bool | None:
+        """Evaluate ``count`` new uniformly random candidates; True if one is a new best,
+        None if no new candidate turned up (the space is used up, or nearly)."""
         batch = self.space.random(4 * count, self.rng)
         batch = batch.take(self.fresh(batch, count))
-        return len(batch) > 0 and self.measure(batch)[2]
+        return self.measure(batch)[2] if len(batch) else None
 
     def seed_pool(self) -> None:
         if self.settings.seeded:
@@ -312,6 +313,8 @@ class _Hasco:
             self.agent.end_round()
             if improved is None or stale >= s.patience:
                 improved = self.explore(max(1, int(s.explore * self.budget)))
+                if improved is None:
+                    break
                 stale = 0
             stale = 0 if improved else stale + 1
             k = s.top_k if improved else min(s.max_k, k * 2)
