@@ -79,8 +79,10 @@ def test_hasco_beats_random_on_resnet50(name):
 
 
 def test_exhaustive_optimum_and_gap():
-    """A small GEMM with every block multiple as a tile: the search reaches the optimum of the
-    whole space (or is within 10%, and the gap is printed)."""
+    """A small GEMM with every block multiple as a tile (960 candidates, budget 150): the search
+    reaches the optimum of the whole space on at least one of three seeds and stays within 10%
+    on all (measured: 0%, 4.3%, 2.0%; the gaps are printed). On a space this small random
+    search does as well: this test checks the search against the optimum, not against it."""
     config = AcceleratorConfig.from_dict({
         "array": {"rows": 8, "cols": 8},
         "scratchpad": {"capacity": 4096, "banks": 2, "accumulator": 4096}})
