@@ -18,7 +18,10 @@ from tensorforge.dse.evaluate import LayerMetrics
 from tensorforge.dse.sw_search import SEARCHES, library
 from tensorforge.dse.sw_space import SoftwareSpace
 from tensorforge.errors import MappingError
+from tensorforge.hashing import source_digest
 
+# the modules whose code decides a layer's result: their source is part of the version
+MODEL_MODULES = ("cost_model", "cost_space", "sw_space", "sw_search", "sw_dqn")
 DETAILS = (
     "compute_cycles",
     "load_cycles",
@@ -52,7 +55,8 @@ class SoftwareSearchEvaluator:
                 f"unknown software search {self.method!r}; known: {', '.join(SEARCHES)}"
             )
         object.__setattr__(
-            self, "version", f"sw-search-3:{self.method}:{self.budget}:{self.grid}+library"
+            self, "version",
+            f"sw-search-3:{self.method}:{self.budget}:{self.grid}+library:{_model_digest()}",
         )
 
     def __call__(self, workload: Workload, config: AcceleratorConfig, seed: int) -> LayerMetrics:
@@ -78,6 +82,11 @@ class SoftwareSearchEvaluator:
             raise MappingError("the search returned a mapping outside its own space")
         numbers = space.cost(best, 0).row(0)
         return _metrics(result, numbers, result.evaluations, library=False)
+
+
+def _model_digest() -> str:
+    """The cost model's and the search's source: a stored sweep resumes only under the same."""
+    return source_digest(*(f"tensorforge.dse.{name}" for name in MODEL_MODULES))
 
 
 def _metrics(found, numbers: dict, evaluations: int, *, library: bool) -> LayerMetrics:

@@ -38,3 +38,19 @@ def stable_hash(*parts: Any, length: int = 16) -> str:
     """
     text = json.dumps([_canonical(p) for p in parts], sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def source_digest(*module_names: str, length: int = 12) -> str:
+    """A digest of the source files of the named modules (read, not imported): part of the
+    identity of results a model written in them computed, so editing the model invalidates
+    those results."""
+    import importlib.util
+    from pathlib import Path
+
+    digest = hashlib.sha256()
+    for name in module_names:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            raise ModuleNotFoundError(f"no source for module {name!r}")
+        digest.update(name.encode() + b"\0" + Path(spec.origin).read_bytes())
+    return digest.hexdigest()[:length]

@@ -134,3 +134,18 @@ def test_unopenable_file_is_a_clear_error(tmp_path):
     directory.mkdir()
     with pytest.raises(TensorforgeError, match="cannot open the result store"):
         ResultStore(directory)
+
+
+def test_source_digest_follows_the_module_text(tmp_path, monkeypatch):
+    """Results keyed by a model's source change key when the model's file changes."""
+    from tensorforge.hashing import source_digest
+
+    module = tmp_path / "model_under_test.py"
+    module.write_text("SCALE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    first = source_digest("model_under_test")
+    assert source_digest("model_under_test") == first
+    module.write_text("SCALE = 2\n")
+    assert source_digest("model_under_test") != first
+    with pytest.raises(ModuleNotFoundError, match="no_such_model"):
+        source_digest("no_such_model")
