@@ -15,7 +15,9 @@ surrogate should learn where invalid designs lie. A ``valid`` constraint (0 for 
 Every trial lands in the `SweepStore` as it finishes. Running the same sweep again (same
 `SweepSpec`, hence the same sweep id) replays the stored trials into a fresh optimizer in the
 same ask/tell batches instead of evaluating them, so its random stream and state continue
-exactly where the killed run stopped.
+exactly where the killed run stopped. The id includes a digest of the search code's and the
+evaluator's source, so after a code change the same arguments start a new sweep rather than
+replaying stored trials into an optimizer that would now propose other designs.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from tensorforge.dse.scenarios import Scenario
 from tensorforge.dse.sw_evaluator import SoftwareSearchEvaluator
 from tensorforge.dse.sweep_store import FAILED, INFEASIBLE, OK, SweepStore, TrialRecord
 from tensorforge.errors import ConfigError, TensorforgeError
-from tensorforge.hashing import stable_hash
+from tensorforge.hashing import source_digest, stable_hash
 
 logger = logging.getLogger(__name__)
 
@@ -149,11 +151,20 @@ class SweepSpec:
             "batch_size": self.batch_size,
             "evaluator": _version(self.evaluator),
             "hardware_model": _version(self.hardware_model),
+            "search_code": source_digest(*SEARCH_MODULES),
         }
 
     @property
     def sweep_id(self) -> str:
         return stable_hash(self.description())
+
+
+# the hardware search's code: a sweep resumed under changed search code would propose other
+# designs than it stored, so that code is part of the sweep's identity
+SEARCH_MODULES = tuple(
+    f"tensorforge.dse.{name}"
+    for name in ("space", "pareto", "opt_base", "opt_random", "opt_nsga2", "opt_mobo")
+)
 
 
 def _version(model: object) -> str:
