@@ -1,0 +1,72 @@
+"""What the DMA's load and store units share: a row's byte geometry, byte masks, taking a
+command, and a typed queue."""
+
+from __future__ import annotations
+
+from amaranth import Cat, Const, Module, Mux, Shape, Signal
+from amaranth.lib import data
+from amaranth.lib.fifo import SyncFIFO
+
+from tensorforge.hw.axi import ADDR_BITS
+
+
+def log2(value: int) -> int:
+    return value.bit_length() - 1
+
+
+class RowGeometry:
+    """Byte geometry of one row: where it starts in DRAM, how many bytes, how many beats."""
+
+    def __init__(
+        self, m: Module, bus_bytes: int, start, row_len, line_elems, elem_shift, line_bytes: int
+    ) -> None:
+        elems = Signal(range(line_elems + 1))
+        m.d.comb += elems.eq(Mux(row_len > line_elems, line_elems, row_len))
+        self.start = start
+        self.bytes = Signal(range(line_bytes + 1))
+        self.offset = Signal(range(bus_bytes))  # start's byte lane in its beat
+        self.beats = Signal(range(line_bytes // bus_bytes + 3))
+        self.aligned = Signal(ADDR_BITS)
+        m.d.comb += [
+            self.bytes.eq(elems << elem_shift),
+            self.offset.eq(start[: log2(bus_bytes)] if bus_bytes > 1 else 0),
+            self.aligned.eq(start & ~Const(bus_bytes - 1, ADDR_BITS)),
+            self.beats.eq((self.offset + self.bytes + bus_bytes - 1) >> log2(bus_bytes)),
+        ]
+
+
+def byte_mask(m: Module, count, total: int, name: str) -> Signal:
+    """``total`` bits, the low ``count`` of them set."""
+    mask = Signal(total, name=name)
+    m.d.comb += mask.eq(Cat(count > index for index in range(total)))
+    return mask
+
+
+def accept_command(m: Module, unit, insn, line, rows_left, row_addr):
+    """In a unit's IDLE state: take ``cmd`` and latch its tile fields; returns the handshake."""
+    payload = unit.cmd.payload
+    m.d.comb += [unit.idle.eq(1), unit.cmd.ready.eq(1)]
+    with m.If(unit.cmd.valid):
+        m.d.sync += [
+            insn.eq(payload),
+            line.eq(payload.line),
+            rows_left.eq(payload.rows),
+            row_addr.eq(payload.dram_addr),
+        ]
+    return unit.cmd.valid
+
+
+def expand_bytes(mask) -> Cat:
+    """Each mask bit widened to a byte of ones."""
+    return Cat(bit.replicate(8) for bit in mask)
+
+
+class Queue(SyncFIFO):
+    """A `SyncFIFO` of one shape: ``pushed`` views ``w_data`` and ``head`` views ``r_data``."""
+
+    def __init__(self, shape, depth: int) -> None:
+        super().__init__(width=Shape.cast(shape).width, depth=depth)
+        if isinstance(shape, data.Layout):
+            self.pushed, self.head = shape(self.w_data), shape(self.r_data)
+        else:
+            self.pushed, self.head = self.w_data, self.r_data
