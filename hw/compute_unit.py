@@ -8,11 +8,13 @@ Three walkers go over the same ``for o < outer: for i < inner:`` steps, each at 
 * the *stream* walker reads the streamed lines and feeds one beat per cycle into the array once
   the step's stationary block is in;
 * the *accumulator* walker reads the C lines the array will produce (for the read-modify-write),
-  never a line that is still waiting for its write (read-after-write across steps).
+  never a line that is still waiting for its write (read-after-write across steps), except on
+  the steps the instruction's ``overwrite`` bit picks (`isa.Compute.overwrites`), which read
+  nothing.
 
-The writer adds each output line of the array to its old C line and writes it back; when it
-cannot (old line not back, write port stalled, a ZERO writing) it freezes the whole array.
-ZERO instructions only write zero lines.
+The writer adds each output line of the array to its old C line and writes it back (or writes
+it as is, on an overwriting step); when it cannot (old line not back, write port stalled, a
+ZERO writing) it freezes the whole array. ZERO instructions only write zero lines.
 
 Each walker keeps its own copy of the instruction and takes the next one as soon as it is done
 with its part of the current one, so back-to-back COMPUTE instructions do not drain the array
@@ -71,9 +73,10 @@ class _Walk:
         self.start = Signal(name=f"{name}_start")
         outer_index = Signal(11, name=f"{name}_o")
         inner_index = Signal(11, name=f"{name}_i")
-        last_inner = inner_index == loop.last_inner
+        self.last_inner = last_inner = inner_index == loop.last_inner
         self.last_step = last_inner & (outer_index == loop.last_outer)
-        self.first_step = (outer_index == 0) & (inner_index == 0)
+        self.first_outer = outer_index == 0
+        self.first_step = self.first_outer & (inner_index == 0)
         self.addr, self.next_addr = {}, {}
         for operand, (base, outer, inner) in operands.items():
             row = Signal(bits, name=f"{name}_{operand}_row")
@@ -448,10 +451,40 @@ class ComputeUnit(wiring.Component):
         free = walk.done & ~latch.kick
         return free, free & ~meta.r_rdy
 
+    def _overwrite_flag(self, m: Module, latch, walk, produces):
+        """Whether the walker's current step writes its C lines without their old values.
+
+        The ISA's ``overwrite`` rule (`isa.Compute.overwrites`), kept in a register computed a
+        step ahead, so no compare lies between the step counters and the read request. Under
+        ``os`` a step that does not end its group writes nothing: the group's lines take the
+        flag of its first step (the only one the rule may pick, as the ISA requires).
+        """
+        instr = latch.instr
+        outer_moves, inner_moves = instr.acc_outer != 0, instr.acc_inner != 0
+        step_overwrites = Signal()
+        next_overwrites = instr.overwrite & Mux(walk.last_inner, outer_moves,
+                                                inner_moves & (walk.first_outer | outer_moves))
+        with m.If(latch.kick):
+            m.d.sync += step_overwrites.eq(instr.overwrite)
+        with m.Elif(walk.advance):
+            m.d.sync += step_overwrites.eq(next_overwrites)
+        if not self.plan.groups_span_steps:
+            return step_overwrites
+        starts_group = Signal(init=1)  # the current step is the first of its group
+        group_overwrites = Signal()
+        with m.If(latch.kick):
+            m.d.sync += starts_group.eq(1)
+        with m.Elif(walk.advance):
+            m.d.sync += starts_group.eq(produces)
+            with m.If(starts_group):
+                m.d.sync += group_overwrites.eq(step_overwrites)
+        return Mux(starts_group, step_overwrites, group_overwrites)
+
     def _accumulator_walker_and_writer(self, m: Module, latch):
         """Reads old C lines (never one still waiting for its write); writes the sums back.
 
-        ZERO instructions use the same walker to write zero lines instead.
+        Overwriting steps queue their lines without reading them, and the writer writes the
+        array's lines alone. ZERO instructions use the same walker to write zero lines instead.
         """
         plan, array, freeze = self.plan, self.array, self.freeze
         config = self.config
@@ -478,10 +511,13 @@ class ComputeUnit(wiring.Component):
         with m.If(kick):
             m.d.sync += index.eq(0)
 
-        # lines read but not yet written back: their addresses, oldest first
+        overwrites = self._overwrite_flag(m, latch, walk, produces)
+
+        # lines read (or to overwrite) but not yet written back: their addresses, oldest first
         depth = max(4, 2 * plan.lines_per_group) + OUTSTANDING
         pending = [Signal(ACC_ADDR_BITS, name=f"pending_{i}") for i in range(depth)]
         pending_valid = Signal(depth)
+        pending_overwrite = Signal(depth)  # the line is written without its old value
         head, tail = Signal(range(depth)), Signal(range(depth))
         old = SyncFIFO(width=len(self.acc_read.resp.payload.as_value()), depth=depth)
         m.submodules.old_lines = old
@@ -517,6 +553,8 @@ class ComputeUnit(wiring.Component):
                          advance_line.eq(self.acc_write.req.ready)]
         with m.Elif(active & ~produces):
             m.d.comb += walk.advance.eq(1)  # os: the group goes on in the next step
+        with m.Elif(active & overwrites):  # no old line to read (nor to wait for)
+            m.d.comb += [push.eq(~full), advance_line.eq(~full)]
         with m.Elif(active):
             m.d.comb += [self.acc_read.req.valid.eq(~hazard & ~full),
                          self.acc_read.req.payload.eq(target)]
@@ -526,11 +564,13 @@ class ComputeUnit(wiring.Component):
                      old.w_en.eq(self.acc_read.resp.valid),
                      self.acc_read.resp.ready.eq(old.w_rdy)]
 
-        # the writer: array line + old line -> accumulator
+        # the writer: array line + old line (or nothing, to overwrite) -> accumulator
         old_line = data.View(self.acc_read.resp.payload.shape(), old.r_data)
+        head_overwrites = pending_overwrite.bit_select(head, 1)
+        old_ready = head_overwrites | old.r_rdy
         with m.If(~zero_mode):
             m.d.comb += [
-                self.acc_write.req.valid.eq(array.out.valid & old.r_rdy),
+                self.acc_write.req.valid.eq(array.out.valid & old_ready),
                 self.acc_write.req.payload.addr.eq(Mux(head == 0, pending[0], 0)),
                 self.acc_write.req.payload.mask.eq(-1),
             ]
@@ -539,11 +579,11 @@ class ComputeUnit(wiring.Component):
                     m.d.comb += self.acc_write.req.payload.addr.eq(pending[i])
             for e in range(config.acc_line_elems):
                 m.d.comb += self.acc_write.req.payload.data[e].eq(
-                    array.out.payload[e] + old_line[e])
+                    array.out.payload[e] + Mux(head_overwrites, 0, old_line[e]))
             with m.If(self.acc_write.req.valid & self.acc_write.req.ready):
-                m.d.comb += [pop.eq(1), old.r_en.eq(1)]
+                m.d.comb += [pop.eq(1), old.r_en.eq(~head_overwrites)]
         # a line the writer cannot take (old line not back, port busy, a ZERO writing) waits
-        writable = ~zero_mode & old.r_rdy & self.acc_write.req.ready
+        writable = ~zero_mode & old_ready & self.acc_write.req.ready
         m.d.comb += freeze.eq(array.out.valid & ~writable)
 
         def step(pointer):
@@ -557,6 +597,8 @@ class ComputeUnit(wiring.Component):
         set_bits = Mux(push, 1 << tail, 0)
         clear_bits = Mux(pop, 1 << head, 0)
         m.d.sync += pending_valid.eq((pending_valid | set_bits) & ~clear_bits)
+        with m.If(push):
+            m.d.sync += pending_overwrite.bit_select(tail, 1).eq(overwrites)
         with m.If(pop):
             m.d.sync += head.eq(step(head))
         return walk.done & ~kick, pending_valid == 0, _LineCounts(m, push, pop, depth)

@@ -288,8 +288,8 @@ def test_overwrite_writes_each_c_block_once_instead_of_zeroing_it():
     4 C tiles' 512 lines; ``overwrite`` writes each of the 8 x 8 C blocks at its first of 8
     reduction steps instead, and the other 448 MAC steps accumulate."""
     workload, program = _gemm_program({"i": 64, "j": 16, "k": 64})
-    assert _zeros(program) == 4  # the switch is off by default
     mapping = program.mapping
+    assert _zeros(generate(workload, mapping, GEMM_8x8_WS, overwrite=False)) == 4
     program = generate(workload, mapping, GEMM_8x8_WS, overwrite=True)
     assert _zeros(program) == 0
     inputs = workload.random_inputs(np.random.default_rng(4))

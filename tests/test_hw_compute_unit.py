@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 from collections import deque
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +29,8 @@ from tensorforge.config import (
 from tensorforge.hw.compute_unit import ComputeUnit, step_latency
 from tensorforge.hw.dataflow_plan import design_grid, local_banks, plan_for
 from tensorforge.intrinsics import Intrinsic
-from tensorforge.isa import Compute, ComputeMode
+from tensorforge.isa import Compute, ComputeMode, Finish
+from tensorforge.sim.functional import FunctionalSimulator
 
 BENCHES = Path(__file__).resolve().parent / "cocotb_benches"
 SPAD_LINES, ACC_LINES = 96, 64
@@ -75,6 +77,7 @@ def _fields(instruction: Compute) -> dict:
         "a_inner",
         "b_outer",
         "b_inner",
+        "overwrite",
     )
     return {name: int(getattr(instruction, name)) for name in names} | {"opcode": 2}
 
@@ -341,6 +344,61 @@ def test_two_banks_with_blocks_changing_every_step_match_golden(
         golden.execute(config, instruction, spad, expected)
     got, _ = run_program(config, program, spad, acc, seed=3, stall=stall)
     assert (got == expected).all()
+
+
+def _with_overwrite(config, program, rng) -> list[Compute]:
+    """``program`` with the ``overwrite`` bit set on about half the MAC instructions it is
+    legal on (no overwriting step revisits a C line its instruction wrote before)."""
+    lines = config.blocks["C"].lines
+    chosen = []
+    for ins in program:
+        candidate = replace(ins, overwrite=True)
+        written, legal = set(), ins.mode is ComputeMode.MAC
+        for o in range(ins.outer):
+            for i in range(ins.inner):
+                c = ins.acc_base + o * ins.acc_outer + i * ins.acc_inner
+                if candidate.overwrites(o, i) and written & set(range(c, c + lines)):
+                    legal = False
+                written.update(range(c, c + lines))
+        chosen.append(candidate if legal and rng.random() < 0.5 else ins)
+    return chosen
+
+
+def _reference(config, program, spad, acc) -> np.ndarray:
+    """The accumulator after ``program``, by the ISA's functional simulator."""
+    simulator = FunctionalSimulator(config)
+    simulator.spad[: len(spad)] = spad
+    simulator.acc[: len(acc)] = acc
+    simulator.run([*program, Finish()], bytearray())
+    return simulator.acc[: len(acc)]
+
+
+@pytest.mark.amaranth_sim
+@pytest.mark.parametrize("intrinsic,dataflow,interconnect,rows,cols", list(grid([(2, 3)])),
+                         ids=str)
+@pytest.mark.parametrize("back_to_back", [False, True])
+def test_overwrite_writes_first_visits_without_old_lines(intrinsic, dataflow, interconnect,
+                                                         rows, cols, back_to_back):
+    """Random programs with the ``overwrite`` bit where it is legal, under stalls: the
+    accumulator equals the functional simulator's (first visits take the array's result,
+    the rest add to it; under ``os`` a group overwrites when its first step does)."""
+    taps = 3 if intrinsic is Intrinsic.CONV2D and dataflow is Dataflow.WEIGHT_STATIONARY else 0
+    config = make_config(intrinsic, dataflow, interconnect, rows, cols, local_bytes=taps)
+    seed = rows * 13 + cols + len(intrinsic.value) * 3 + back_to_back
+    rng = np.random.default_rng(seed)
+    spad, acc = golden.random_memories(config, rng, SPAD_LINES, ACC_LINES)
+    program = []
+    while not any(ins.overwrite for ins in program):  # some draws allow it nowhere
+        program = _with_overwrite(config, golden.random_program(config, rng, 6, SPAD_LINES,
+                                                                ACC_LINES), rng)
+    expected = _reference(config, program, spad, acc)
+    got, *_ = run_program(config, program, spad, acc, seed, stall=0.3,
+                          back_to_back=back_to_back)
+    bad = np.argwhere(got != expected)
+    assert bad.size == 0, (
+        f"seed {seed}: {len(bad)} wrong accumulator elements; program:\n"
+        + "\n".join(i.describe() for i in program)
+    )
 
 
 @pytest.mark.parametrize(
