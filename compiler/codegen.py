@@ -70,12 +70,12 @@ MAX_EXTENT = LIMITS[(Opcode.COMPUTE, "inner")]
 
 
 def generate(workload: Workload, mapping: Mapping, config: AcceleratorConfig, *,
-             overwrite: bool = False) -> Program:
+             overwrite: bool = True) -> Program:
     """The program that runs ``workload`` as ``mapping`` says on ``config``.
 
-    ``overwrite`` clears each C tile with the MAC ``overwrite`` bit of the instructions that
-    first visit its blocks instead of ZERO instructions. The compute unit implements it; it is
-    off by default until ``dse.cost_model`` stops counting ZERO steps for the programs made.
+    ``overwrite`` (the default) clears each C tile with the MAC ``overwrite`` bit of the
+    instructions that first visit its blocks instead of ZERO instructions, which would take
+    the compute unit a cycle per accumulator line; ``overwrite=False`` emits the ZEROs.
     """
     lowering = Lowering(workload, mapping.groups, mapping.choice.stage)
     device = lowering.device

@@ -139,8 +139,8 @@ class UnitCosts:
     load_row: float  # per LOAD row (one buffer line)
     load_instruction: int  # issue of one LOAD
     store_row: float  # per STORE row (one accumulator line)
-    zero_line: int  # per accumulator line a ZERO clears
-    zero: int  # a ZERO waits for the array's last results to be written first
+    zero_line: int  # per accumulator line a ZERO clears (0: the MAC overwrite bit clears it)
+    zero: int  # per C tile: its first MAC waits for the previous tile's results to be written
 
     @classmethod
     @functools.cache  # read for every tiling the mapping search scores
@@ -152,12 +152,12 @@ class UnitCosts:
                    stationary=STATIONARY_SWITCH, zero=ZERO_DRAIN,
                    load_row=max(1.0, config.spad_line_bytes / bus) + ROW_SLACK,
                    load_instruction=LOAD_ISSUE,
-                   store_row=-(-config.acc_line_bytes // bus) + ROW_SLACK, zero_line=1)
+                   store_row=-(-config.acc_line_bytes // bus) + ROW_SLACK, zero_line=0)
 
 
 INSTRUCTION_FILL = 2  # cycles; the next MAC instruction starts while the last one drains
 STATIONARY_SWITCH = 0  # cycles; the PEs load the next block behind the current one's beats
-ZERO_DRAIN = 24  # cycles; ~ the array latency plus a group's output lines
+ZERO_DRAIN = 24  # cycles per C tile; ~ the array latency plus a group's output lines
 LOAD_ISSUE = 8  # cycles of one LOAD's command decode and address set-up
 ROW_SLACK = 0.1  # cycles per row lost to beats that straddle a bus word
 MAX_ENUMERATED = 512  # tilings per tensorize choice tried exhaustively; above: greedy growth

@@ -9,7 +9,8 @@ What is counted (following the code generator, `tensorforge.compiler.codegen`, s
 
 * **steps**: every index advances in intrinsic blocks; a partial last tile pads its blocks with
   zeros, so MAC steps are the product over indices of the blocks of every tile (padding waste is
-  the executed-to-useful MAC ratio). ZERO steps clear each output tile's accumulator blocks.
+  the executed-to-useful MAC ratio). No ZERO steps: the MACs that first visit an output tile's
+  blocks carry the ISA's ``overwrite`` bit and write them without reading the old lines.
 * **step cost** (`StepPlan`, from `hw.dataflow_plan`): ``beats`` streamed lines, one per cycle;
   when the stationary block changes (the micro-loop's inner index is one it uses) its lines are
   read on the other scratchpad port while the previous step streams (double-banked PE stores),
@@ -17,9 +18,7 @@ What is counted (following the code generator, `tensorforge.compiler.codegen`, s
   bank-conflict cycles of the two concurrent line streams (line ``n`` in bank ``n % banks``;
   the RTL reads a block behind the last beat of its bank, so few collide). Back-to-back MAC
   instructions stream (the next starts while the last drains): each adds
-  ``instruction_fill_cycles`` and ``issue_cycles``. The ZERO that clears each C tile waits
-  for the array to drain and the next MAC refills it: it costs one isolated step
-  (`hw.compute_unit.step_latency`) plus a line a cycle.
+  ``instruction_fill_cycles`` and ``issue_cycles``.
 * **DRAM**: an operand tile is reloaded each time its tile coordinates change in loop order (an
   operand the inner loops do not use stays resident). Each LOAD row is one scratchpad line:
   ``ceil(row bytes / bus bytes)`` beats (partial beats count whole) at one beat per cycle; pad
@@ -330,8 +329,10 @@ def evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
     write_bytes = out["elements"] * acc_bytes
 
     mac_steps = np.prod(g.total_blocks, axis=1)
-    c_block_lines = config.blocks["C"].lines
-    zero_steps = stores * (lines["C"] // c_block_lines)
+    # the compiler clears C tiles with the MAC overwrite bit: no ZERO steps, and each C line's
+    # first visit in its tile writes without reading the old line
+    zero_steps = np.zeros_like(stores)
+    overwritten_lines = stores * lines["C"]
     instructions, inner, reloads_every_step = _micro_loops(g, space)
     mac_instructions = steps * instructions
     reload_share = np.where(reloads_every_step, 1.0, 1.0 / inner)
@@ -342,11 +343,8 @@ def evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
     reload_step = np.maximum(step.beats, step.stationary_lines) + (
         p.reload_conflict_share * conflicts)
     step_cycles = reload_share * reload_step + (1 - reload_share) * step.beats
-    # a ZERO waits for the array to drain and the next MAC refills it: one isolated step
     compute_cycles = (mac_steps * step_cycles
-                      + mac_instructions * (p.instruction_fill_cycles + p.issue_cycles)
-                      + zero_steps * c_block_lines
-                      + stores * (step.isolated_step + p.issue_cycles))
+                      + mac_instructions * (p.instruction_fill_cycles + p.issue_cycles))
 
     per_step_compute = compute_cycles / steps
     per_load = [c / np.maximum(k, 1) for c, k in zip(load_cycles, loads, strict=True)]
@@ -364,7 +362,7 @@ def evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
     stationary_reads = mac_steps * reload_share * step.stationary_lines + (
         mac_instructions * step.stationary_lines)
     spad_bytes = (mac_steps * step.beats + stationary_reads) * line_bytes + spad_written
-    acc_bytes_moved = (2 * mac_steps * step.output_lines + zero_steps * c_block_lines
+    acc_bytes_moved = (2 * mac_steps * step.output_lines - overwritten_lines
                        + out["rows"]) * config.acc_line_bytes
     hop_bytes = mac_steps * step.beats * config.spad_line_elems * in_bytes * movement_hops(config)
     energy_pj = (executed * energy.mac_pj + spad_bytes * energy.spad_pj_per_byte
