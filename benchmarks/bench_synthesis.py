@@ -101,6 +101,7 @@ def run_case(case: Case, timeout_s: float, flows: tuple[str, ...] = FLOWS) -> di
     text, top = case_verilog(case)
     config = case.accelerator_config
     row: dict[str, Any] = {"case": case, "macs": config.array.pes, "ecp5_s": 0.0, "asic_s": 0.0}
+    row.update({f"{flow}_error": "not run" for flow in FLOWS if flow not in flows})
     if "ecp5" in flows:
         started = time.monotonic()
         try:
@@ -183,7 +184,8 @@ def markdown(rows: list[dict[str, Any]], timeout_s: float) -> str:
         lines.append("| " + " | ".join([case.name, str(macs), *ecp5, *asic,
                                          f"{row['ecp5_s']:.0f}", f"{row['asic_s']:.0f}"])
                      + " |")
-    missing = [case.name for case in CASES if case not in {row["case"] for row in rows}]
+    done = {row["case"].name for row in rows}
+    missing = [case.name for case in CASES if case.name not in done]
     if missing:
         lines += ["", f"Not in this run: {', '.join(missing)} (see `--only`)."]
     lines += ["", "## ECP5 critical paths (nextpnr)", ""]
