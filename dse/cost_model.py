@@ -18,7 +18,8 @@ What is counted (following the code generator, `tensorforge.compiler.codegen`, s
   bank-conflict cycles of the two concurrent line streams (line ``n`` in bank ``n % banks``;
   the RTL reads a block behind the last beat of its bank, so few collide). Back-to-back MAC
   instructions stream (the next starts while the last drains): each adds
-  ``instruction_fill_cycles`` and ``issue_cycles``.
+  ``instruction_fill_cycles`` and ``issue_cycles``. Each C tile's first MAC waits for the
+  array to drain the previous tile: one isolated step (`hw.compute_unit.step_latency`).
 * **DRAM**: an operand tile is reloaded each time its tile coordinates change in loop order (an
   operand the inner loops do not use stays resident). Each LOAD row is one scratchpad line:
   ``ceil(row bytes / bus bytes)`` beats (partial beats count whole) at one beat per cycle; pad
@@ -343,8 +344,11 @@ def evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
     reload_step = np.maximum(step.beats, step.stationary_lines) + (
         p.reload_conflict_share * conflicts)
     step_cycles = reload_share * reload_step + (1 - reload_share) * step.beats
+    # each C tile's first MAC waits for the array to drain the previous tile's results (the
+    # RTL pays ~ one isolated step per C tile, measured with the overwrite bit as with ZERO)
     compute_cycles = (mac_steps * step_cycles
-                      + mac_instructions * (p.instruction_fill_cycles + p.issue_cycles))
+                      + mac_instructions * (p.instruction_fill_cycles + p.issue_cycles)
+                      + stores * (step.isolated_step + p.issue_cycles))
 
     per_step_compute = compute_cycles / steps
     per_load = [c / np.maximum(k, 1) for c, k in zip(load_cycles, loads, strict=True)]

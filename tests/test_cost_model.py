@@ -13,6 +13,7 @@ from tensorforge.config import AcceleratorConfig
 from tensorforge.dse.cost_model import CostParameters, evaluate, mapping_arrays
 from tensorforge.dse.cost_space import build_space
 from tensorforge.errors import MappingError
+from tensorforge.hw.compute_unit import step_latency
 from tensorforge.hw.pe_array import array_latency
 from tensorforge.sim.functional import run_program
 
@@ -95,10 +96,12 @@ def test_one_tile_by_hand():
              + p.dram_latency_cycles)
     # one MAC step: 4 beats while the 4 stationary lines load; A at line 0, B at line 4: the
     # same bank every cycle (2 banks) -> 4 conflict cycles, of which the RTL pays a share;
-    # the instruction's fill and issue; no ZERO: the MAC's overwrite bit clears C
+    # the instruction's fill and issue; no ZERO (the MAC's overwrite bit clears C), but the C
+    # tile's first MAC waits for a drained array: one isolated step and its issue
     latency = array_latency(config)
     compute = ((4 + 4 * p.reload_conflict_share)
-               + (p.instruction_fill_cycles + p.issue_cycles))
+               + (p.instruction_fill_cycles + p.issue_cycles)
+               + step_latency(config) + p.issue_cycles)
     assert result.mac_steps[0] == 1 and result.zero_steps[0] == 0
     assert result.compute_cycles[0] == compute
     assert result.dram_read_bytes[0] == 32 and result.dram_write_bytes[0] == 64
