@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import importlib.util
 from collections import deque
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -346,24 +345,6 @@ def test_two_banks_with_blocks_changing_every_step_match_golden(
     assert (got == expected).all()
 
 
-def _with_overwrite(config, program, rng) -> list[Compute]:
-    """``program`` with the ``overwrite`` bit set on about half the MAC instructions it is
-    legal on (no overwriting step revisits a C line its instruction wrote before)."""
-    lines = config.blocks["C"].lines
-    chosen = []
-    for ins in program:
-        candidate = replace(ins, overwrite=True)
-        written, legal = set(), ins.mode is ComputeMode.MAC
-        for o in range(ins.outer):
-            for i in range(ins.inner):
-                c = ins.acc_base + o * ins.acc_outer + i * ins.acc_inner
-                if candidate.overwrites(o, i) and written & set(range(c, c + lines)):
-                    legal = False
-                written.update(range(c, c + lines))
-        chosen.append(candidate if legal and rng.random() < 0.5 else ins)
-    return chosen
-
-
 def _reference(config, program, spad, acc) -> np.ndarray:
     """The accumulator after ``program``, by the ISA's functional simulator."""
     simulator = FunctionalSimulator(config)
@@ -389,7 +370,7 @@ def test_overwrite_writes_first_visits_without_old_lines(intrinsic, dataflow, in
     spad, acc = golden.random_memories(config, rng, SPAD_LINES, ACC_LINES)
     program = []
     while not any(ins.overwrite for ins in program):  # some draws allow it nowhere
-        program = _with_overwrite(config, golden.random_program(config, rng, 6, SPAD_LINES,
+        program = golden.with_overwrite(config, golden.random_program(config, rng, 6, SPAD_LINES,
                                                                 ACC_LINES), rng)
     expected = _reference(config, program, spad, acc)
     got, *_ = run_program(config, program, spad, acc, seed, stall=0.3,

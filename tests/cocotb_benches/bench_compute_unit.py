@@ -16,7 +16,7 @@ import cocotb
 import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly
-from compute_golden import execute, random_memories, random_program
+from compute_golden import execute, random_memories, random_program, with_overwrite
 
 from tensorforge.config import AcceleratorConfig
 from tensorforge.hw.compute_unit import step_latency
@@ -140,13 +140,18 @@ class ComputeBench:
 
 @cocotb.test()
 async def random_programs_match_numpy(dut) -> None:
-    """Random MAC/ZERO instructions under random stalls; the accumulator must match numpy."""
+    """Random MAC/ZERO instructions, some with the ``overwrite`` bit, under random stalls; the
+    accumulator must match numpy."""
     settings = bench_config()
     config = AcceleratorConfig.from_dict(settings["accelerator"])
     rng = np.random.default_rng(cocotb.RANDOM_SEED)
     bench = ComputeBench(dut, config, rng, settings.get("stall", 0.3), settings.get("latency", 1))
     await bench.reset()
-    program = random_program(config, rng, settings.get("instructions", 6), SPAD_LINES, ACC_LINES)
+    count = settings.get("instructions", 6)
+    program: list[Compute] = []
+    while not any(ins.overwrite for ins in program):  # some draws allow it nowhere
+        program = with_overwrite(config, random_program(config, rng, count, SPAD_LINES,
+                                                        ACC_LINES), rng)
     expected = bench.acc.copy()
     for instruction in program:
         execute(config, instruction, bench.spad, expected)

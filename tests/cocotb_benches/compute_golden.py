@@ -1,11 +1,14 @@
 """Golden model and random stimulus for COMPUTE, shared by the Amaranth-sim test and the bench.
 
 `execute` is the numpy meaning of one COMPUTE instruction (the micro-loop of
-`tensorforge.intrinsics.apply_intrinsic` steps, or zeroing); `random_program` draws instructions
-whose blocks stay inside ``spad_lines`` / ``acc_lines``.
+`tensorforge.intrinsics.apply_intrinsic` steps, or zeroing, with the ``overwrite`` rule);
+`random_program` draws instructions whose blocks stay inside ``spad_lines`` / ``acc_lines``
+and `with_overwrite` sets the ``overwrite`` bit on some of them where it is legal.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
@@ -28,12 +31,13 @@ def execute(
                 continue
             a = instruction.a_base + o * instruction.a_outer + i * instruction.a_inner
             b = instruction.b_base + o * instruction.b_outer + i * instruction.b_inner
+            old = acc[c : c + c_lines]
             acc[c : c + c_lines] = apply_intrinsic(
                 config.intrinsic,
                 config.intrinsic_sizes,
                 spad[a : a + blocks["A"].lines],
                 spad[b : b + blocks["B"].lines],
-                acc[c : c + c_lines],
+                np.zeros_like(old) if instruction.overwrites(o, i) else old,
                 config.precision.acc_bits,
             )
 
@@ -65,6 +69,27 @@ def random_program(
         mode = ComputeMode.ZERO if rng.random() < 0.15 else ComputeMode.MAC
         program.append(Compute(mode=mode, outer=outer, inner=inner, **fields))
     return program
+
+
+def with_overwrite(
+    config: AcceleratorConfig, program: list[Compute], rng: np.random.Generator, share: float = 0.5
+) -> list[Compute]:
+    """``program`` with the ``overwrite`` bit set on about ``share`` of the MAC instructions it
+    is legal on (no overwriting step touches a C line an earlier step of its instruction wrote)."""
+    lines = config.blocks["C"].lines
+    chosen = []
+    for ins in program:
+        candidate = replace(ins, overwrite=True)
+        written: set[int] = set()
+        legal = ins.mode is ComputeMode.MAC
+        for o in range(ins.outer):
+            for i in range(ins.inner):
+                c = ins.acc_base + o * ins.acc_outer + i * ins.acc_inner
+                if candidate.overwrites(o, i) and written & set(range(c, c + lines)):
+                    legal = False
+                written.update(range(c, c + lines))
+        chosen.append(candidate if legal and rng.random() < share else ins)
+    return chosen
 
 
 def random_memories(
