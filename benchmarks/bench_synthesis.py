@@ -4,18 +4,20 @@ Not a test: it runs the real tools for minutes per design (reports are cached in
 store, so a second run only redoes what changed). Each flow of each design gets a time limit;
 a design that runs past it shows ``timeout`` in the table instead of holding up the others.
 
-    .venv/bin/python benchmarks/bench_synthesis.py [--timeout 600]
+    .venv/bin/python benchmarks/bench_synthesis.py [--timeout 600] [--jobs 2]
     .venv/bin/python benchmarks/bench_synthesis.py --only gemm-4x4-core gemm-8x8-core \
         [--flows ecp5]
 
 With ``--only`` (a subset of the cases, by name or glob) or ``--flows`` the table goes to
 stdout and ``docs/synthesis.md`` is left alone unless ``--output`` names it: the document
 always holds every case of both flows (a full run takes the unchanged ones from the cache).
+``--jobs N`` synthesizes N designs at once (each tool run is single-threaded), largest first.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import fnmatch
 import logging
 import re
@@ -157,7 +159,8 @@ def markdown(rows: list[dict[str, Any]], timeout_s: float) -> str:
         "Written by `benchmarks/bench_synthesis.py` (do not edit by hand). int8 operands, int32",
         "accumulators, 64 KiB / 4-bank scratchpad, 16 KiB accumulator, 64-bit AXI unless noted;",
         "`*-core` rows are the PE array alone. ECP5: Yosys `synth_ecp5` + nextpnr-ecp5 on",
-        f"LFE5U-85F (speed 6, out of context, {CLOCK_NS:g} ns target). ASIC: Yosys onto OSU",
+        f"LFE5U-85F (speed 6, out of context, {CLOCK_NS:g} ns target; multipliers beyond its 156",
+        "DSPs built from LUTs). ASIC: Yosys onto OSU",
         f"0.18um + OpenSTA at {CLOCK_NS:g} ns, input activity {ACTIVITY}, memories as SRAM macros",
         "of the analytical 0.18um model in `fpga/sram.py` (see `docs/synthesis.md` notes below).",
         f"Each flow of each design had {timeout_s:g} s per tool run.",
@@ -170,7 +173,9 @@ def markdown(rows: list[dict[str, Any]], timeout_s: float) -> str:
         case, macs = row["case"], row["macs"]
         if "ecp5" in row:
             e = row["ecp5"]
-            ecp5 = [f"{e.luts:,}", f"{e.ffs:,}", str(e.dsps), f"{e.dsps / macs:.2f}",
+            dsps = str(e.dsps) + (f" (+{e.lut_multipliers} mult. in LUTs)"
+                                  if e.lut_multipliers else "")
+            ecp5 = [f"{e.luts:,}", f"{e.ffs:,}", dsps, f"{e.dsps / macs:.2f}",
                     str(e.brams), _fmt(e.fmax_mhz)]
         else:
             ecp5 = [row.get("ecp5_error", "-")] + ["-"] * 5
@@ -249,22 +254,35 @@ def main() -> None:
                              f"instead of writing it. Cases: {', '.join(c.name for c in CASES)}")
     parser.add_argument("--flows", nargs="+", choices=FLOWS, default=list(FLOWS),
                         help="flows to run (default: both)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="designs synthesized at once (default 1)")
     parser.add_argument("--output", type=Path, default=None,
                         help=f"markdown file to write (default: {OUTPUT.name} for a full run)")
     args = parser.parse_args()
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, not {args.jobs}")
     logging.basicConfig(level=logging.WARNING)
     cases = select_cases(args.only)
     partial = bool(args.only) or set(args.flows) != set(FLOWS)
     output = args.output if args.output is not None or partial else OUTPUT
-    rows = []
-    for case in cases:
-        print(f"synthesizing {case.name} ...", flush=True)
-        rows.append(run_case(case, args.timeout, tuple(args.flows)))
-        if output is not None:
-            output.write_text(markdown(rows, args.timeout))  # keep what is done so far
-        row = rows[-1]
-        print(f"  ecp5 {row.get('ecp5_error', 'ok')} ({row['ecp5_s']:.0f} s), "
-              f"asic {row.get('asic_error', 'ok')} ({row['asic_s']:.0f} s)", flush=True)
+    rows: list[dict[str, Any]] = []
+    order = {case.name: index for index, case in enumerate(CASES)}
+    # Largest designs first, so the long runs do not start last; the table keeps CASES order.
+    queue = sorted(cases, key=lambda case: -case.accelerator_config.array.pes)
+    with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        futures = {pool.submit(run_case, case, args.timeout, tuple(args.flows)): case
+                   for case in queue}
+        print(f"synthesizing {', '.join(case.name for case in queue)} "
+              f"({args.jobs} at a time) ...", flush=True)
+        for future in concurrent.futures.as_completed(futures):
+            row = future.result()
+            rows.append(row)
+            rows.sort(key=lambda r: order[r["case"].name])
+            if output is not None:
+                output.write_text(markdown(rows, args.timeout))  # keep what is done so far
+            print(f"  {row['case'].name}: ecp5 {row.get('ecp5_error', 'ok')} "
+                  f"({row['ecp5_s']:.0f} s), asic {row.get('asic_error', 'ok')} "
+                  f"({row['asic_s']:.0f} s)", flush=True)
     if output is None:
         sys.stdout.write(markdown(rows, args.timeout))
 

@@ -18,6 +18,16 @@ from typing import Any
 
 from tensorforge.errors import ConfigError, ToolError
 from tensorforge.fpga.cache import SynthesisReport, cached_synthesis, run_directory
+from tensorforge.fpga.ecp5_dsp import (
+    LUT_SELECTION,
+    MULTIPLIER_DUMP,
+    booth_commands,
+    dsp_budget,
+    list_multipliers_commands,
+    lut_multipliers,
+    read_multipliers,
+    selection_file,
+)
 from tensorforge.fpga.tools import NEXTPNR_ECP5, YOSYS, log_tail, run_tool, tool_version
 from tensorforge.fpga.yosys import check_top_name, read_stat, run_yosys, stat_command
 from tensorforge.store import ResultStore
@@ -41,9 +51,11 @@ class Ecp5Options:
     speed: int = 6
     seed: int = 1
     out_of_context: bool = False
+    max_dsps: int | None = None
 
     def __post_init__(self) -> None:
         nextpnr_device_flag(self.part)
+        dsp_budget(self.part, self.max_dsps)
         if not self.clock_ns > 0:
             raise ConfigError(f"clock_ns must be a positive period in ns, not {self.clock_ns}")
         if self.speed not in (6, 7, 8):
@@ -69,7 +81,8 @@ class Ecp5Report(SynthesisReport):
 
     ``luts`` counts packed LUT4s (``TRELLIS_COMB``, carry halves included), ``dsps`` 18x18
     multipliers (``MULT18X18D``), ``brams`` 18 Kib block RAMs (``DP16KD``). ``fmax_mhz`` is the
-    slowest clock's achieved Fmax, None without a clock.
+    slowest clock's achieved Fmax, None without a clock. ``lut_multipliers`` counts the
+    multipliers built from LUTs because the DSP budget (``dsp_budget``) ran out.
     """
 
     top: str
@@ -85,6 +98,8 @@ class Ecp5Report(SynthesisReport):
     fmax_by_clock: dict[str, float] = field(default_factory=dict)
     utilization: dict[str, int] = field(default_factory=dict)
     yosys_cells: dict[str, int] = field(default_factory=dict)
+    lut_multipliers: int = 0
+    dsp_budget: int | None = None
 
     def summary(self) -> dict[str, Any]:
         """The flat, stable JSON view the CLI prints (``flow``..``fmax_mhz`` are a contract)."""
@@ -94,6 +109,8 @@ class Ecp5Report(SynthesisReport):
             "luts": self.luts,
             "ffs": self.ffs,
             "dsps": self.dsps,
+            "lut_multipliers": self.lut_multipliers,
+            "dsp_budget": self.dsp_budget,
             "brams": self.brams,
             "fmax_mhz": self.fmax_mhz,
             "critical_path_ns": self.critical_path_ns,
@@ -116,6 +133,7 @@ def synthesize_ecp5(
     speed: int = 6,
     seed: int = 1,
     out_of_context: bool = False,
+    max_dsps: int | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     store: ResultStore | None = None,
     use_cache: bool = True,
@@ -124,11 +142,13 @@ def synthesize_ecp5(
 
     ``clock_ns`` is the target period nextpnr optimizes for; a design that misses it still
     reports its achieved Fmax (timing failure is a result here, not an error). ``out_of_context``
-    skips I/O buffers, for blocks with more ports than the package has pins. ``timeout_s``
-    bounds each tool run. The result is stored and returned from the store on later calls.
+    skips I/O buffers, for blocks with more ports than the package has pins. Multipliers beyond
+    ``max_dsps`` (default: the part's MULT18X18D count) are built from LUTs (`ecp5_dsp`), so a
+    design with more multipliers than the part has DSPs still fits. ``timeout_s`` bounds each
+    tool run. The result is stored and returned from the store on later calls.
     """
     check_top_name(top)
-    options = Ecp5Options(top, part, package, clock_ns, speed, seed, out_of_context)
+    options = Ecp5Options(top, part, package, clock_ns, speed, seed, out_of_context, max_dsps)
 
     def run(key: str) -> Ecp5Report:
         with run_directory("ecp5", key) as run_dir:
@@ -142,7 +162,18 @@ def synthesize_ecp5(
 def _run_flow(
     verilog: str, options: Ecp5Options, run_dir: Path, timeout_s: float, key: str
 ) -> Ecp5Report:
-    yosys = run_yosys(verilog, ecp5_script(options.top), run_dir=run_dir, timeout_s=timeout_s)
+    flatten = run_yosys(verilog, list_multipliers_commands(options.top) + ["write_rtlil flat.il"],
+                        run_dir=run_dir, timeout_s=timeout_s, log_name="flatten")
+    budget = dsp_budget(options.part, options.max_dsps)
+    multipliers = read_multipliers((run_dir / MULTIPLIER_DUMP).read_text())
+    on_luts = lut_multipliers(multipliers, budget)
+    (run_dir / LUT_SELECTION).write_text(selection_file(options.top, on_luts))
+    if on_luts:
+        logger.info("%s: %d of %d multipliers built from LUTs (budget %d DSPs)",
+                    key, len(on_luts), len(multipliers), budget)
+    yosys = run_yosys(None, ["read_rtlil flat.il", *booth_commands(len(on_luts)),
+                             *ecp5_script(options.top)],
+                      run_dir=run_dir, timeout_s=timeout_s)
     stat = read_stat(run_dir, options.top)
     args = [
         nextpnr_device_flag(options.part),
@@ -178,7 +209,10 @@ def _run_flow(
         fmax_by_clock=fmax_by_clock,
         utilization=utilization,
         yosys_cells=stat.cells_by_type,
-        tool_seconds={"yosys": round(yosys.seconds, 3), "nextpnr": round(nextpnr.seconds, 3)},
+        lut_multipliers=len(on_luts),
+        dsp_budget=budget,
+        tool_seconds={"yosys": round(flatten.seconds + yosys.seconds, 3),
+                      "nextpnr": round(nextpnr.seconds, 3)},
         tool_versions={"yosys": tool_version(YOSYS), "nextpnr": tool_version(NEXTPNR_ECP5)},
         logs={"yosys": log_tail(yosys.log()), "nextpnr": log_tail(nextpnr.log())},
         key=key,

@@ -100,6 +100,16 @@ def test_ecp5_two_macs_use_two_dsps(pair_verilog, mac_ecp5, workspace):
     assert pair.ffs == 2 * mac_ecp5.ffs
 
 
+def test_ecp5_multipliers_beyond_the_dsp_budget_are_built_from_luts(pair_verilog, mac_ecp5,
+                                                                     workspace):
+    pair = synthesize_ecp5(pair_verilog, "pair", max_dsps=1, store=workspace)
+    assert (pair.dsps, pair.lut_multipliers, pair.dsp_budget) == (1, 1, 1)
+    assert pair.yosys_cells.get("MULT18X18D", 0) == 1
+    # The LUT-built 8x8 multiplier costs LUTs (and carry chains) the DSP one does not.
+    assert pair.luts > 2 * mac_ecp5.luts + 20
+    assert pair.ffs == 2 * mac_ecp5.ffs
+
+
 def test_ecp5_design_without_clock_has_no_fmax_but_a_path(workspace):
     source = "module comb(input [7:0] a, b, output [15:0] y);\n  assign y = a * b + a;\nendmodule\n"
     report = synthesize_ecp5(source, "comb", store=workspace)

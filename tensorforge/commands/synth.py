@@ -36,6 +36,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="asic: the clock input (default: clk or clock if present)")
     parser.add_argument("--out-of-context", action="store_true",
                         help="ecp5: no I/O buffers, for blocks with more ports than pins")
+    parser.add_argument("--max-dsps", type=int, default=None, metavar="N",
+                        help="ecp5: multipliers beyond N DSPs are built from LUTs "
+                             "(default: the part's DSP count)")
     parser.add_argument("--timeout", type=float, default=1800.0,
                         help="seconds each tool may run (default 1800)")
     parser.add_argument("--store", type=Path, default=None,
@@ -62,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     if args.flow == "ecp5":
         report = synthesize_ecp5(
             verilog, args.top, part=args.part, package=args.package, clock_ns=args.clock_ns,
-            out_of_context=args.out_of_context, **common,
+            out_of_context=args.out_of_context, max_dsps=args.max_dsps, **common,
         )
     else:
         report = synthesize_asic(
@@ -98,7 +101,8 @@ def _rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
             ("part", f"{summary['part']} ({summary['package']})"),
             ("LUT4", str(summary["luts"])),
             ("flip-flops", str(summary["ffs"])),
-            ("DSP (MULT18X18D)", str(summary["dsps"])),
+            ("DSP (MULT18X18D)", f"{summary['dsps']} of {summary['dsp_budget']} allowed"),
+            ("multipliers in LUTs", str(summary["lut_multipliers"])),
             ("block RAM (DP16KD)", str(summary["brams"])),
             ("Fmax", f"{fmax:.1f} MHz" if fmax else "no clock"),
             ("critical path", f"{critical:.3f} ns" if critical is not None else "none"),
