@@ -116,16 +116,23 @@ def read_multipliers(dump: str) -> list[Multiplier]:
 def lut_multipliers(multipliers: list[Multiplier], budget: int) -> list[Multiplier]:
     """The multipliers to build from LUTs so that the rest fit in ``budget`` DSPs.
 
-    Cells are kept on DSPs in name order until the budget runs out, so the choice is the same
-    on every run of the same design.
+    Cells are kept on DSPs in natural name order (``pe_2_3`` before ``pe_10_0``) until the
+    budget runs out, so the choice is the same on every run of the same design and, for a PE
+    array, the last PEs in row-major order are the ones built from LUTs.
     """
     on_luts, used = [], 0
-    for multiplier in sorted(multipliers, key=lambda m: m.name):
+    for multiplier in sorted(multipliers, key=_natural_key):
         if used + multiplier.dsps <= budget:
             used += multiplier.dsps
         else:
             on_luts.append(multiplier)
     return on_luts
+
+
+def _natural_key(multiplier: Multiplier) -> list[tuple[int, int | str]]:
+    """Sort key comparing runs of digits as numbers."""
+    return [(0, int(part)) if part.isdigit() else (1, part)
+            for part in re.split(r"(\d+)", multiplier.name)]
 
 
 def selection_file(top: str, multipliers: list[Multiplier]) -> str:

@@ -59,6 +59,14 @@ def test_multipliers_beyond_the_budget_go_to_luts_in_name_order():
     assert lut_multipliers(cells, 0) == cells
 
 
+def test_name_order_is_natural_so_the_last_pes_go_to_luts():
+    cells = [Multiplier(f"pe_{r}_{c}.mac.$mul$d.v:{100 - r}$1", 8, 8)
+             for r in range(12) for c in range(3)]
+    on_luts = lut_multipliers(cells, 30)
+    assert [m.name.split(".")[0] for m in on_luts] == [f"pe_{r}_{c}" for r in (10, 11)
+                                                       for c in range(3)]
+
+
 def test_a_wide_multiplier_that_does_not_fit_leaves_room_for_narrow_ones():
     cells = [Multiplier("a", 8, 8), Multiplier("b", 36, 36), Multiplier("c", 8, 8)]
     assert lut_multipliers(cells, 3) == [Multiplier("b", 36, 36)]
