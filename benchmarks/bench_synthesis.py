@@ -159,10 +159,11 @@ def markdown(rows: list[dict[str, Any]], timeout_s: float) -> str:
         "Written by `benchmarks/bench_synthesis.py` (do not edit by hand). int8 operands, int32",
         "accumulators, 64 KiB / 4-bank scratchpad, 16 KiB accumulator, 64-bit AXI unless noted;",
         "`*-core` rows are the PE array alone. ECP5: Yosys `synth_ecp5` + nextpnr-ecp5 on",
-        f"LFE5U-85F (speed 6, out of context, {CLOCK_NS:g} ns target; multipliers beyond its 156",
-        "DSPs built from LUTs). ASIC: Yosys onto OSU",
-        f"0.18um + OpenSTA at {CLOCK_NS:g} ns, input activity {ACTIVITY}, memories as SRAM macros",
-        "of the analytical 0.18um model in `fpga/sram.py` (see `docs/synthesis.md` notes below).",
+        f"LFE5U-85F (speed 6, out of context, {CLOCK_NS:g} ns target; multipliers beyond its",
+        "156 DSPs built from LUTs). ASIC: Yosys onto OSU 0.18um + OpenSTA at "
+        f"{CLOCK_NS:g} ns, input",
+        f"activity {ACTIVITY}, memories as SRAM macros of the analytical 0.18um model in",
+        "`fpga/sram.py` (see the notes below).",
         f"Each flow of each design had {timeout_s:g} s per tool run.",
         "",
         "| design | MACs | LUT4 | FF | DSP | DSP/MAC | BRAM | Fmax MHz | area mm^2 "
@@ -223,6 +224,15 @@ NOTES = """## How to read these numbers
   `synth_ecp5` does not fold the fabric registers into the DSP's own input/output registers).
   The compute unit latches its decoded micro-loop (`last_outer`, `last_inner`, ZERO) with the
   instruction, so decode no longer shares a cycle with the walkers' address arithmetic.
+* **DSP budget (ECP5).** `synth_ecp5` puts every multiplier on a MULT18X18D, and the
+  LFE5U-85F has 156, so gemm-16x16 (256 MACs) used to stop in nextpnr with no DSP left to
+  place. The flow now keeps multipliers on DSPs up to the part's count and has Yosys' `booth`
+  pass build the rest from LUTs and carry chains (`fpga/ecp5_dsp.py`;
+  `synthesize_ecp5(max_dsps=...)`, `tensorforge synth --max-dsps N`), as Vivado's `max_dsp`
+  does; the DSP column shows how many went to LUTs (the last PEs in row-major order). Packing
+  two int8 products into one MULT18X18D does not work (the two 16-bit products need a 24-bit
+  operand; the DSP takes 18 bits), and the slice's 9x9 mode is supported by neither Yosys
+  nor nextpnr-ecp5.
 * **SRAM macros.** The ASIC flow keeps every memory with synchronous read ports as a black-box
   macro (`synthesize_asic(..., memories="macros")`, the default); the macro's area, access
   time, setup, read/write energy and leakage come from the analytical 0.18um model in
