@@ -16,7 +16,12 @@ What is counted (following the code generator, `tensorforge.compiler.codegen`, s
   read on the other scratchpad port while the previous step streams (double-banked PE stores),
   so the step takes ``max(beats, stationary_lines)`` plus ``reload_conflict_share`` of the
   bank-conflict cycles of the two concurrent line streams (line ``n`` in bank ``n % banks``;
-  the RTL reads a block behind the last beat of its bank, so few collide). Back-to-back MAC
+  the RTL reads a block behind the last beat of its bank, so few collide). The micro-loop
+  follows `codegen.micro_loop`: a stationary block serves one step, one inner run or one
+  instruction; a PE store bank takes the next block only `bank_reuse_gap` cycles after its
+  last beat, which bounds a run from below on systolic output-stationary arrays; and a C line
+  that the micro-loop read-modify-writes again after ``d`` steps waits for its last write
+  (``d`` steps take at least `StepPlan.accumulate_round_trip` cycles). Back-to-back MAC
   instructions stream (the next starts while the last drains): each adds
   ``instruction_fill_cycles`` and ``issue_cycles``. Each C tile's first MAC waits for the
   array to drain the previous tile: one isolated step (`hw.compute_unit.step_latency`).
@@ -51,7 +56,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tensorforge.config import AcceleratorConfig
-from tensorforge.dse.cost_space import ELEM, GROUP, LayerSpace, OperandSpec, movement_hops
+from tensorforge.dse.cost_space import (
+    ELEM,
+    GROUP,
+    LayerSpace,
+    OperandSpec,
+    StepPlan,
+    movement_hops,
+)
 from tensorforge.dse.evaluate import TECH_45NM, Technology
 
 I64 = np.int64
@@ -243,18 +255,65 @@ def _periods(g: _Geometry, space: LayerSpace, order: np.ndarray) -> tuple[np.nda
     return total, periods[0], periods[1], periods[2]
 
 
-def _micro_loops(g: _Geometry, space: LayerSpace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per full tile: MAC COMPUTE instructions, inner micro-loop extent, and whether the
-    stationary operand uses the inner index (the codegen loops the two largest block counts)."""
+@dataclass(frozen=True)
+class _MicroLoops:
+    """The MAC COMPUTE micro-loop of a full tile step, per mapping (`codegen.micro_loop`)."""
+
+    instructions: np.ndarray  # MAC instructions per full tile step
+    inner: np.ndarray  # inner extent in blocks (1 without an inner loop)
+    run: np.ndarray  # steps per stationary block: 1, inner, or the whole instruction
+    revisit: np.ndarray  # steps between two read-modify-writes of one C line; 0: none
+
+
+def _micro_loops(g: _Geometry, space: LayerSpace) -> _MicroLoops:
+    """Mirror `codegen.micro_loop` on full tiles: the inner loop runs over the index with the
+    most blocks that the stationary operand does not use (else the one with the most), ties
+    to an output index; the outer over the next with the most blocks; the rest unroll."""
     blocks = g.full_blocks
-    ranked = np.argsort(-blocks, axis=1, kind="stable")
-    inner = ranked[:, 0]
-    top1 = np.take_along_axis(blocks, ranked[:, :1], axis=1)[:, 0]
-    top2 = np.take_along_axis(blocks, ranked[:, 1:2], axis=1)[:, 0] if blocks.shape[1] > 1 else 1
-    instructions = np.prod(blocks, axis=1) // (top1 * top2)
-    stationary_row = 0 if space.step.stationary_role == "A" else 1
-    stationary_uses_inner = space.dependence[stationary_row][inner] & (top1 > 1)
-    return instructions, top1, stationary_uses_inner
+    n = blocks.shape[0]
+    big = np.iinfo(I64).max
+    c_uses = space.dependence[2]
+    s_uses = space.dependence[0 if space.step.stationary_role == "A" else 1]
+    key = np.where(blocks > 1, 2 * -blocks + ~c_uses, big)  # lower first, index order on ties
+    keep_key = np.where(s_uses, big, key)
+    has_keep = keep_key.min(axis=1) < big
+    inner_at = np.where(has_keep, np.argmin(keep_key, axis=1), np.argmin(key, axis=1))
+    has_inner = key.min(axis=1) < big
+    rest = key.copy()
+    rest[np.arange(n), inner_at] = big
+    outer_at = np.argmin(rest, axis=1)
+    has_outer = rest.min(axis=1) < big
+    inner = np.where(has_inner, blocks[np.arange(n), inner_at], 1)
+    outer = np.where(has_outer, blocks[np.arange(n), outer_at], 1)
+    s_inner, s_outer = has_inner & s_uses[inner_at], has_outer & s_uses[outer_at]
+    c_inner, c_outer = has_inner & c_uses[inner_at], has_outer & c_uses[outer_at]
+    run = np.where(s_inner, 1, np.where(s_outer, inner, inner * outer))
+    # a C line comes back each outer pass when only the inner loop moves C; where C stays
+    # from step to step, os arrays add in the PEs, the others read-modify-write every step
+    per_pass = np.where(c_inner & ~c_outer & (outer > 1), inner, 0)
+    same_c = (~c_inner & (inner > 1)) | (~c_inner & ~c_outer & (outer > 1))
+    revisit = per_pass if space.step.groups_span_steps else np.where(same_c, 1, per_pass)
+    return _MicroLoops(np.prod(blocks, axis=1) // (inner * outer), inner, run, revisit)
+
+
+def _step_cycles(step: StepPlan, loops: _MicroLoops, first_step: np.ndarray) -> np.ndarray:
+    """Mean cycles of a MAC step in its micro-loop.
+
+    A run of ``run`` steps on one stationary block starts with ``first_step`` (its lines load
+    on the other port while the last run streams) and streams a step every ``beats`` cycles.
+    A bank of the ``stationary_banks`` takes the next block only ``bank_reuse_gap`` cycles
+    after its last beat, so each bank serves one run per ``gap + lines + run beats - 1``
+    cycles. A C line read-modify-written every ``revisit`` steps waits for its last write:
+    ``revisit`` steps take at least `StepPlan.accumulate_round_trip` cycles.
+    """
+    run = loops.run
+    streaming = first_step + (run - 1) * step.beats
+    bank_cycle = (step.bank_reuse_gap + step.stationary_lines + run * step.beats - 1) / (
+        step.stationary_banks)
+    per_step = np.maximum(streaming, bank_cycle) / run
+    hazard = np.where(loops.revisit > 0,
+                      step.accumulate_round_trip / np.maximum(loops.revisit, 1), 0.0)
+    return np.maximum(per_step, hazard)
 
 
 def _overlapped(steps, compute, loads, load_events, store, store_events) -> np.ndarray:
@@ -334,16 +393,16 @@ def evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
     # first visit in its tile writes without reading the old line
     zero_steps = np.zeros_like(stores)
     overwritten_lines = stores * lines["C"]
-    instructions, inner, reloads_every_step = _micro_loops(g, space)
-    mac_instructions = steps * instructions
-    reload_share = np.where(reloads_every_step, 1.0, 1.0 / inner)
+    loops = _micro_loops(g, space)
+    mac_instructions = steps * loops.instructions
+    reload_share = 1.0 / loops.run
     banks = config.scratchpad.banks
     a_first = space.step.stationary_role == "B"
     residue = (-(lines["A"] * slots["A"]) if a_first else lines["A"] * slots["A"]) % banks
     conflicts = np.asarray(step.conflicts_by_residue)[residue]
     reload_step = np.maximum(step.beats, step.stationary_lines) + (
         p.reload_conflict_share * conflicts)
-    step_cycles = reload_share * reload_step + (1 - reload_share) * step.beats
+    step_cycles = _step_cycles(step, loops, reload_step)
     # each C tile's first MAC waits for the array to drain the previous tile's results (the
     # RTL pays ~ one isolated step per C tile, measured with the overwrite bit as with ZERO)
     compute_cycles = (mac_steps * step_cycles

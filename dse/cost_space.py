@@ -29,9 +29,10 @@ from tensorforge.compiler.matching import TensorizeChoice, tensorize_choices
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig, Interconnect
 from tensorforge.errors import MappingError
+from tensorforge.hw.accumulator import AccumulatorBuffer
 from tensorforge.hw.compute_unit import step_latency
-from tensorforge.hw.dataflow_plan import Operand, plan_for
-from tensorforge.hw.pe_array import array_latency
+from tensorforge.hw.dataflow_plan import Operand, local_banks, plan_for
+from tensorforge.hw.pe_array import array_latency, bank_reuse_gap
 from tensorforge.intrinsics import BLOCK_LAYOUTS, Intrinsic
 
 ROLES = ("A", "B", "C")
@@ -75,6 +76,10 @@ class StepPlan:
     output_lines: int  # accumulator lines written per step (read-modify-write)
     isolated_step: int  # cycles of one step alone (`hw.compute_unit.step_latency`)
     conflicts_by_residue: tuple[int, ...]  # bank-conflict cycles of a reloading step, see below
+    stationary_banks: int  # stationary blocks the PE stores hold (`local_banks`)
+    bank_reuse_gap: int  # cycles from a bank's last beat to its next block's first line
+    groups_span_steps: bool  # os: steps that keep their C block accumulate in the PEs
+    accumulate_round_trip: int  # least cycles between two writes of one C line (see below)
 
 
 @dataclass(frozen=True)
@@ -184,6 +189,11 @@ def step_plan(config: AcceleratorConfig) -> StepPlan:
     with the streamed block ``residue`` lines after the stationary one (mod ``banks``), cycle
     ``t`` conflicts when ``(residue + beat_line[t]) % banks == t % banks``; each conflict holds
     one port for a cycle (`hw.scratchpad.Scratchpad`'s arbitration).
+
+    Accumulate round trip: the compute unit's accumulator walker reads a C line only once its
+    last write is done (its pending entry clears the cycle after the write), the old line
+    comes back ``read_latency`` later and enters the writer's FIFO (one more cycle), so two
+    writes of one line are at least ``read_latency + 2`` cycles apart.
     """
     plan = plan_for(config)
     banks = config.scratchpad.banks
@@ -201,6 +211,10 @@ def step_plan(config: AcceleratorConfig) -> StepPlan:
         output_lines=len(plan.output_lines) * plan.groups_per_step,
         isolated_step=step_latency(config),
         conflicts_by_residue=table,
+        stationary_banks=local_banks(config, plan),
+        bank_reuse_gap=bank_reuse_gap(config),
+        groups_span_steps=plan.groups_span_steps,
+        accumulate_round_trip=AccumulatorBuffer.read_latency + 2,
     )
 
 

@@ -15,6 +15,7 @@ from tensorforge.dse.cost_space import build_space
 from tensorforge.errors import MappingError
 from tensorforge.hw.compute_unit import step_latency
 from tensorforge.hw.pe_array import array_latency
+from tensorforge.isa import Compute, ComputeMode
 from tensorforge.sim.functional import run_program
 
 CONV = "C[k,x,y] += A[c,x+r,y+s] * B[k,c,r,s]"
@@ -106,6 +107,49 @@ def test_one_tile_by_hand():
     assert result.compute_cycles[0] == compute
     assert result.dram_read_bytes[0] == 32 and result.dram_write_bytes[0] == 64
     assert result.cycles[0] == np.ceil(2 * load + compute + store + latency)
+
+
+def dot_one_tile(interconnect: str):
+    """gemv i=2, k=16 on an output-stationary DOT 8, one tile: one MAC COMPUTE, outer 2 over
+    k (C stays), inner 2 over i (C moves), A (stationary) changing every step."""
+    config = AcceleratorConfig.from_dict({
+        "intrinsic": "dot",
+        "array": {"rows": 8, "cols": 1, "interconnect": interconnect, "dataflow": "os"},
+        "scratchpad": {"capacity": 8192, "banks": 2, "accumulator": 4096}})
+    workload = parse_workload("C[i] += A[i,k] * B[k]", "i=2,k=16")
+    choice = tensorize_choices(workload, "dot")[0]
+    mapping = Mapping(choice, (("i", 2), ("k", 16)), ("i", "k"))
+    (mac,) = [i for i in generate(workload, mapping, config).instructions
+              if isinstance(i, Compute) and i.mode is ComputeMode.MAC]
+    assert (mac.outer, mac.inner, mac.acc_outer, mac.acc_inner, mac.a_inner) == (2, 2, 0, 1, 2)
+    space = build_space(workload, choice, config)
+    return config, evaluate(space, *mapping_arrays(space, dict(mapping.tile_sizes), ("i", "k")))
+
+
+def test_revisited_c_line_waits_for_its_write_by_hand():
+    """DOT 8 without interconnect (bank reuse gap 1): each C line is read-modify-written every
+    2 steps, and a line's writes are at least read latency 1 + 2 = 3 cycles apart (pending
+    entry clears, old line read, writer FIFO), so the 4 one-beat steps take 3/2 cycles each
+    (Amaranth sim of the compute unit: 1.53 a step on a long such loop, 1.09 with C lines
+    4 steps apart)."""
+    config, result = dot_one_tile("none")
+    p = CostParameters()
+    compute = (4 * 3 / 2 + (p.instruction_fill_cycles + p.issue_cycles)
+               + step_latency(config) + p.issue_cycles)
+    assert result.mac_steps[0] == 4
+    assert result.compute_cycles[0] == compute
+
+
+def test_stationary_bank_reuse_gap_by_hand():
+    """Systolic DOT 8: a PE store bank takes its next A line only 8 cycles (the bank reuse
+    gap: the beat reaches the last PE 8 hops down) after its last beat, and A changes every
+    step, so two banks serve a step each per 8 + 1 line + 1 beat - 1 = 9 cycles: 4.5 a step
+    (Amaranth sim: 4.5 a step on a long such loop), above the accumulate round trip (1.5)."""
+    config, result = dot_one_tile("systolic")
+    p = CostParameters()
+    compute = (4 * 9 / 2 + (p.instruction_fill_cycles + p.issue_cycles)
+               + step_latency(config) + p.issue_cycles)
+    assert result.compute_cycles[0] == compute
 
 
 def test_memory_bound_and_compute_bound():
