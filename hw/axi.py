@@ -170,42 +170,51 @@ def plan_bursts(start: int, length: int, bus_bytes: int, max_burst: int) -> list
 class BurstPlanner:
     """Splits one transfer into INCR bursts; a helper that adds its logic to a module.
 
-    `start(m, address, beats)` loads a bus-aligned start address and a beat count;
-    ``address``/``beats`` then hold the next burst, `advance(m)` moves past it, and ``empty``
-    says no beats are left. One burst per cycle at most (the address channel's rate).
+    `start(m, address, beats)` loads a bus-aligned start address and a beat count (at most
+    ``max_beats``); ``address``/``beats`` then hold the next burst, ``last`` says it is the
+    transfer's last, `advance(m)` moves past it, and ``empty`` says no beats are left. One burst
+    per cycle at most (the address channel's rate). All four are registers: each burst's
+    length is worked out in the cycle before it is offered, so no compare lies between them
+    and the handshake logic.
     """
 
-    def __init__(self, bus_bytes: int, max_burst: int, name: str) -> None:
+    def __init__(self, bus_bytes: int, max_burst: int, name: str, max_beats: int) -> None:
         self.bus_bytes = bus_bytes
         self.max_burst = max_burst
+        self.beat_shift = bus_bytes.bit_length() - 1
+        self.page_beats = BOUNDARY_BYTES // bus_bytes
         self.next_address = Signal(ADDR_BITS, name=f"{name}_next_address")
-        self.remaining = Signal(ADDR_BITS, name=f"{name}_remaining_beats")
         self.address = self.next_address
+        self.remaining = Signal(range(max_beats + 1), name=f"{name}_remaining_beats")
+        # beats from ``address`` to the next 4 KiB boundary
+        self.to_boundary = Signal(range(self.page_beats + 1), name=f"{name}_to_boundary")
         self.beats = Signal(range(max_burst + 1), name=f"{name}_burst_beats")
-        self.empty = Signal(name=f"{name}_empty")
+        self.last = Signal(name=f"{name}_last_burst")
+        self.empty = Signal(name=f"{name}_empty", init=1)
 
-    def elaborate_into(self, m: Module) -> None:
-        beat_shift = self.bus_bytes.bit_length() - 1
-        offset = self.next_address[:12]
-        to_boundary = Signal(range(BOUNDARY_BYTES // self.bus_bytes + 1))
-        m.d.comb += to_boundary.eq((BOUNDARY_BYTES - offset) >> beat_shift)
-        limit = Signal(range(BOUNDARY_BYTES // self.bus_bytes + 1))
-        m.d.comb += [
-            limit.eq(Mux(to_boundary < self.max_burst, to_boundary, self.max_burst)),
-            self.beats.eq(Mux(self.remaining < limit, self.remaining, limit)),
-            self.empty.eq(self.remaining == 0),
+    def _load(self, m: Module, address, to_boundary, remaining) -> None:
+        limit = Mux(to_boundary < self.max_burst, to_boundary, self.max_burst)
+        m.d.sync += [
+            self.next_address.eq(address),
+            self.to_boundary.eq(to_boundary),
+            self.remaining.eq(remaining),
+            self.beats.eq(Mux(remaining < limit, remaining, limit)),
+            self.last.eq(remaining <= limit),
+            self.empty.eq(remaining == 0),
         ]
 
     def start(self, m: Module, address, beats) -> None:
-        m.d.sync += [self.next_address.eq(address), self.remaining.eq(beats)]
+        to_boundary = (BOUNDARY_BYTES - address[:12]) >> self.beat_shift
+        self._load(m, address, to_boundary[: len(self.to_boundary)], beats)
 
     def advance(self, m: Module) -> None:
-        m.d.sync += [
-            self.next_address.eq(
-                self.next_address + (self.beats << (self.bus_bytes.bit_length() - 1))
-            ),
-            self.remaining.eq(self.remaining - self.beats),
-        ]
+        crossed = self.to_boundary == self.beats
+        self._load(
+            m,
+            self.next_address + (self.beats << self.beat_shift),
+            Mux(crossed, self.page_beats, self.to_boundary - self.beats),
+            self.remaining - self.beats,
+        )
 
 
 class AxiReadArbiter(wiring.Component):

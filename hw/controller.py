@@ -166,8 +166,7 @@ class Controller(wiring.Component):
         chunk_bytes = max(INSTRUCTION_BYTES, bus_bytes)
         per_chunk = chunk_bytes // INSTRUCTION_BYTES
         axi = self.fetch
-        planner = BurstPlanner(bus_bytes, config.dma.max_burst, "fetch")
-        planner.elaborate_into(m)
+        planner = BurstPlanner(bus_bytes, config.dma.max_burst, "fetch", chunk_bytes // bus_bytes)
         drive_fixed_fields(m, axi, "ar", config.dma.bus_bits)
         m.d.comb += [
             axi.arid.eq(ReadId.FETCH),

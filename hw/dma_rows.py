@@ -25,7 +25,8 @@ class RowGeometry:
         self.start = start
         self.bytes = Signal(range(line_bytes + 1))
         self.offset = Signal(range(bus_bytes))  # start's byte lane in its beat
-        self.beats = Signal(range(line_bytes // bus_bytes + 3))
+        self.max_beats = line_bytes // bus_bytes + 2
+        self.beats = Signal(range(self.max_beats + 1))
         self.aligned = Signal(ADDR_BITS)
         m.d.comb += [
             self.bytes.eq(elems << elem_shift),

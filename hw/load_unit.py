@@ -96,17 +96,8 @@ class LoadUnit(wiring.Component):
         head = Signal(descriptor)
         m.d.comb += [rows.w_data.eq(pushed), head.eq(rows.r_data)]
 
-        def push(bytes_, offset, beats) -> None:
-            m.d.comb += [
-                rows.w_en.eq(1),
-                pushed.bytes.eq(bytes_),
-                pushed.offset.eq(offset),
-                pushed.beats.eq(beats),
-            ]
-
         # --- address half: descriptors and AR bursts ------------------------------------------
-        planner = BurstPlanner(bus_bytes, config.dma.max_burst, "load")
-        planner.elaborate_into(m)
+        planner = BurstPlanner(bus_bytes, config.dma.max_burst, "load", row.max_beats)
         axi = self.axi
         drive_fixed_fields(m, axi, "ar", config.dma.bus_bits)
         m.d.comb += [
@@ -116,13 +107,13 @@ class LoadUnit(wiring.Component):
         ]
         address_sent = axi.arvalid & axi.arready
         # The current row has no bursts left after this cycle: the next row may be planned now.
-        row_planned = planner.empty | (address_sent & (planner.remaining == planner.beats))
+        row_planned = planner.empty | (address_sent & planner.last)
 
         def zero_lines(then: str) -> None:
             with m.If(pads_left == 0):
                 m.next = then
             with m.Elif(rows.w_rdy):
-                push(0, 0, 0)
+                m.d.comb += rows.w_en.eq(1)  # a zero line: ``pushed`` stays 0
                 m.d.sync += pads_left.eq(pads_left - 1)
 
         # --- data half: R beats -> line buffer -> output register -----------------------------
@@ -188,7 +179,13 @@ class LoadUnit(wiring.Component):
             with m.State("PAD_BEFORE"):
                 zero_lines("ROWS")
             with m.State("ROWS"):
-                m.d.comb += axi.arvalid.eq(~planner.empty)
+                # the descriptor does not wait for the handshake logic that pushes it
+                m.d.comb += [
+                    axi.arvalid.eq(~planner.empty),
+                    pushed.bytes.eq(row.bytes),
+                    pushed.offset.eq(row.offset),
+                    pushed.beats.eq(row.beats),
+                ]
                 with m.If(address_sent):
                     planner.advance(m)
                 # Plan the next row in the cycle the current one's last burst goes out.
@@ -197,7 +194,7 @@ class LoadUnit(wiring.Component):
                         m.d.sync += pads_left.eq(insn.pad_after)
                         m.next = "PAD_AFTER"
                     with m.Elif(rows.w_rdy):
-                        push(row.bytes, row.offset, row.beats)
+                        m.d.comb += rows.w_en.eq(1)
                         planner.start(m, row.aligned, Mux(row.bytes == 0, 0, row.beats))
                         m.d.sync += [
                             rows_left.eq(rows_left - 1),

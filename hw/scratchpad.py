@@ -61,19 +61,61 @@ class ReadSlot:
         ]
 
 
+class ReadBuffer:
+    """Like `ReadSlot`, but ``can_accept`` is a register, so ``req.ready`` never waits on
+    ``resp.ready``.
+
+    Up to two lines are owned (accepted, not yet taken): the one read in the cycle after its
+    acceptance (``fresh``, on the memory's data port) and up to two kept in ``held`` registers
+    while ``resp`` stalls; ``can_accept``: fewer than two lines owned. The consumer's stall
+    logic and the bank decode feeding the block RAM's enable then stay in separate clock
+    periods. Zero added latency, one line per cycle.
+    """
+
+    def __init__(self, port, width: int, name: str) -> None:
+        self.port = port
+        self.fresh = Signal(name=f"{name}_fresh")
+        self.count = Signal(range(3), name=f"{name}_held_count")
+        self.held = [Signal(width, name=f"{name}_held_{i}") for i in range(2)]
+        self.can_accept = Signal(name=f"{name}_can_accept", init=1)
+
+    def elaborate_into(self, m: Module, fresh_data, accepted) -> None:
+        resp = self.port.resp
+        holding = self.count != 0
+        taken = resp.valid & resp.ready
+        m.d.comb += [
+            resp.valid.eq(self.fresh | holding),
+            resp.payload.eq(Mux(holding, self.held[0], fresh_data)),
+        ]
+        with m.If(taken & holding):
+            m.d.sync += self.held[0].eq(self.held[1])
+        with m.If(self.fresh & (holding | ~resp.ready)):  # the fresh line waits its turn
+            with m.If(~holding | taken):
+                m.d.sync += self.held[0].eq(fresh_data)
+            with m.Else():
+                m.d.sync += self.held[1].eq(fresh_data)
+        count = self.count + self.fresh - taken
+        m.d.sync += [
+            self.count.eq(count),
+            self.fresh.eq(accepted),
+            self.can_accept.eq(count + accepted < 2),
+        ]
+
+
 class Scratchpad(wiring.Component):
     """Banked scratchpad: two compute read ports (A, B) and one DMA write port.
 
     Contract: a read accepted in cycle t returns its line in cycle t+1 (``read_latency`` = 1),
     one line per port per cycle when banks do not conflict. Writes are always accepted
     (``write.req.ready`` is 1) and land at the clock edge; a read of the same line in the same
-    cycle returns the old line. ``req.ready`` depends combinationally on ``resp.ready`` of the
-    same port (a response slot frees as it is taken), never the other way round.
+    cycle returns the old line. Each read port owns up to two lines (accepted, not yet taken:
+    `ReadBuffer`); ``req.ready`` never depends on ``resp.ready``.
 
-    Bank conflicts: in a cycle where both read ports could be accepted (valid, response slot
-    free) and address the same bank, one is held back; that cycle adds 1 to ``conflicts``.
-    The port that lost the last conflict wins the next one (A wins the first), so neither
-    starves. ``conflict`` is high in exactly those cycles. `ScratchpadModel` counts the same way.
+    Bank conflicts: in a cycle where both read ports could be accepted (valid, fewer than two
+    lines owned) and address the same bank, one is held back; that cycle adds 1 to
+    ``conflicts``. The port that lost the last conflict wins the next one (A wins the first), so
+    neither starves. ``conflict`` is high in exactly those cycles. `ScratchpadModel` counts the
+    same way.
     """
 
     read_latency = 1
@@ -97,7 +139,8 @@ class Scratchpad(wiring.Component):
         line_bits = config.spad_line_elems * config.precision.in_bits
 
         readers = {"a": self.a_read, "b": self.b_read}
-        slots = {name: ReadSlot(port, line_bits, f"{name}_read") for name, port in readers.items()}
+        slots = {name: ReadBuffer(port, line_bits, f"{name}_read")
+                 for name, port in readers.items()}
         bank, row, want, grant, bank_q = {}, {}, {}, {}, {}
         for name, port in readers.items():
             bank[name], row[name] = split_line(port.req.payload, banks)
@@ -154,8 +197,7 @@ class Scratchpad(wiring.Component):
 
 @dataclass
 class _ModelSlot:
-    pending: bool = False
-    line: tuple[int, ...] = ()
+    lines: list[tuple[int, ...]] = field(default_factory=list)  # owned: read, not yet taken
 
 
 @dataclass
@@ -180,13 +222,13 @@ class ScratchpadModel:
         self.slots = {"a": _ModelSlot(), "b": _ModelSlot()}
 
     def response(self, port: str) -> tuple[bool, tuple[int, ...]]:
-        slot = self.slots[port]
-        return slot.pending, slot.line
+        lines = self.slots[port].lines
+        return bool(lines), lines[0] if lines else ()
 
     def ready(self, requests: dict[str, int | None], resp_ready: dict[str, bool]) -> dict:
         """``{port: accepted}`` for requests ``{port: line or None}`` this cycle."""
         want = {
-            port: line is not None and (not self.slots[port].pending or resp_ready[port])
+            port: line is not None and len(self.slots[port].lines) < 2
             for port, line in requests.items()
         }
         conflict = (
@@ -210,11 +252,11 @@ class ScratchpadModel:
             self.conflicts += 1
             self.b_first = granted["a"]
         for port in ("a", "b"):
-            slot = self.slots[port]
+            lines = self.slots[port].lines
+            if lines and resp_ready[port]:
+                lines.pop(0)
             if granted[port]:
-                slot.pending, slot.line = True, tuple(self.memory[requests[port]])
-            elif resp_ready[port]:
-                slot.pending = False
+                lines.append(tuple(self.memory[requests[port]]))
         if write is not None:
             line, elements, mask = write
             for index in range(self.elems):

@@ -83,8 +83,7 @@ class StoreUnit(wiring.Component):
         burst_beats = range(config.dma.max_burst + 1)
         m.submodules.bursts = bursts = Queue(burst_beats, self.outstanding_bursts)
         outstanding = Signal(range(self.outstanding_bursts + 1))  # AW sent, B not yet back
-        planner = BurstPlanner(bus_bytes, config.dma.max_burst, "store")
-        planner.elaborate_into(m)
+        planner = BurstPlanner(bus_bytes, config.dma.max_burst, "store", row.max_beats)
 
         walking = Signal()
         with m.If(walking):
@@ -165,7 +164,7 @@ class StoreUnit(wiring.Component):
         with m.If(sent):
             m.d.comb += bursts.w_en.eq(1)
             planner.advance(m)
-        with m.If((planner.empty | (sent & (planner.remaining == planner.beats))) & spans.r_rdy):
+        with m.If((planner.empty | (sent & planner.last)) & spans.r_rdy):
             m.d.comb += spans.r_en.eq(1)
             planner.start(m, spans.head.aligned, spans.head.beats)
         return sent
