@@ -155,6 +155,10 @@ def test_ecp5_options_are_validated():
         Ecp5Options("top", clock_ns=0)
     with pytest.raises(ConfigError, match="speed grade"):
         Ecp5Options("top", speed=5)
+    with pytest.raises(ConfigError, match="router must be one of router1, router2"):
+        Ecp5Options("top", router="router3")
+    with pytest.raises(ConfigError, match="max_dsps=157 is outside 0..156"):
+        Ecp5Options("top", max_dsps=157)
 
 
 def test_inputs_and_clock_are_read_from_a_netlist():

@@ -39,6 +39,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-dsps", type=int, default=None, metavar="N",
                         help="ecp5: multipliers beyond N DSPs are built from LUTs "
                              "(default: the part's DSP count)")
+    parser.add_argument("--router", choices=("router1", "router2"), default="router1",
+                        help="ecp5: nextpnr's router (default router1; router2 for large, "
+                             "congested designs on which router1 runs too long)")
     parser.add_argument("--timeout", type=float, default=1800.0,
                         help="seconds each tool may run (default 1800)")
     parser.add_argument("--store", type=Path, default=None,
@@ -65,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
     if args.flow == "ecp5":
         report = synthesize_ecp5(
             verilog, args.top, part=args.part, package=args.package, clock_ns=args.clock_ns,
-            out_of_context=args.out_of_context, max_dsps=args.max_dsps, **common,
+            out_of_context=args.out_of_context, max_dsps=args.max_dsps,
+            router=args.router, **common,
         )
     else:
         report = synthesize_asic(
