@@ -21,6 +21,7 @@ import concurrent.futures
 import fnmatch
 import logging
 import re
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -102,10 +103,12 @@ def nextpnr_critical_path(log: str) -> str:
 FLOWS = ("ecp5", "asic")
 
 
-def run_case(case: Case, timeout_s: float, flows: tuple[str, ...] = FLOWS) -> dict[str, Any]:
+def run_case(case: Case, timeout_s: float, flows: tuple[str, ...] = FLOWS,
+             verilog: tuple[str, str] | None = None) -> dict[str, Any]:
+    """Both flows on one case; ``verilog`` is its (text, top) when already elaborated."""
     from tensorforge.fpga import synthesize_asic, synthesize_ecp5
 
-    text, top = case_verilog(case)
+    text, top = verilog if verilog is not None else case_verilog(case)
     config = case.accelerator_config
     row: dict[str, Any] = {"case": case, "macs": config.array.pes, "ecp5_s": 0.0, "asic_s": 0.0}
     row.update({f"{flow}_error": "not run" for flow in FLOWS if flow not in flows})
@@ -153,11 +156,24 @@ def _short(error: Exception) -> str:
     return "timeout" if "timed out" in first else f"error: {first[:80]}"
 
 
+def _commit() -> str:
+    """The checkout's commit (with ``+`` when it has uncommitted changes), for the table."""
+    root = OUTPUT.parent.parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, check=True,
+                              capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=root, check=True, capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+" if dirty.strip() else "")
+
+
 def _fmt(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
-def markdown(rows: list[dict[str, Any]], timeout_s: float) -> str:
+def markdown(rows: list[dict[str, Any]], timeout_s: float, commit: str) -> str:
     lines = [
         "# Synthesis of generated accelerators",
         "",
@@ -169,7 +185,8 @@ def markdown(rows: list[dict[str, Any]], timeout_s: float) -> str:
         f"{CLOCK_NS:g} ns, input",
         f"activity {ACTIVITY}, memories as SRAM macros of the analytical 0.18um model in",
         "`fpga/sram.py` (see the notes below).",
-        f"Each flow of each design had {timeout_s:g} s per tool run.",
+        f"Each flow of each design had {timeout_s:g} s per tool run. RTL of commit "
+        f"`{commit}`.",
         "",
         "| design | MACs | LUT4 | FF | DSP | DSP/MAC | BRAM | Fmax MHz | area mm^2 "
         "(logic + macros) | crit. path ns | power mW | ECP5 tool s | ASIC tool s |",
@@ -287,8 +304,13 @@ def main() -> None:
     order = {case.name: index for index, case in enumerate(CASES)}
     # Largest designs first, so the long runs do not start last; the table keeps CASES order.
     queue = sorted(cases, key=lambda case: -case.accelerator_config.array.pes)
+    # Elaborate every design first: the table is then of one source tree, even if the
+    # checkout changes while the tools run.
+    commit = _commit()
+    verilogs = {case.name: case_verilog(case) for case in queue}
     with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        futures = {pool.submit(run_case, case, args.timeout, tuple(args.flows)): case
+        futures = {pool.submit(run_case, case, args.timeout, tuple(args.flows),
+                               verilogs[case.name]): case
                    for case in queue}
         print(f"synthesizing {', '.join(case.name for case in queue)} "
               f"({args.jobs} at a time) ...", flush=True)
@@ -297,12 +319,12 @@ def main() -> None:
             rows.append(row)
             rows.sort(key=lambda r: order[r["case"].name])
             if output is not None:
-                output.write_text(markdown(rows, args.timeout))  # keep what is done so far
+                output.write_text(markdown(rows, args.timeout, commit))  # keep what is done so far
             print(f"  {row['case'].name}: ecp5 {row.get('ecp5_error', 'ok')} "
                   f"({row['ecp5_s']:.0f} s), asic {row.get('asic_error', 'ok')} "
                   f"({row['asic_s']:.0f} s)", flush=True)
     if output is None:
-        sys.stdout.write(markdown(rows, args.timeout))
+        sys.stdout.write(markdown(rows, args.timeout, commit))
 
 
 if __name__ == "__main__":
