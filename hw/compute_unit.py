@@ -567,7 +567,10 @@ class ComputeUnit(wiring.Component):
         # the writer: array line + old line (or nothing, to overwrite) -> accumulator
         old_line = data.View(self.acc_read.resp.payload.shape(), old.r_data)
         head_overwrites = pending_overwrite.bit_select(head, 1)
-        old_ready = head_overwrites | old.r_rdy
+        # an overwriting line needs no old line, but its entry must be queued: an array line
+        # can come out before the walker has queued it (it waited on a hazard), and then
+        # ``head`` still holds a finished entry's stale flag and address
+        old_ready = pending_valid.bit_select(head, 1) & (head_overwrites | old.r_rdy)
         with m.If(~zero_mode):
             m.d.comb += [
                 self.acc_write.req.valid.eq(array.out.valid & old_ready),

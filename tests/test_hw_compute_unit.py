@@ -382,6 +382,28 @@ def test_overwrite_writes_first_visits_without_old_lines(intrinsic, dataflow, in
     )
 
 
+@pytest.mark.amaranth_sim
+@pytest.mark.parametrize("seed", range(6))
+def test_accumulate_right_after_an_overwrite_of_the_same_block_waits_for_it(seed):
+    """An overwriting step, then steps accumulating into the same C block, under stalls: the
+    accumulating step's array lines can come out before its old lines are queued (its read
+    waits for the overwrite's write); the writer must wait for them, not take the previous
+    entry's flag (this hung or wrote wrong lines on 2x8 ws arrays)."""
+    config = make_config(Intrinsic.GEMM, Dataflow.WEIGHT_STATIONARY, Interconnect.NONE, 2, 8)
+    lines = config.blocks["C"].lines
+    program = [Compute(outer=3, inner=3, acc_base=40, a_base=49, b_base=55, acc_outer=lines,
+                       acc_inner=0, a_outer=4, a_inner=1, b_outer=4, overwrite=True),
+               Compute(outer=3, inner=3, acc_base=47, a_base=49, b_base=55, a_outer=4,
+                       a_inner=1, b_outer=4, overwrite=True)]
+    rng = np.random.default_rng(seed)
+    spad, acc = golden.random_memories(config, rng, SPAD_LINES, ACC_LINES)
+    expected = acc.copy()
+    for instruction in program:
+        golden.execute(config, instruction, spad, expected)
+    got, _ = run_program(config, program, spad, acc, seed, stall=0.3)
+    assert (got == expected).all()
+
+
 @pytest.mark.parametrize(
     "intrinsic,dataflow,interconnect,rows,cols",
     list(grid([(3, 5)])) + list(grid([(4, 4)], (Interconnect.SYSTOLIC,))),
