@@ -293,6 +293,8 @@ class ComputeUnit(wiring.Component):
         issued_seq = Signal(SEQ_BITS)  # stationary lines requested so far
         self.loaded_seq = loaded_seq = Signal(SEQ_BITS)  # ... and written into the PE stores
         line = Signal(range(max(plan.stationary_lines, 2)))
+        # the line to request, a register (block address + line): no adder before the bank decode
+        line_addr = Signal(SPAD_ADDR_BITS)
         loading = Signal()
         bank = Signal(range(banks))
         entry = data.StructLayout({"bank": range(banks), "ready": SEQ_BITS})
@@ -312,13 +314,14 @@ class ComputeUnit(wiring.Component):
         requested, finishing = Signal(), Signal()
         with m.If(loading):
             m.d.comb += [port.req.valid.eq(meta.w_rdy & (~last_line | steps.w_rdy)),
-                         port.req.payload.eq(walk.addr["s"] + line),
+                         port.req.payload.eq(line_addr),
                          meta_in.bank.eq(bank), meta_in.index.eq(line),
                          meta_in.after.eq(load_after), meta_in.waits.eq(load_waits),
                          requested.eq(port.req.valid & port.req.ready),
                          meta.w_en.eq(requested), finishing.eq(requested & last_line)]
         with m.If(requested):
-            m.d.sync += [issued_seq.eq(issued_seq + 1), line.eq(line + 1)]
+            m.d.sync += [issued_seq.eq(issued_seq + 1), line.eq(line + 1),
+                         line_addr.eq(line_addr + 1)]
         with m.If(finishing):
             m.d.sync += [loading.eq(0), line.eq(0)]
             m.d.comb += [steps.w_en.eq(1), walk.advance.eq(1), step_in.bank.eq(bank),
@@ -345,7 +348,7 @@ class ComputeUnit(wiring.Component):
                 with m.If(hit_bank == b):
                     m.d.comb += step_in.ready.eq(ready_seq[b])
         with m.Elif(deciding & ~hit):  # load it into the next bank, once that bank is free
-            m.d.sync += [loading.eq(1), line.eq(0), bank.eq(victim),
+            m.d.sync += [loading.eq(1), line.eq(0), line_addr.eq(candidate), bank.eq(victim),
                          victim.eq(Mux(victim == banks - 1, 0, victim + 1))]
             for b in range(banks):
                 with m.If(victim == b):
