@@ -249,6 +249,16 @@ NOTES = """## How to read these numbers
   `synth_ecp5` does not fold the fabric registers into the DSP's own input/output registers).
   The compute unit latches its decoded micro-loop (`last_outer`, `last_inner`, ZERO) with the
   instruction, so decode no longer shares a cycle with the walkers' address arithmetic.
+* **Whole accelerators (ECP5).** The PE array closes above 100 MHz alone; around it, the
+  memory-side control set the clock (gemm-8x8: 54.7 MHz at `74d5738`, compute unit ->
+  scratchpad block-RAM clock enable). The scratchpad's read ports now hold two lines with a
+  registered `req.ready`, so the compute unit's stall logic and the bank decode into the block
+  RAM are in different cycles; the AXI burst planner computes each burst's length, 4 KiB
+  distance and last flag a cycle ahead; the stationary walker's request address is a
+  register. None of this changed a cycle count (`docs/rtl_utilization.md`). The critical path
+  is now block RAM -> PE store (the DP16KD's clock-to-output alone is ~5.8 ns on speed 6);
+  the next step is the block RAM's output register, i.e. a two-cycle scratchpad read, which
+  adds a cycle to `step_latency` and the cost model's terms.
 * **DSP budget (ECP5).** `synth_ecp5` puts every multiplier on a MULT18X18D, and the
   LFE5U-85F has 156, so gemm-16x16 (256 MACs) used to stop in nextpnr with no DSP left to
   place. The flow now keeps multipliers on DSPs up to the part's count and has Yosys' `booth`
