@@ -255,10 +255,12 @@ NOTES = """## How to read these numbers
   registered `req.ready`, so the compute unit's stall logic and the bank decode into the block
   RAM are in different cycles; the AXI burst planner computes each burst's length, 4 KiB
   distance and last flag a cycle ahead; the stationary walker's request address is a
-  register. None of this changed a cycle count (`docs/rtl_utilization.md`). The critical path
-  is now block RAM -> PE store (the DP16KD's clock-to-output alone is ~5.8 ns on speed 6);
-  the next step is the block RAM's output register, i.e. a two-cycle scratchpad read, which
-  adds a cycle to `step_latency` and the cost model's terms.
+  register. None of this changed a cycle count (`docs/rtl_utilization.md`). The critical
+  paths (list above) are now block RAM -> PE store (the DP16KD's clock-to-output alone is
+  ~5.8 ns on speed 6) or the compute unit's request logic -> the scratchpad read port's
+  accept register. Next: the block RAM's output register (a two-cycle scratchpad read, one
+  more cycle of `step_latency` and of the cost model's terms) and a registered request
+  into the read ports.
 * **DSP budget (ECP5).** `synth_ecp5` puts every multiplier on a MULT18X18D, and the
   LFE5U-85F has 156, so gemm-16x16 (256 MACs) used to stop in nextpnr with no DSP left to
   place. The flow now keeps multipliers on DSPs up to the part's count and has Yosys' `booth`
