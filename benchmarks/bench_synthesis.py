@@ -72,8 +72,9 @@ CASES = [
     Case("gemm-8x8", "accelerator", {"intrinsic": "gemm", "array": _array(8, 8)}),
     Case("gemm-16x16", "accelerator", {"intrinsic": "gemm", "array": _array(16, 16)},
          ecp5_router="router2",
-         note="routed with nextpnr's router2: with router1 (the other rows), 126k of its 283k "
-              "arcs were still unrouted after 22 minutes of routing. At `9f73100` it places "
+         note="ECP5 runs nextpnr's router2 on it (with router1, used for the other rows, "
+              "126k of its 283k arcs were still unrouted after 22 minutes of routing). At "
+              "`9f73100` it places "
               "(69,514 of 83,640 LUT4s, all 156 DSPs plus 100 multipliers in LUTs, 64 DP16KD) "
               "but router2's overused wires stopped falling near 8,000 after 18 iterations "
               "(about 20 minutes), so its ECP5 column was left out of this table with "
