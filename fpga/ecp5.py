@@ -19,10 +19,10 @@ from typing import Any
 from tensorforge.errors import ConfigError, ToolError
 from tensorforge.fpga.cache import SynthesisReport, cached_synthesis, run_directory
 from tensorforge.fpga.ecp5_dsp import (
+    DSPS_BY_SIZE,
     LUT_SELECTION,
     MULTIPLIER_DUMP,
     booth_commands,
-    dsp_budget,
     list_multipliers_commands,
     lut_multipliers,
     read_multipliers,
@@ -67,8 +67,8 @@ class Ecp5Options:
             raise ConfigError(f"ECP5 speed grade must be 6, 7 or 8, not {self.speed}")
 
 
-def nextpnr_device_flag(part: str) -> str:
-    """The nextpnr-ecp5 device option for a Lattice part name (``LFE5U-85F`` -> ``--85k``)."""
+def _part(part: str) -> re.Match[str]:
+    """The family and size of a Lattice ECP5 part name, or a `ConfigError`."""
     match = _PART.fullmatch(part.upper())
     # Only the plain LFE5U comes in a 12k size.
     if not match or (match["family"] and match["size"] == "12"):
@@ -76,8 +76,32 @@ def nextpnr_device_flag(part: str) -> str:
             f"unknown ECP5 part {part!r}; use one of LFE5U-12F/25F/45F/85F, "
             f"LFE5UM-25F/45F/85F or LFE5UM5G-25F/45F/85F"
         )
+    return match
+
+
+def nextpnr_device_flag(part: str) -> str:
+    """The nextpnr-ecp5 device option for a Lattice part name (``LFE5U-85F`` -> ``--85k``)."""
+    match = _part(part)
     prefix = {None: "", "M": "um-", "M5G": "um5g-"}[match["family"]]
     return f"--{prefix}{match['size']}k"
+
+
+def part_dsps(part: str) -> int:
+    """The MULT18X18D count of an ECP5 part name (``LFE5U-85F`` -> 156)."""
+    return DSPS_BY_SIZE[_part(part)["size"]]
+
+
+def dsp_budget(part: str, max_dsps: int | None) -> int:
+    """The DSPs a design may use: ``max_dsps`` (default: all of the part's)."""
+    available = part_dsps(part)
+    if max_dsps is None:
+        return available
+    if not 0 <= max_dsps <= available:
+        raise ConfigError(
+            f"max_dsps={max_dsps} is outside 0..{available}, the MULT18X18D slices of {part}; "
+            f"leave it unset to use them all"
+        )
+    return max_dsps
 
 
 @dataclass(frozen=True)

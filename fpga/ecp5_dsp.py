@@ -18,8 +18,6 @@ import math
 import re
 from dataclasses import dataclass
 
-from tensorforge.errors import ConfigError
-
 #: MULT18X18D slices per ECP5 size (Lattice FPGA-DS-02012, table 1.1); LFE5UM/UM5G alike.
 DSPS_BY_SIZE = {"12": 28, "25": 28, "45": 72, "85": 156}
 
@@ -56,27 +54,6 @@ class Multiplier:
 
 def _pieces(width: int) -> int:
     return 1 if width <= DSP_WIDTH else 1 + math.ceil((width - DSP_WIDTH) / (DSP_WIDTH - 1))
-
-
-def part_dsps(part: str) -> int:
-    """The MULT18X18D count of an ECP5 part name (``LFE5U-85F`` -> 156)."""
-    match = re.search(r"-(12|25|45|85)F$", part.upper())
-    if match is None:
-        raise ConfigError(f"unknown ECP5 part {part!r}: cannot tell its DSP count")
-    return DSPS_BY_SIZE[match[1]]
-
-
-def dsp_budget(part: str, max_dsps: int | None) -> int:
-    """The DSPs a design may use: ``max_dsps`` (default: all of the part's)."""
-    available = part_dsps(part)
-    if max_dsps is None:
-        return available
-    if not 0 <= max_dsps <= available:
-        raise ConfigError(
-            f"max_dsps={max_dsps} is outside 0..{available}, the MULT18X18D slices of {part}; "
-            f"leave it unset to use them all"
-        )
-    return max_dsps
 
 
 def list_multipliers_commands(top: str) -> list[str]:

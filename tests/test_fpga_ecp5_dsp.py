@@ -5,11 +5,10 @@ from __future__ import annotations
 import pytest
 
 from tensorforge.errors import ConfigError
+from tensorforge.fpga.ecp5 import dsp_budget, part_dsps
 from tensorforge.fpga.ecp5_dsp import (
     Multiplier,
-    dsp_budget,
     lut_multipliers,
-    part_dsps,
     read_multipliers,
     selection_file,
 )
