@@ -14,17 +14,13 @@ COMPUTE instructions takes against its beats (one streamed line per cycle is the
 from __future__ import annotations
 
 import argparse
-from collections import deque
 
 import numpy as np
-from amaranth.sim import Simulator
 
 from tensorforge.config import AcceleratorConfig
-from tensorforge.hw.compute_unit import ComputeUnit, step_latency
+from tensorforge.hw.compute_unit import step_latency
 from tensorforge.isa import Compute
-
-FIELDS = ("mode", "outer", "inner", "acc_base", "a_base", "b_base", "acc_outer", "acc_inner",
-          "a_outer", "a_inner", "b_outer", "b_inner")
+from tensorforge.sim.compute_unit_sim import run_compute_program
 
 
 def gemm_config(rows: int) -> AcceleratorConfig:
@@ -36,62 +32,12 @@ def gemm_config(rows: int) -> AcceleratorConfig:
     })
 
 
-def _memory(port, lines):
-    """Answers ``port``'s reads one cycle after the request, never stalling."""
-
-    async def model(ctx):
-        ctx.set(port.req.ready, 1)
-        queue = deque()
-        while True:
-            ctx.set(port.resp.valid, int(bool(queue)))
-            if queue:
-                ctx.set(port.resp.payload, queue[0])
-            _, _, valid, addr, taken = await ctx.tick().sample(
-                port.req.valid, port.req.payload, port.resp.ready)
-            if queue and taken:
-                queue.popleft()
-            if valid:
-                queue.append([int(v) for v in lines[int(addr) % len(lines)]])
-
-    return model
-
-
 def run(config: AcceleratorConfig, program: list[Compute], back_to_back: bool) -> int:
     """Cycles from offering the first instruction until the unit is idle after the last."""
-    unit = ComputeUnit(config)
     rng = np.random.default_rng(0)
     spad = rng.integers(-128, 128, (512, config.spad_line_elems))
     acc = rng.integers(-1000, 1000, (512, config.acc_line_elems))
-    total = []
-
-    async def driver(ctx):
-        ctx.set(unit.acc_write.req.ready, 1)
-        cycles = 0
-        for instruction in program:
-            ctx.set(unit.cmd.payload, {name: int(getattr(instruction, name)) for name in FIELDS}
-                    | {"opcode": 2})
-            ctx.set(unit.cmd.valid, 1)
-            while True:
-                *_, ready = await ctx.tick().sample(unit.cmd.ready)
-                cycles += 1
-                if ready:
-                    break
-            ctx.set(unit.cmd.valid, 0)
-            while not back_to_back and not ctx.get(unit.idle):
-                await ctx.tick()
-                cycles += 1
-        while not ctx.get(unit.idle):
-            await ctx.tick()
-            cycles += 1
-        total.append(cycles)
-
-    sim = Simulator(unit)
-    sim.add_clock(1e-6)
-    sim.add_testbench(driver)
-    for port, lines in ((unit.a_read, spad), (unit.b_read, spad), (unit.acc_read, acc)):
-        sim.add_testbench(_memory(port, lines), background=True)
-    sim.run()
-    return total[0]
+    return sum(run_compute_program(config, program, spad, acc, back_to_back=back_to_back).cycles)
 
 
 def programs(rows: int, count: int) -> dict[str, list[Compute]]:

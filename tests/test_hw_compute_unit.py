@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-from collections import deque
 from pathlib import Path
 
 import numpy as np
 import pytest
 from amaranth.back import verilog
-from amaranth.sim import Simulator
 
 from tensorforge.config import (
     AcceleratorConfig,
@@ -29,6 +27,7 @@ from tensorforge.hw.compute_unit import ComputeUnit, step_latency
 from tensorforge.hw.dataflow_plan import design_grid, local_banks, plan_for
 from tensorforge.intrinsics import Intrinsic
 from tensorforge.isa import Compute, ComputeMode, Finish
+from tensorforge.sim.compute_unit_sim import run_compute_program
 from tensorforge.sim.functional import FunctionalSimulator
 
 BENCHES = Path(__file__).resolve().parent / "cocotb_benches"
@@ -62,117 +61,14 @@ def make_config(intrinsic, dataflow, interconnect, rows, cols, local_bytes=3):
 grid = design_grid
 
 
-def _fields(instruction: Compute) -> dict:
-    names = (
-        "mode",
-        "outer",
-        "inner",
-        "acc_base",
-        "a_base",
-        "b_base",
-        "acc_outer",
-        "acc_inner",
-        "a_outer",
-        "a_inner",
-        "b_outer",
-        "b_inner",
-        "overwrite",
-    )
-    return {name: int(getattr(instruction, name)) for name in names} | {"opcode": 2}
-
-
-def _read_model(port, lines, rng, stall, latency):
-    """A memory answering ``port``'s requests in order, ``latency`` cycles later."""
-
-    async def model(ctx):
-        queue, cycle = deque(), 0
-        while True:
-            ready = int(rng.random() >= stall)
-            ctx.set(port.req.ready, ready)
-            showing = bool(queue) and queue[0][0] <= cycle
-            ctx.set(port.resp.valid, int(showing))
-            if showing:
-                ctx.set(port.resp.payload, queue[0][1])
-            _, _, req_valid, addr, resp_ready = await ctx.tick().sample(
-                port.req.valid, port.req.payload, port.resp.ready
-            )
-            cycle += 1
-            if showing and resp_ready:
-                queue.popleft()
-            if req_valid and ready:
-                queue.append((cycle + latency - 1, [int(v) for v in lines[int(addr)]]))
-
-    return model
-
-
 def run_program(config, program, spad, acc, seed, stall=0.0, latency=1, back_to_back=False):
-    """Run ``program`` on the unit in Amaranth's simulator; returns (acc, cycles per cmd).
-
-    ``back_to_back`` offers each instruction as soon as the last was taken and returns instead
-    ``(acc, [cycles until idle after the last], retire pulses seen)``.
-    """
-    unit = ComputeUnit(config)
-    rng = np.random.default_rng(seed)
-    acc = acc.copy()
-    cycles = []
-    retired = []
-
-    async def writer(ctx):
-        while True:
-            ready = int(rng.random() >= stall)
-            ctx.set(unit.acc_write.req.ready, ready)
-            _, _, valid, payload = await ctx.tick().sample(
-                unit.acc_write.req.valid, unit.acc_write.req.payload
-            )
-            if valid and ready:
-                acc[int(payload.addr)] = [int(v) for v in payload.data]
-
-    async def retire_counter(ctx):
-        async for _, _, pulse in ctx.tick().sample(unit.retired):
-            retired.append(int(pulse))
-
-    async def back_to_back_driver(ctx):
-        count = 0
-        for instruction in program:
-            ctx.set(unit.cmd.payload, _fields(instruction))
-            ctx.set(unit.cmd.valid, 1)
-            while True:
-                *_, ready = await ctx.tick().sample(unit.cmd.ready)
-                count += 1
-                if ready:
-                    break
-        ctx.set(unit.cmd.valid, 0)
-        while not ctx.get(unit.idle):
-            await ctx.tick()
-            count += 1
-            assert count < 50_000, f"COMPUTE hung (seed {seed})"
-        cycles.append(count)
-
-    async def driver(ctx):
-        for instruction in program:
-            ctx.set(unit.cmd.payload, _fields(instruction))
-            ctx.set(unit.cmd.valid, 1)
-            await ctx.tick().until(unit.cmd.ready)
-            ctx.set(unit.cmd.valid, 0)
-            count = 1
-            while not ctx.get(unit.idle):
-                await ctx.tick()
-                count += 1
-                assert count < 20_000, f"COMPUTE hung (seed {seed})"
-            cycles.append(count)
-
-    sim = Simulator(unit)
-    sim.add_clock(1e-6)
-    sim.add_testbench(back_to_back_driver if back_to_back else driver)
-    sim.add_testbench(retire_counter, background=True)
-    for port in (unit.a_read, unit.b_read):
-        sim.add_testbench(_read_model(port, spad, rng, stall, latency), background=True)
-    sim.add_testbench(_read_model(unit.acc_read, acc, rng, stall, latency), background=True)
-    sim.add_testbench(writer, background=True)
-    sim.run()
+    """(acc, cycles) of ``program`` run one instruction at a time, or, ``back_to_back``,
+    (acc, [cycles until idle after the last], retire pulses seen)."""
+    run = run_compute_program(config, program, spad, acc, seed=seed, stall=stall,
+                              latency=latency, back_to_back=back_to_back)
     if back_to_back:
-        return acc, cycles, sum(retired)
-    return acc, cycles
+        return run.acc, run.cycles, run.retired
+    return run.acc, run.cycles
 
 
 def check_random_program(config, seed, count=4, stall=0.3):
