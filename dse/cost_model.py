@@ -57,6 +57,7 @@ import numpy as np
 
 from tensorforge.config import AcceleratorConfig
 from tensorforge.dse.cost_space import (
+    AXIS,
     ELEM,
     GROUP,
     LayerSpace,
@@ -64,7 +65,10 @@ from tensorforge.dse.cost_space import (
     StepPlan,
     movement_hops,
 )
+from tensorforge.dse.cost_steps import Middle, boundary_schedule, pressure, timeline
 from tensorforge.dse.evaluate import TECH_45NM, Technology
+from tensorforge.hw.controller import Controller
+from tensorforge.isa import INSTRUCTION_BYTES
 
 I64 = np.int64
 
@@ -85,6 +89,22 @@ class CostParameters:
     # a stationary block behind the last beat that uses its bank: few collide)
     instruction_fill_cycles: int = 2  # per MAC COMPUTE: the next one starts while it drains
     issue_cycles: int = 1  # per instruction: decode and dispatch to its unit
+    dispatch_window: int = Controller.queue_depth + 1  # instructions of one unit dispatched
+    # ahead of the one it runs: its queue and the one its gate holds (hw/controller.py)
+    gate_cycles: int = Controller.gate_latency  # LOAD/STORE units idle between commands while
+    # their gate takes, checks and issues the next (the compute unit's overlaps its run)
+    fetch_request_cycles: int = 3  # per fetched chunk beyond its beats and DRAM latency:
+    # REQUEST, the address handshake, the first beat's response (`fetch_cycles`)
+
+
+def fetch_cycles(config: AcceleratorConfig, p: CostParameters) -> float:
+    """Cycles the controller takes to fetch and dispatch one instruction: it reads the program
+    a chunk of ``max(16, bus bytes)`` at a time, only once the last chunk is dispatched
+    (request, address, DRAM latency, the chunk's beats, then a cycle per instruction)."""
+    chunk = max(INSTRUCTION_BYTES, config.dma.bus_bytes)
+    per_chunk = chunk // INSTRUCTION_BYTES
+    return (p.fetch_request_cycles + p.dram_latency_cycles + chunk // config.dma.bus_bytes
+            + per_chunk) / per_chunk
 
 
 def rtl_parameters(dram_latency: int = 0) -> CostParameters:
@@ -153,8 +173,10 @@ def _ceil(a: np.ndarray, b) -> np.ndarray:
 class _Geometry:
     """Per-index quantities of a batch: counts, remainders, block counts."""
 
-    def __init__(self, space: LayerSpace, tiles: np.ndarray) -> None:
-        sizes, block = space.sizes, space.block
+    def __init__(self, space: LayerSpace, tiles: np.ndarray,
+                 sizes: np.ndarray | None = None) -> None:
+        block = space.block
+        sizes = np.broadcast_to(space.sizes if sizes is None else sizes, tiles.shape)
         self.tile = np.minimum(tiles, sizes)
         self.count = _ceil(sizes, self.tile)
         self.rem = sizes - (self.count - 1) * self.tile
@@ -208,9 +230,9 @@ def _sweep_sums(g: _Geometry, spec: OperandSpec, elem_bytes: int, bus_bytes: int
         p = dim.positions[0]
         if dim.kind == GROUP:
             for k in others:
-                others[k] = others[k] * g.sizes[p]
+                others[k] = others[k] * g.sizes[:, p]
         elif dim.kind == ELEM:
-            others["elements"] = others["elements"] * g.sizes[p]
+            others["elements"] = others["elements"] * g.sizes[:, p]
             size = dim.sizes[0]
             elem_rows = _row_sums(g, np.ones_like, p, size)
             elem_beats = _row_sums(g, lambda v: _ceil(v * elem_bytes, bus_bytes), p, size)
@@ -219,7 +241,7 @@ def _sweep_sums(g: _Geometry, spec: OperandSpec, elem_bytes: int, bus_bytes: int
             others["lines"] = others["lines"] * g.total_blocks[:, p]
         else:
             counts = [g.col("count", q) for q in dim.positions]
-            sizes = [g.sizes[q] if q >= 0 else 1 for q in dim.positions]
+            sizes = [g.col("sizes", q) for q in dim.positions]
             blocks = [g.col("total_blocks", q) for q in dim.positions]
             keys = np.prod(counts, axis=0)
             data = sum(sizes[e] * keys // counts[e] for e in range(len(counts)))
@@ -316,27 +338,54 @@ def _step_cycles(step: StepPlan, loops: _MicroLoops, first_step: np.ndarray) -> 
     return np.maximum(per_step, hazard)
 
 
-def _overlapped(steps, compute, loads, load_events, store, store_events) -> np.ndarray:
-    """Sum over tile steps of max(compute, this step's loads, this step's store).
+@dataclass(frozen=True)
+class _Periodic:
+    """Per mapping: mean time of one compute step, of one A / B load and one C store (each
+    with the gate's gaps), how many of each event the overlap pairs with the steps, the
+    dispatch pressure of a step's COMPUTEs and STOREs, and the fetch time of each event's
+    instructions (compute, load A, load B, store)."""
+
+    compute: np.ndarray
+    loads: list[np.ndarray]
+    load_events: list[np.ndarray]
+    store: np.ndarray
+    store_events: np.ndarray
+    compute_pressure: np.ndarray
+    store_pressure: np.ndarray
+    fetch: list[np.ndarray]
+
+
+def _overlapped(steps: np.ndarray, t: _Periodic) -> np.ndarray:
+    """Sum over tile steps of max(compute, this step's loads, this step's store, the
+    dispatch chain, the fetch of the step's instructions): dispatch reaches the next step's
+    LOADs only ``compute_pressure`` after this step's COMPUTEs start and ``store_pressure``
+    after its STOREs start (which wait for its COMPUTEs), so a step costs at least that plus
+    those LOADs (`cost_steps.pressure`); and fetch brings one instruction at a time.
 
     Event streams have nested periods, so sorting them by frequency, the steps with the j most
     frequent events are ``events[j-1] - events[j]`` (``events[-1]`` = all steps).
     """
-    n = len(steps)
-    events = np.stack([load_events[0], load_events[1], store_events], axis=1).astype(float)
-    costs = np.stack([loads[0], loads[1], np.zeros(n)], axis=1)
+    n, compute = len(steps), t.compute
+    events = np.stack([*t.load_events, t.store_events], axis=1).astype(float)
+    costs = np.stack([*t.loads, np.zeros(n)], axis=1)
+    fetches = np.stack(t.fetch[1:], axis=1)
     is_store = np.array([0.0, 0.0, 1.0])
     rank = np.argsort(-events, axis=1, kind="stable")
     events = np.take_along_axis(events, rank, axis=1)
     costs = np.take_along_axis(costs, rank, axis=1)
-    stores = is_store[rank] * store[:, None]
+    fetch = t.fetch[0][:, None] + np.cumsum(np.take_along_axis(fetches, rank, axis=1), axis=1)
+    stores = is_store[rank] * t.store[:, None]
     load_sum = np.cumsum(costs, axis=1)
     store_max = np.maximum.accumulate(stores, axis=1)
+    chain = np.maximum(t.compute_pressure[:, None] + load_sum, np.where(
+        store_max > 0, (compute + t.store_pressure)[:, None] + load_sum, 0.0))
     bounds = np.concatenate([steps[:, None].astype(float), events, np.zeros((n, 1))], axis=1)
-    total = (bounds[:, 0] - bounds[:, 1]) * compute
+    total = (bounds[:, 0] - bounds[:, 1]) * np.maximum(compute, t.fetch[0])
     for j in range(3):
         share = bounds[:, j + 1] - bounds[:, j + 2]
-        total += share * np.maximum(compute, np.maximum(load_sum[:, j], store_max[:, j]))
+        total += share * np.maximum.reduce([np.broadcast_to(compute, share.shape),
+                                            load_sum[:, j], store_max[:, j], chain[:, j],
+                                            fetch[:, j]])
     return total
 
 
@@ -368,23 +417,26 @@ def evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
     bus, burst = config.dma.bus_bytes, config.dma.max_burst
     in_bytes, acc_bytes = config.precision.in_bytes, config.precision.acc_bytes
     load_cycles, read_bytes, loads, spad_written = [], np.zeros(n, dtype=I64), [], np.zeros(n)
+    load_instructions = []  # per LOAD event of A, B
     for row, spec in enumerate(space.operands[:2]):
         sums = _sweep_sums(g, spec, in_bytes, bus, burst)
         keys = np.prod(g.count[:, list(spec.indices)], axis=1)
         count = steps // periods[row]
         sweeps = count // keys
-        runs = lines[spec.role] // _last_dim_lines(g, spec)
+        runs = _transfers(g, spec, lines[spec.role], padded=True)
         cycles = sweeps * (sums["rows"] * p.line_write_cycles + sums["beats"]
                            + (sums["lines"] - sums["rows"])) + count * runs * (
             p.issue_cycles + p.load_fixed_cycles + p.dram_latency_cycles)
         load_cycles.append(cycles)
         loads.append(count)
+        load_instructions.append(runs)
         read_bytes = read_bytes + sweeps * sums["elements"] * in_bytes
         spad_written = spad_written + sweeps * sums["lines"] * config.spad_line_bytes
     out = _sweep_sums(g, space.operand("C"), acc_bytes, bus, burst)
     stores = steps // periods[2]
+    store_instructions = _transfers(g, space.operand("C"), lines["C"], padded=False)
     store_cycles = (out["rows"] * p.acc_read_cycles + out["beats"]
-                    + stores * (lines["C"] // _last_dim_lines(g, space.operand("C")))
+                    + stores * store_instructions
                     * (p.issue_cycles + p.store_fixed_cycles + p.dram_latency_cycles))
     write_bytes = out["elements"] * acc_bytes
 
@@ -412,12 +464,30 @@ def evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
     per_step_compute = compute_cycles / steps
     per_load = [c / np.maximum(k, 1) for c, k in zip(load_cycles, loads, strict=True)]
     per_store = store_cycles / np.maximum(stores, 1)
-    overlapped = _overlapped(steps, per_step_compute, per_load,
-                             [np.maximum(k - 1, 0) for k in loads], per_store,
-                             np.maximum(stores - 1, 0))
+    window, gate, fetch = p.dispatch_window, p.gate_cycles, fetch_cycles(config, p)
+    # a LOAD/STORE unit's time per event: its busy cycles and the gate's gap per command
+    load_time = [c + gate * k for c, k in zip(per_load, load_instructions, strict=True)]
+    store_time = per_store + gate * store_instructions
+    overlapped = _overlapped(steps, _Periodic(
+        per_step_compute, load_time, [np.maximum(k - 1, 0) for k in loads], store_time,
+        np.maximum(stores - 1, 0), pressure(per_step_compute, loops.instructions, window),
+        pressure(store_time, store_instructions, window),
+        [fetch * k for k in (loops.instructions, *load_instructions, store_instructions)]))
+    # the first and last tile steps as the code generator cuts them, the steps near them one
+    # by one, the rest at the mean step cost of the periodic overlap
+    def tile_costs(valid: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        return _tile_costs(space, p, valid, reload_step)
+
+    middle = Middle(np.array(periods).T, per_load, load_instructions, per_step_compute,
+                     loops.instructions, per_store, store_instructions)
+    schedule = boundary_schedule(space, g, steps, middle, tile_costs,
+                                 step.isolated_step + p.issue_cycles)
+    load_cycles[0] = load_cycles[0] + schedule.extra["load"]
+    compute_cycles = compute_cycles + schedule.extra["compute"]
+    store_cycles = store_cycles + schedule.extra["store"]
     host_cycles = np.full(n, space.host_bytes / bus)
-    cycles = (per_load[0] + per_load[1] + overlapped + per_store + step.array_latency
-              + host_cycles)
+    cycles = (timeline(schedule.groups, window, gate, fetch) + schedule.skipped * overlapped / steps
+              + step.array_latency + host_cycles)
     cycles = np.where(legal, np.ceil(cycles), np.inf)
 
     executed = mac_steps * config.macs_per_step
@@ -439,8 +509,68 @@ def evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
         host_cycles=host_cycles, mac_steps=mac_steps, zero_steps=zero_steps,
         dram_read_bytes=read_bytes, dram_write_bytes=write_bytes, spad_lines=spad_lines,
         acc_lines=acc_lines, utilization=useful / executed,
-        extra={"mac_instructions": mac_instructions, "tile_steps": steps,
-               "loads_A": loads[0], "loads_B": loads[1], "stores": stores})
+        extra={"mac_instructions": mac_instructions + schedule.extra["macs"],
+               "tile_steps": steps,
+               "loads_A": loads[0], "loads_B": loads[1], "stores": stores,
+               "transfer_instructions": loads[0] * load_instructions[0]
+               + loads[1] * load_instructions[1] + stores * store_instructions
+               + schedule.extra["transfers"]})
+
+
+def _transfers(g: _Geometry, spec: OperandSpec, lines: np.ndarray, padded: bool
+               ) -> np.ndarray:
+    """LOAD/STORE instructions per transfer of a tile of ``lines`` lines (mean over the tiles).
+
+    One per run of the innermost dimension's lines (`codegen._Walker._runs`); where that
+    dimension packs a block of elements per line, a partial last line is an instruction of
+    its own (its row is shorter); where it is a line axis of one index whose partial block
+    a LOAD (``padded``) fills with zero lines, those lines are one more LOAD (``pad_after``;
+    sliding windows are counted one LOAD a run).
+    """
+    runs = (lines // _last_dim_lines(g, spec)).astype(float)
+    if not spec.dims or spec.dims[-1].kind == GROUP:
+        return runs
+    last = spec.dims[-1]
+    if last.kind == AXIS and not padded:
+        return runs
+
+    def per_tile(valid: list[np.ndarray]) -> np.ndarray:
+        if last.kind == ELEM:
+            return (valid[0] >= last.sizes[0]).astype(float) + (valid[0] % last.sizes[0] > 0)
+        return 1.0 + (valid[0] % last.sizes[0] > 0)
+
+    used = [q for q in last.positions if q >= 0]
+    if len(last.positions) != 1 or not used:  # a sliding window: one run per line extent
+        return runs
+    full = per_tile([g.tile[:, q] for q in used])
+    partial = per_tile([g.rem[:, q] for q in used])
+    count = g.count[:, used[0]]
+    return runs * ((count - 1) * full + partial) / count
+
+
+def _tile_costs(space: LayerSpace, p: CostParameters, valid: np.ndarray,
+                reload_step: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``(cycles, instructions)`` of LOADing A and B, COMPUTE (``"MAC"``) and STOREing C for
+    one tile step (or chunk) of ``valid`` (``n x D``) elements per index, by the same terms
+    as the whole program's (the first MAC's wait for a drained array not included)."""
+    g = _Geometry(space, valid, sizes=valid)
+    config = space.config
+    costs = {}
+    for spec in space.operands:
+        store = spec.role == "C"
+        elem_bytes = config.precision.acc_bytes if store else config.precision.in_bytes
+        sums = _sweep_sums(g, spec, elem_bytes, config.dma.bus_bytes, config.dma.max_burst)
+        count = _transfers(g, spec, _tile_lines(g, spec), padded=not store)
+        fixed = (p.issue_cycles + p.dram_latency_cycles
+                 + (p.store_fixed_cycles if store else p.load_fixed_cycles))
+        rows = sums["rows"] * (p.acc_read_cycles if store else p.line_write_cycles)
+        pads = 0 if store else sums["lines"] - sums["rows"]
+        costs[spec.role] = (rows + sums["beats"] + pads + count * fixed, count)
+    loops = _micro_loops(g, space)
+    steps = np.prod(g.total_blocks, axis=1)
+    costs["MAC"] = (steps * _step_cycles(space.step, loops, reload_step) + loops.instructions
+                    * (p.instruction_fill_cycles + p.issue_cycles), loops.instructions)
+    return costs
 
 
 def _last_dim_lines(g: _Geometry, spec: OperandSpec) -> np.ndarray:

@@ -1,0 +1,291 @@
+"""The cost model's boundary steps and unit timeline, vectorized over a batch of mappings.
+
+Two things the per-step overlap of `cost_model` cannot see, both from the program that
+`compiler.codegen` emits and the controller that runs it (`hw.controller`):
+
+* **split steps**: the first tile step is cut into chunks along a reduction index the
+  loaded operands use (1, 1, 2, 4, ... blocks), the last along an output index (..., 4, 2,
+  1, 1). Each chunk has its own LOADs, its own COMPUTE micro-loop and (last step) its own
+  STOREs; `split_index` and `chunk_extents` mirror `_Walker._split_index` and `_chunks`.
+* **dispatch back-pressure**: the controller dispatches the program in order into one queue
+  per unit (`Controller.queue_depth` deep) and a unit's gate holds one more while the unit
+  runs, so an instruction enters its queue only once the instruction ``window`` places
+  before it on the same unit has finished. A step with more STOREs than the window holds
+  stops dispatch until its STOREs are under way, and with them everything behind it in the
+  program: the next step's LOADs and COMPUTEs (`pressure`).
+
+`timeline` runs the resulting group-level recurrence (a max-plus recurrence of start and
+end times per unit, one iteration per tile step or chunk, not per instruction).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+I64 = np.int64
+
+
+@dataclass(frozen=True)
+class Group:
+    """One tile step or chunk of the program, per mapping (each an ``n``-vector).
+
+    ``loads``, ``computes``, ``stores`` count instructions (0: the unit has nothing in this
+    group); ``reloads`` (``n x 2``) marks A/B loads into the other half of their double
+    buffer (they wait for the compute that last read that half); ``new_c`` marks the first
+    compute of a C tile (it waits for the store of the tile two before, the other half);
+    ``ends_c`` the group whose store completes a C tile.
+    """
+
+    load: np.ndarray
+    loads: np.ndarray
+    compute: np.ndarray
+    computes: np.ndarray
+    store: np.ndarray
+    stores: np.ndarray
+    reloads: np.ndarray
+    new_c: np.ndarray
+    ends_c: np.ndarray
+
+
+def pressure(cycles: np.ndarray, count: np.ndarray, window: int) -> np.ndarray:
+    """Cycles from a unit's first instruction of a group until dispatch can move past its
+    last one: that instruction enters the queue when the one ``window`` before it ends
+    (instructions of a group taken as equally long)."""
+    return np.maximum(count - window, 0) * cycles / np.maximum(count, 1)
+
+
+def timeline(groups: list[Group], window: int, gate: float, fetch: float) -> np.ndarray:
+    """Cycles until the last unit finishes, running ``groups`` in program order.
+
+    Per group: its LOADs start when the load unit is free, dispatch has reached them and the
+    buffer half they overwrite is no longer read; its COMPUTEs when they are loaded, the
+    compute unit is free, dispatch has reached them (and a new C tile's half is stored);
+    its STOREs when computed and the store unit is free. Dispatch moves past a unit's part
+    of a group ``pressure`` cycles after that part starts. The load and store units' gates
+    hand them a command only ``gate`` cycles after they go idle (the compute unit's gate
+    takes its next command while it runs: no gap). Fetch brings the program one instruction
+    per ``fetch`` cycles, so a unit's part of a group starts no earlier than its first
+    instruction is fetched, ends no earlier than its last one is fetched and run, and
+    dispatch moves past it no earlier than all of it is fetched.
+    """
+    n = len(groups[0].load)
+    zero = np.zeros(n)
+    load_end, compute_end, store_end, dispatch = zero, zero, zero, zero
+    half_free = np.zeros((n, 2))  # per operand: end of the compute that last read the other half
+    c_stores = [zero, zero]  # store ends of the last two C tiles, older first
+    for g in groups:
+        has_load, has_compute, has_store = g.loads > 0, g.computes > 0, g.stores > 0
+        wait = np.max(np.where(g.reloads, half_free, 0.0), axis=1)
+        half_free = np.where(g.reloads, compute_end[:, None], half_free)
+        load = g.load + gate * g.loads
+        start = np.maximum.reduce([load_end, dispatch + fetch, wait])
+        load_end, dispatch = _run(has_load, start, load, g.loads, load_end, dispatch, window,
+                                  fetch)
+        start = np.maximum.reduce([compute_end, load_end, dispatch + fetch,
+                                   np.where(g.new_c, c_stores[0], 0.0)])
+        compute_end, dispatch = _run(has_compute, start, g.compute, g.computes, compute_end,
+                                     dispatch, window, fetch)
+        store = g.store + gate * g.stores
+        start = np.maximum.reduce([store_end, compute_end, dispatch + fetch])
+        store_end, dispatch = _run(has_store, start, store, g.stores, store_end, dispatch,
+                                   window, fetch)
+        c_stores = [np.where(g.ends_c, c_stores[1], c_stores[0]),
+                    np.where(g.ends_c, store_end, c_stores[1])]
+    return np.maximum.reduce([load_end, compute_end, store_end])
+
+
+def _run(present, start, cycles, count, end, dispatch, window, fetch):
+    """A unit's part of a group (``count`` instructions, ``cycles`` in all) from ``start``:
+    its end and where dispatch stands after it (unchanged where it is not ``present``)."""
+    fetched = dispatch + count * fetch
+    finish = np.maximum(start + cycles, fetched + cycles / np.maximum(count, 1))
+    moved = np.maximum(fetched, np.where(count > window, start + pressure(
+        cycles, count, window), 0.0))
+    return np.where(present, finish, end), np.where(present, moved, dispatch)
+
+
+def split_index(blocks: np.ndarray, candidates: np.ndarray, names: tuple[str, ...]
+                ) -> np.ndarray:
+    """Per mapping, the index position a boundary step is cut along, or -1.
+
+    ``blocks`` (``n x D``) blocks of that step per index, ``candidates`` (``n x D``) where
+    a cut is allowed; the most blocks win, ties go to the greater name (the code
+    generator takes ``max((blocks, name))``).
+    """
+    rank = np.argsort(np.argsort(np.array(names)))  # name order of each position
+    key = np.where(candidates & (blocks >= 2), blocks * len(names) + rank, -1)
+    return np.where(key.max(axis=1) >= 0, np.argmax(key, axis=1), -1)
+
+
+def chunk_count(blocks: np.ndarray) -> np.ndarray:
+    """Chunks of ``blocks`` blocks: 1, 1, 2, 4, ... (``_chunks``): 1 + ceil(log2(blocks))."""
+    count = np.ones_like(blocks)
+    start = np.ones_like(blocks)
+    while np.any(start < blocks):
+        count = count + (start < blocks)
+        start = start * 2
+    return count
+
+
+def chunk_extents(blocks: np.ndarray, chunk: int, growing: bool
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """``(first block, blocks)`` of chunk number ``chunk`` (0 where a mapping has fewer).
+
+    Growing chunks start at 0, 1, 2, 4, ...; the last step's are the same sizes reversed,
+    so chunk ``c`` of ``m`` mirrors growing chunk ``m - 1 - c``.
+    """
+    count = chunk_count(blocks)
+    k = chunk if growing else count - 1 - chunk
+    k = np.maximum(k, 0)
+    start = np.where(k == 0, 0, 2 ** np.maximum(k - 1, 0))
+    size = np.minimum(np.maximum(1, start), blocks - start)
+    exists = (chunk < count) & (size > 0)
+    first = start if growing else blocks - start - size
+    return np.where(exists, first, 0), np.where(exists, size, 0)
+
+
+@dataclass(frozen=True)
+class Middle:
+    """Mean costs of the unsplit tile steps, per mapping: ``periods`` (``n x 3``) tile steps
+    between reloads of A, B and between stores of C; per A/B load and per C store its cycles
+    and instructions; per step the COMPUTE cycles and MAC instructions."""
+
+    periods: np.ndarray
+    load: list[np.ndarray]
+    loads: list[np.ndarray]
+    compute: np.ndarray
+    computes: np.ndarray
+    store: np.ndarray
+    stores: np.ndarray
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The groups `timeline` runs, the tile steps it leaves to the periodic overlap (the
+    middle of long programs), and what the split steps add to the same steps unsplit: cycles
+    per unit (``load``, ``compute``, ``store``), LOAD/STORE instructions (``transfers``) and
+    MAC instructions (``macs``)."""
+
+    groups: list[Group]
+    skipped: np.ndarray
+    extra: dict[str, np.ndarray]
+
+
+#: Unsplit tile steps next to the first and last that `timeline` runs one by one (half on
+#: each side); a program with more leaves the rest to the periodic overlap.
+NEAR_STEPS = 16
+
+
+def boundary_schedule(space, g, steps: np.ndarray, middle: Middle, tile_costs,
+                      first_wait: float) -> Schedule:
+    """The first tile step, up to `NEAR_STEPS` unsplit steps and the last tile step as
+    `Group`s, the boundary steps cut as the code generator cuts them.
+
+    ``g``: the batch's `cost_model._Geometry`; ``tile_costs(valid)``: ``(cycles,
+    instructions)`` per unit of one tile step of ``valid`` (``n x D``) elements per index;
+    ``first_wait``: what a C tile's first MAC waits for the array to drain.
+    """
+    n, dims = g.tile.shape
+    uses = space.dependence
+    chunkable = np.array([not any(d in dim.positions and len(dim.positions) > 1
+                                  for spec in space.operands for dim in spec.dims)
+                          for d in range(dims)])
+    many = steps > 1
+    everywhere = np.ones(n, dtype=bool)
+    # first step: every operand loads; cut along a reduction index both use
+    allowed = np.broadcast_to(~uses[2] & chunkable & uses[0] & uses[1], (n, dims))
+    cut = np.where(many, split_index(g.full_blocks, allowed, space.names), -1)
+    first = _split_step(space, g.tile, cut, np.ones((n, 2), dtype=bool), True,
+                        middle.periods[:, 2] == 1, everywhere, everywhere, tile_costs,
+                        first_wait)
+    # last step: the operands whose innermost loop moves reload; cut along an output index
+    allowed = np.broadcast_to(uses[2] & chunkable, (n, dims))
+    cut = np.where(many, split_index(g.rem_blocks, allowed, space.names), -1)
+    loaded = (middle.periods[:, :2] == 1) & many[:, None]
+    new_c = (steps - 1) % middle.periods[:, 2] == 0
+    last = _split_step(space, g.rem, cut, loaded, False, everywhere, new_c, many, tile_costs,
+                       first_wait)
+    near = [_unsplit_step(middle, steps, k) for k in range(NEAR_STEPS)]
+    extra = {k: first[1][k] + last[1][k] for k in first[1]}
+    skipped = np.maximum(steps - 2 - NEAR_STEPS, 0)
+    return Schedule(first[0] + near + last[0], skipped, extra)
+
+
+def _unsplit_step(middle: Middle, steps: np.ndarray, slot: int) -> Group:
+    """Slot ``slot`` of the unsplit steps run one by one: steps 1, 2, ... in the first half,
+    ..., T - 3, T - 2 in the second (a slot that falls outside 1..T-2 or on a step the first
+    half holds is empty)."""
+    half = NEAR_STEPS // 2
+    step = np.full_like(steps, slot + 1) if slot < half else steps - 1 - (NEAR_STEPS - slot)
+    exists = (step >= 1) & (step <= steps - 2) & ((slot < half) | (step > half))
+    step = np.maximum(step, 0)
+    reloads = np.stack([exists & (step % middle.periods[:, r] == 0) for r in (0, 1)], axis=1)
+    stored = exists & ((step + 1) % middle.periods[:, 2] == 0)
+    zero = np.zeros(len(steps))
+    return Group(
+        load=sum(np.where(reloads[:, r], middle.load[r], 0.0) for r in (0, 1)) + zero,
+        loads=sum(np.where(reloads[:, r], middle.loads[r], 0.0) for r in (0, 1)) + zero,
+        compute=np.where(exists, middle.compute, 0.0),
+        computes=np.where(exists, middle.computes, 0.0),
+        store=np.where(stored, middle.store, 0.0), stores=np.where(stored, middle.stores, 0.0),
+        reloads=reloads, new_c=exists & (step % middle.periods[:, 2] == 0), ends_c=stored)
+
+
+def _split_step(space, valid, cut, loaded, growing, stored, new_c, active, tile_costs,
+                first_wait) -> tuple[list[Group], dict[str, np.ndarray]]:
+    """The chunks of one boundary tile step (one chunk where ``cut`` is -1) as `Group`s, and
+    the cycles per unit they add to the step unsplit.
+
+    ``valid`` (``n x D``) elements per index of the step, ``loaded`` (``n x 2``) whether A, B
+    load in it; operands that do not use the cut index load whole before the first chunk;
+    the store is per chunk if C uses the cut index, else after the last chunk.
+    """
+    n, dims = valid.shape
+    rows = np.arange(n)
+    whole = tile_costs(valid)
+    at = np.maximum(cut, 0)
+    block = space.block[at]
+    blocks = np.where(cut >= 0, -(-valid[rows, at] // block), 1)
+    chunked = [(cut >= 0) & space.dependence[r][at] for r in range(3)]
+    onehot = np.arange(dims)[None, :] == cut[:, None]
+    count = chunk_count(blocks)
+    groups = []
+    added = {"load": 0.0, "compute": 0.0, "store": 0.0, "transfers": 0.0, "macs": 0.0}
+    for chunk in range(int(count.max())):
+        start, size = chunk_extents(blocks, chunk, growing)
+        exists = (size > 0) & active
+        elems = np.minimum(size * block, valid[rows, at] - start * block)
+        costs = tile_costs(np.where(onehot & exists[:, None], elems[:, None], valid))
+        load, loads = np.zeros(n), np.zeros(n)
+        for r, role in enumerate("AB"):
+            before = (chunk == 0) & loaded[:, r] & ~chunked[r]
+            mine = loaded[:, r] & chunked[r]
+            load += np.where(before, whole[role][0], 0) + np.where(mine, costs[role][0], 0)
+            loads += np.where(before, whole[role][1], 0) + np.where(mine, costs[role][1], 0)
+        ends = chunk == count - 1
+        here = stored & (chunked[2] | ends)
+        part = [np.where(chunked[2], costs["C"][k], whole["C"][k]) for k in (0, 1)]
+        group = Group(
+            load=np.where(exists, load, 0.0), loads=np.where(exists, loads, 0.0),
+            compute=np.where(exists, costs["MAC"][0], 0.0)
+            + np.where(exists & new_c & (chunk == 0), first_wait, 0.0),
+            computes=np.where(exists, costs["MAC"][1], 0.0),
+            store=np.where(exists & here, part[0], 0.0),
+            stores=np.where(exists & here, part[1], 0.0),
+            reloads=loaded & (exists & (chunk == 0))[:, None],
+            new_c=exists & new_c & (chunk == 0), ends_c=exists & stored & ends)
+        groups.append(group)
+        added["load"] = added["load"] + group.load
+        added["compute"] = added["compute"] + np.where(exists, costs["MAC"][0], 0.0)
+        added["store"] = added["store"] + group.store
+        added["transfers"] = added["transfers"] + group.loads + group.stores
+        added["macs"] = added["macs"] + group.computes
+    unsplit = {"load": sum(np.where(loaded[:, r], whole[role][0], 0.0)
+                           for r, role in enumerate("AB")),
+               "compute": whole["MAC"][0], "store": np.where(stored, whole["C"][0], 0.0),
+               "transfers": sum(np.where(loaded[:, r], whole[role][1], 0.0)
+                                for r, role in enumerate("AB"))
+               + np.where(stored, whole["C"][1], 0.0), "macs": whole["MAC"][1]}
+    return groups, {k: np.where(active, added[k] - unsplit[k], 0.0) for k in added}
