@@ -377,8 +377,9 @@ def _overlapped(steps: np.ndarray, t: _Periodic) -> np.ndarray:
     stores = is_store[rank] * t.store[:, None]
     load_sum = np.cumsum(costs, axis=1)
     store_max = np.maximum.accumulate(stores, axis=1)
+    held = (store_max > 0) & (t.store_pressure > 0)[:, None]  # more STOREs than the window
     chain = np.maximum(t.compute_pressure[:, None] + load_sum, np.where(
-        store_max > 0, (compute + t.store_pressure)[:, None] + load_sum, 0.0))
+        held, (compute + t.store_pressure)[:, None] + load_sum, 0.0))
     bounds = np.concatenate([steps[:, None].astype(float), events, np.zeros((n, 1))], axis=1)
     total = (bounds[:, 0] - bounds[:, 1]) * np.maximum(compute, t.fetch[0])
     for j in range(3):
