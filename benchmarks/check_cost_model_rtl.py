@@ -13,6 +13,7 @@ model is then given the same latency (`rtl_parameters`).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import subprocess
 import time
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from tensorforge.compiler.codegen import generate
 from tensorforge.compiler.mappers import default_mapping
 from tensorforge.compiler.workload import parse_workload
 from tensorforge.config import AcceleratorConfig
-from tensorforge.dse.cost_model import evaluate_mapping, rtl_parameters
+from tensorforge.dse.cost_model import evaluate_mapping, fetch_cycles, rtl_parameters
 from tensorforge.hw.dataflow_plan import plan_for
 from tensorforge.isa import Compute, ComputeMode, Load, Store
 from tensorforge.sim.axi_traffic import dram_rows
@@ -215,6 +216,47 @@ def unit_terms(comparisons: list[Comparison]) -> list[str]:
             f"COMPUTE busy beyond beats and ZERO lines (gemm 4x4 ws): {overheads}"]
 
 
+#: Synthetic programs that time the controller alone: each repeats one-row LOADs, one-row
+#: STOREs and/or one-step MACs, without tokens (the units never wait for each other).
+CONTROLLER_MIXES = {"LOAD": "L", "STORE": "S", "LOAD, STORE": "LS", "LOAD, STORE, MAC": "LSC"}
+CONTROLLER_REPEATS = 30
+
+
+def controller_terms(latency: int = 0) -> list[str]:
+    """Cycles an instruction of each `CONTROLLER_MIXES` program on the DOT 8 RTL (its output
+    is not checked: the programs only move data), beside what the model takes for the gate's
+    gap and the fetch of an instruction. A unit alone shows its busy cycles plus the gate's
+    gap; mixes of units, whose own times overlap, show the fetch."""
+    config = CONFIGS["dot 8 systolic os"]
+    workload = parse_workload(*WORKLOADS["gemm 16x16x16"], name="gemm")
+    mapping = default_mapping(workload, config)
+    program = generate(workload, mapping, config)
+    bare = {"pop_prev": False, "pop_next": False, "push_prev": False, "push_next": False}
+    pick = {
+        "L": next(i for i in program.instructions if isinstance(i, Load) and i.rows == 1),
+        "S": next(i for i in program.instructions if isinstance(i, Store) and i.rows == 1),
+        "C": dataclasses.replace(
+            next(i for i in program.instructions if isinstance(i, Compute)), outer=1, inner=1),
+    }
+    pick = {k: dataclasses.replace(i, **bare) for k, i in pick.items()}
+    finish = program.instructions[-1]
+    bodies = [tuple(pick[k] for k in mix * CONTROLLER_REPEATS) + (finish,)
+              for mix in CONTROLLER_MIXES.values()]
+    cases = [RtlCase(workload, mapping, program=dataclasses.replace(program, instructions=body))
+             for body in bodies]
+    timing = DramTiming(latency=latency)
+    results = run_programs_on_rtl(config, cases, RunOptions(timing=timing))
+    parameters = rtl_parameters(latency)
+    parts = []
+    for (name, mix), result in zip(CONTROLLER_MIXES.items(), results, strict=True):
+        count = len(mix) * CONTROLLER_REPEATS
+        busy = (result.load_busy + result.compute_busy + result.store_busy) / count
+        parts.append(f"{name}: {result.cycles / count:.1f} ({busy:.1f} busy)")
+    return [f"Controller, {CONTROLLER_REPEATS}x each mix, cycles an instruction: "
+            + ", ".join(parts) + f"; model: gate gap {parameters.gate_cycles} per LOAD/STORE, "
+            f"fetch {fetch_cycles(config, parameters):.1f} an instruction"]
+
+
 def table(comparisons: list[Comparison]) -> list[str]:
     """Markdown rows: cycles model / RTL and ratio, then each unit model / RTL."""
     lines = ["| configuration | workload | match | model cycles | RTL cycles | model / RTL | "
@@ -242,7 +284,8 @@ REPORT = ROOT / "docs" / "cost_model.md"
 RTL_BEGIN, RTL_END = "<!-- rtl-check:begin -->", "<!-- rtl-check:end -->"
 
 
-def section(comparisons: list[Comparison], commit: str, latency: int) -> list[str]:
+def section(comparisons: list[Comparison], controller: list[str], commit: str, latency: int
+            ) -> list[str]:
     """The report's latency section: how the model was checked, and the table."""
     ratios = [c.ratio for c in comparisons]
     return [
@@ -265,7 +308,7 @@ def section(comparisons: list[Comparison], commit: str, latency: int) -> list[st
         f"Model / RTL cycles: {min(ratios):.2f} to {max(ratios):.2f} over {len(ratios)} "
         "programs. Regressed on the programs' instruction counts, the busy counters give:",
         "",
-        *(f"* {line}" for line in unit_terms(comparisons)),
+        *(f"* {line}" for line in unit_terms(comparisons) + controller),
         "",
         *TERMS,
         RTL_END,
@@ -302,9 +345,10 @@ def main() -> None:
         comparisons += compare(name, workloads, args.latency)
         print(f"{name}: {time.perf_counter() - started:.0f} s (build or cache + runs)",
               flush=True)
-    print("\n".join(table(comparisons) + unit_terms(comparisons)))
+    controller = controller_terms(args.latency)
+    print("\n".join(table(comparisons) + unit_terms(comparisons) + controller))
     if args.write:
-        write_section(section(comparisons, commit, args.latency))
+        write_section(section(comparisons, controller, commit, args.latency))
         print(f"wrote {REPORT}")
 
 

@@ -30,14 +30,26 @@ What is counted (following the code generator, `tensorforge.compiler.codegen`, s
   ``ceil(row bytes / bus bytes)`` beats (partial beats count whole) at one beat per cycle; pad
   lines cost a cycle each; each LOAD instruction adds its fixed cost and one DRAM latency (the
   load unit keeps rows' bursts in flight, so the latency of later bursts hides behind earlier
-  data). STOREs move ``acc_bits`` elements the same way. Bytes are exact.
-* **overlap** (the VTA dependency tokens of the generated program): A, B and C are
-  double-buffered, so per tile step the load of the next tile, the compute of this one and the
-  store of the previous one run concurrently: the step costs the slowest of the three. The
-  three event streams are periodic with nested periods (suffix products of the loop counts), so
-  the sum over steps is exact without enumerating them. Fill (first loads) and drain (last
-  store) are added. Host-side fusion (im2col/col2im) or gathered layouts are charged as a
-  serial DRAM copy at full bus rate.
+  data). STOREs move ``acc_bits`` elements the same way. Bytes are exact; LOAD/STORE
+  instructions are one per run of a tile's innermost lines, plus one for a shorter last row
+  and one for a run's zero pad lines (`_transfers`).
+* **split steps** (`cost_steps`): the code generator cuts the first tile step into chunks
+  along a reduction index and the last along an output index; each chunk is priced as a tile
+  step of its own (its LOADs, its micro-loop, its STOREs, `_tile_costs`), and the per-unit
+  cycles are those of the program with the chunks.
+* **overlap** (the VTA dependency tokens of the generated program and the controller that
+  runs it): A, B and C are double-buffered, so the load of the next tile, the compute of this
+  one and the store of the previous one run concurrently, as far as the controller lets
+  them: it fetches one instruction at a time (`fetch_cycles`) and dispatches in program order
+  into per-unit queues, so a step with more STOREs than a queue and gate hold
+  (``dispatch_window``) holds back the next step's LOADs until its STOREs run; the load and
+  store units idle ``gate_cycles`` between commands. `cost_steps.timeline` runs this as a
+  max-plus recurrence over the chunks of the first and last steps and up to
+  `cost_steps.NEAR_STEPS` steps next to them; the steps between (long programs) cost the
+  slowest of the three units or of the dispatch chain per step, whose event streams are
+  periodic with nested periods (suffix products of the loop counts), so their sum is exact
+  without enumerating them (`_overlapped`). Host-side fusion (im2col/col2im) or gathered
+  layouts are charged as a serial DRAM copy at full bus rate (``host_cycles``).
 * **energy**: per executed MAC, per scratchpad/accumulator byte read or written, per DRAM byte,
   and per operand byte moved between PEs (hops by interconnect: `cost_space.movement_hops`),
   with the constants of an `EnergyTable`.
@@ -91,8 +103,9 @@ class CostParameters:
     issue_cycles: int = 1  # per instruction: decode and dispatch to its unit
     dispatch_window: int = Controller.queue_depth + 1  # instructions of one unit dispatched
     # ahead of the one it runs: its queue and the one its gate holds (hw/controller.py)
-    gate_cycles: int = Controller.gate_latency  # LOAD/STORE units idle between commands while
-    # their gate takes, checks and issues the next (the compute unit's overlaps its run)
+    gate_cycles: int = Controller.gate_latency + 1  # LOAD/STORE units idle between commands:
+    # their gate takes, checks and issues the next, and a unit lowers `idle` the cycle after
+    # it accepts one (the compute unit's gate overlaps its run)
     fetch_request_cycles: int = 3  # per fetched chunk beyond its beats and DRAM latency:
     # REQUEST, the address handshake, the first beat's response (`fetch_cycles`)
 
