@@ -102,23 +102,53 @@ TERMS = [
     "| ZERO instruction | one isolated step (`step_latency`, 25 on 4x4) + 1 + a line a cycle"
     " | the array drains before a ZERO and refills after it; with the MAC term it gives the "
     "COMPUTE overheads above (bank stalls included) |",
+    "| LOAD/STORE instructions (`_transfers`) | one per run of a tile's innermost lines, + one "
+    "for a shorter last row where that dimension packs elements along a line, + one LOAD for "
+    "a run's zero pad lines | `codegen._Walker._runs`; equal to the compiled programs' counts "
+    "on 6 of the 7 programs here (the padded convolution's sliding windows count one LOAD a "
+    "run: 50 against 44) |",
+    "| split first / last tile step (`cost_steps`) | chunks of 1, 1, 2, 4, ... blocks (the "
+    "last step's reversed) along the index the code generator picks, each priced as a tile "
+    "step of its own (`_tile_costs`: its LOADs, micro-loop, STOREs) | `codegen._Walker."
+    "_split_step`, `_chunks`; the MAC instruction counts equal the programs' on 6 of 7 "
+    "(`tests/test_cost_model.py` checks the output-stationary gemm 16x16x16 ones) |",
+    "| gate gap | `gate_cycles` = `Controller.gate_latency` + 1 = 4 idle cycles before each "
+    "LOAD and STORE (none before a COMPUTE: that gate takes the next command while the unit "
+    "runs) | `hw/controller.py`: take, check tokens, issue, and the unit lowers `idle` a cycle "
+    "after it accepts; RTL: the controller line above (one-row LOADs alone: 11.0 cycles a "
+    "command at 6.7 busy) |",
+    "| dispatch window | `dispatch_window` = `Controller.queue_depth` + 1 = 5: an "
+    "instruction enters its unit's queue once the one 5 before it on that unit has ended, "
+    "and dispatch is in program order | `hw/controller.py`; a step with more STOREs than "
+    "that holds back the next step's LOADs and COMPUTEs until its STOREs run: the "
+    "output-stationary gemm 16x16x16 programs store a tile in 8 STOREs (a chunk of the last "
+    "step too), so their units run nearly one after another (busy counters 1.05-1.08x the "
+    "cycles) |",
+    "| instruction fetch | `fetch_cycles` = (`fetch_request_cycles` 3 + DRAM latency + the "
+    "beats of a chunk of max(16, bus) bytes + 1 a dispatch) / instructions a chunk: 6 here | "
+    "`Controller._fetch` reads a chunk only once the last is dispatched; RTL: the controller "
+    "line above (LOAD and STORE alternating: 6.2 cycles an instruction) |",
+    "| host copy | `host_cycles`, left out of this table's model cycles | a gathered or "
+    "im2col layout is built before the run starts, so the RTL does not count it; the DSE "
+    "still charges it (a serial DRAM copy at full bus rate) |",
     "",
-    "Known gaps, by the table: the model's overlap of LOAD/COMPUTE/STORE ignores the code",
-    "generator's chunked first and last tile steps (small first LOAD, short last STORE), so",
-    "with few tile steps (the padded convolution) it charges fill and drain nearly serially;",
-    "it also prices every step as a full tile's micro-loop, while the chunks of a split step",
-    "have their own: on DOT 8, gemm 16x16x16, the last step's one-block chunks of j loop over",
-    "i with A changing every step (4.4 cycles a step on the compute unit, against ~1.1 in",
-    "the full tile's loop over j). On the output-stationary gemm 16x16x16 rows the units run",
-    "one after another (the sum of the RTL's busy counters is 1.05-1.08 times its cycles),",
-    "which the double-buffered overlap does not see: those rows stay 0.6-0.7 of the RTL.",
-    "The output-stationary gap of the DOT rows was the stationary bank reuse gap (DOT 8",
-    "reloads a one-line A block every step: 4.5 cycles, the model charged 1), not the",
-    "accumulator: its read-modify-write hazard costs only where a C line comes back every",
-    "2 steps (both are modelled now, `_step_cycles`). A sweep comparing dataflows may",
-    "therefore still favour output-stationary designs on such small GEMMs by up to 1.8x.",
-    "The stated accuracy is that of the weight-stationary GEMM rows: within 25%",
-    "(`tests/test_cost_model.py` holds the model to it on the two GEMMs).",
+    "The timeline (`cost_steps.timeline`) runs the units as a max-plus recurrence over the",
+    "chunks of the first and last tile steps and up to `NEAR_STEPS` = 16 unsplit steps next",
+    "to them, each unit starting when its tokens, its predecessor on the unit, dispatch and",
+    "fetch allow; the steps between (long programs) are summed by the periodic overlap",
+    "(`_overlapped`, with the same dispatch and fetch bounds), within 5% of running them",
+    "through the timeline on random GEMM mappings.",
+    "",
+    "Known gaps, by the table: DOT 8 gemv 48x40 stays 1.22 of the RTL, all of it in its",
+    "compute (the model's compute is 1.22x the RTL's busy cycles there: A changes every step",
+    "and each C tile's first MAC waits one isolated step; neither is re-measured on DOT 8).",
+    "The timeline takes each unit's mean cost per unsplit tile step (partial tiles averaged),",
+    "counts the dispatch window per group (not instructions of earlier groups still queued),",
+    "and leaves out token round trips (2-3 cycles each). The padded convolution was 1.40",
+    "before because its host copy (546 cycles) was compared with an RTL run that does not",
+    "include it, not because of fill and drain. The stated accuracy: within 25% on every",
+    "program here (`tests/test_cost_model.py` holds the model to it on the two",
+    "weight-stationary GEMMs and on gemm 16x16x16 on both output-stationary arrays).",
 ]
 
 
