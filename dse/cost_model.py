@@ -490,7 +490,7 @@ def evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
     # the first and last tile steps as the code generator cuts them, the steps near them one
     # by one, the rest at the mean step cost of the periodic overlap
     def tile_costs(valid: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        return _tile_costs(space, p, valid, reload_step)
+        return _tile_costs(space, p, valid, np.tile(reload_step, len(valid) // n))
 
     middle = Middle(np.array(periods).T, per_load, load_instructions, per_step_compute,
                      loops.instructions, per_store, store_instructions)

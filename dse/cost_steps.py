@@ -184,7 +184,8 @@ def boundary_schedule(space, g, steps: np.ndarray, middle: Middle, tile_costs,
     `Group`s, the boundary steps cut as the code generator cuts them.
 
     ``g``: the batch's `cost_model._Geometry`; ``tile_costs(valid)``: ``(cycles,
-    instructions)`` per unit of one tile step of ``valid`` (``n x D``) elements per index;
+    instructions)`` per unit of one tile step of ``valid`` (``k n x D``: ``k`` tile steps of
+    each mapping, in blocks of ``n`` rows) elements per index;
     ``first_wait``: what a C tile's first MAC waits for the array to drain.
     """
     n, dims = g.tile.shape
@@ -244,20 +245,25 @@ def _split_step(space, valid, cut, loaded, growing, stored, new_c, active, tile_
     """
     n, dims = valid.shape
     rows = np.arange(n)
-    whole = tile_costs(valid)
     at = np.maximum(cut, 0)
     block = space.block[at]
     blocks = np.where(cut >= 0, -(-valid[rows, at] // block), 1)
     chunked = [(cut >= 0) & space.dependence[r][at] for r in range(3)]
     onehot = np.arange(dims)[None, :] == cut[:, None]
     count = chunk_count(blocks)
+    chunks = int(count.max())
+    parts, present = [valid], []
+    for chunk in range(chunks):
+        start, size = chunk_extents(blocks, chunk, growing)
+        present.append((size > 0) & active)
+        elems = np.minimum(size * block, valid[rows, at] - start * block)
+        parts.append(np.where(onehot & present[-1][:, None], elems[:, None], valid))
+    every = tile_costs(np.concatenate(parts))  # the whole step and each chunk, in one batch
+    whole, *per_chunk = ({k: (c[i * n:(i + 1) * n], m[i * n:(i + 1) * n])
+                          for k, (c, m) in every.items()} for i in range(chunks + 1))
     groups = []
     added = {"load": 0.0, "compute": 0.0, "store": 0.0, "transfers": 0.0, "macs": 0.0}
-    for chunk in range(int(count.max())):
-        start, size = chunk_extents(blocks, chunk, growing)
-        exists = (size > 0) & active
-        elems = np.minimum(size * block, valid[rows, at] - start * block)
-        costs = tile_costs(np.where(onehot & exists[:, None], elems[:, None], valid))
+    for chunk, (exists, costs) in enumerate(zip(present, per_chunk, strict=True)):
         load, loads = np.zeros(n), np.zeros(n)
         for r, role in enumerate("AB"):
             before = (chunk == 0) & loaded[:, r] & ~chunked[r]
