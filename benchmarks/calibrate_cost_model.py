@@ -141,7 +141,7 @@ def _ecp5_contrast(records: list[dict]) -> str:
              if r["component"] == "accelerator" and r.get("ecp5", {}).get("fmax_mhz")]
     if not timed:
         return (" The ECP5 flow ran on the blocks only (a whole accelerator takes tens of "
-                "minutes in nextpnr; `docs/synthesis.md` has 4x4 ones at 57-64 MHz).")
+                "minutes in nextpnr; `docs/synthesis.md` has their Fmax).")
     shown = ", ".join(f"{name}: {fmax:.0f} MHz" for name, fmax in timed)
     return f" The ECP5 flow (nextpnr) times them at {shown}."
 
