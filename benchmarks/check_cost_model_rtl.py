@@ -102,11 +102,11 @@ TERMS = [
     "| ZERO instruction | one isolated step (`step_latency`, 25 on 4x4) + 1 + a line a cycle"
     " | the array drains before a ZERO and refills after it; with the MAC term it gives the "
     "COMPUTE overheads above (bank stalls included) |",
-    "| LOAD/STORE instructions (`_transfers`) | one per run of a tile's innermost lines, + one "
-    "for a shorter last row where that dimension packs elements along a line, + one LOAD for "
-    "a run's zero pad lines | `codegen._Walker._runs`; equal to the compiled programs' counts "
-    "on 6 of the 7 programs here (the padded convolution's sliding windows count one LOAD a "
-    "run: 50 against 44) |",
+    "| LOAD/STORE instructions (`cost_geometry.transfers`) | one per run of a tile's "
+    "innermost lines, + one for a shorter last row where that dimension packs elements "
+    "along a line, + one LOAD for a run's zero pad lines | `codegen._Walker._runs`; equal "
+    "to the compiled programs' counts on 6 of the 7 programs here (the padded "
+    "convolution's sliding windows count one LOAD a run: 50 against 44) |",
     "| split first / last tile step (`cost_steps`) | chunks of 1, 1, 2, 4, ... blocks (the "
     "last step's reversed) along the index the code generator picks, each priced as a tile "
     "step of its own (`_tile_costs`: its LOADs, micro-loop, STOREs) | `codegen._Walker."

@@ -32,7 +32,7 @@ What is counted (following the code generator, `tensorforge.compiler.codegen`, s
   load unit keeps rows' bursts in flight, so the latency of later bursts hides behind earlier
   data). STOREs move ``acc_bits`` elements the same way. Bytes are exact; LOAD/STORE
   instructions are one per run of a tile's innermost lines, plus one for a shorter last row
-  and one for a run's zero pad lines (`_transfers`).
+  and one for a run's zero pad lines (`cost_geometry.transfers`).
 * **split steps** (`cost_steps`): the code generator cuts the first tile step into chunks
   along a reduction index and the last along an output index; each chunk is priced as a tile
   step of its own (its LOADs, its micro-loop, its STOREs, `_tile_costs`), and the per-unit
@@ -68,12 +68,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tensorforge.config import AcceleratorConfig
+from tensorforge.dse.cost_geometry import (
+    Geometry,
+    reload_periods,
+    sweep_sums,
+    tile_lines,
+    transfers,
+)
 from tensorforge.dse.cost_space import (
-    AXIS,
-    ELEM,
-    GROUP,
     LayerSpace,
-    OperandSpec,
     StepPlan,
     movement_hops,
 )
@@ -179,117 +182,6 @@ class CostBatch:
         return {n: float(getattr(self, n)[i]) for n in names}
 
 
-def _ceil(a: np.ndarray, b) -> np.ndarray:
-    return -(-a // b)
-
-
-class _Geometry:
-    """Per-index quantities of a batch: counts, remainders, block counts."""
-
-    def __init__(self, space: LayerSpace, tiles: np.ndarray,
-                 sizes: np.ndarray | None = None) -> None:
-        block = space.block
-        sizes = np.broadcast_to(space.sizes if sizes is None else sizes, tiles.shape)
-        self.tile = np.minimum(tiles, sizes)
-        self.count = _ceil(sizes, self.tile)
-        self.rem = sizes - (self.count - 1) * self.tile
-        self.full_blocks = _ceil(self.tile, block)
-        self.rem_blocks = _ceil(self.rem, block)
-        self.total_blocks = (self.count - 1) * self.full_blocks + self.rem_blocks
-        self.legal = np.all((self.tile % block == 0) | (self.tile == sizes), axis=1)
-        self.sizes, self.block = sizes, block
-
-    def col(self, name: str, position: int, default: int = 1) -> np.ndarray:
-        if position < 0:
-            return np.full(self.tile.shape[0], default, dtype=I64)
-        return getattr(self, name)[:, position]
-
-
-def _tile_lines(g: _Geometry, spec: OperandSpec) -> np.ndarray:
-    """Buffer lines of one full tile (as `compiler.tiling` allocates)."""
-    lines = np.ones(g.tile.shape[0], dtype=I64)
-    for dim in spec.dims:
-        p = dim.positions[0]
-        if dim.kind == GROUP:
-            lines *= g.tile[:, p]
-        elif dim.kind == ELEM:
-            lines *= g.full_blocks[:, p]
-        else:
-            extent = sum(s * g.col("full_blocks", q) for q, s in zip(dim.positions, dim.sizes,
-                                                                      strict=True))
-            lines *= extent - (len(dim.positions) - 1)
-    return lines
-
-
-def _row_sums(g: _Geometry, per_row, position: int, size: int) -> np.ndarray:
-    """Sum over the tiles of index ``position`` of ``per_row(elements)`` for each LOAD/STORE
-    row (full rows of ``size`` elements, then the remainder row) of one tile."""
-    def one_tile(valid: np.ndarray) -> np.ndarray:
-        part = valid % size
-        return (valid // size) * per_row(np.full_like(valid, size)) + np.where(
-            part > 0, per_row(part), 0)
-    return (g.count[:, position] - 1) * one_tile(g.tile[:, position]) + one_tile(
-        g.rem[:, position])
-
-
-def _sweep_sums(g: _Geometry, spec: OperandSpec, elem_bytes: int, bus_bytes: int,
-                max_burst: int) -> dict[str, np.ndarray]:
-    """Totals over one pass through every distinct tile of the operand: DRAM elements, data
-    rows, beats, bursts and buffer lines (pad lines included)."""
-    n = g.tile.shape[0]
-    others = {k: np.ones(n, dtype=I64) for k in ("elements", "rows", "lines")}
-    elem_rows = elem_beats = elem_bursts = None
-    for dim in spec.dims:
-        p = dim.positions[0]
-        if dim.kind == GROUP:
-            for k in others:
-                others[k] = others[k] * g.sizes[:, p]
-        elif dim.kind == ELEM:
-            others["elements"] = others["elements"] * g.sizes[:, p]
-            size = dim.sizes[0]
-            elem_rows = _row_sums(g, np.ones_like, p, size)
-            elem_beats = _row_sums(g, lambda v: _ceil(v * elem_bytes, bus_bytes), p, size)
-            elem_bursts = _row_sums(
-                g, lambda v: _ceil(_ceil(v * elem_bytes, bus_bytes), max_burst), p, size)
-            others["lines"] = others["lines"] * g.total_blocks[:, p]
-        else:
-            counts = [g.col("count", q) for q in dim.positions]
-            sizes = [g.col("sizes", q) for q in dim.positions]
-            blocks = [g.col("total_blocks", q) for q in dim.positions]
-            keys = np.prod(counts, axis=0)
-            data = sum(sizes[e] * keys // counts[e] for e in range(len(counts)))
-            data = data - (len(counts) - 1) * keys
-            need = sum(dim.sizes[e] * blocks[e] * keys // counts[e] for e in range(len(counts)))
-            need = need - (len(counts) - 1) * keys
-            others["elements"] = others["elements"] * data
-            others["rows"] = others["rows"] * data
-            others["lines"] = others["lines"] * need
-    if elem_rows is None:  # one element per line: every data row is one beat, one burst
-        rows = others["rows"]
-        return {"elements": others["elements"], "rows": rows, "beats": rows, "bursts": rows,
-                "lines": others["lines"]}
-    rows = others["rows"]
-    return {"elements": others["elements"], "rows": rows * elem_rows,
-            "beats": rows * elem_beats, "bursts": rows * elem_bursts, "lines": others["lines"]}
-
-
-def _periods(g: _Geometry, space: LayerSpace, order: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Tile steps between reloads of A, B and between stores of C (suffix count products)."""
-    counts = np.take_along_axis(g.count, order, axis=1)  # (n x D), outermost first
-    suffix = np.cumprod(counts[:, ::-1], axis=1)[:, ::-1]  # product of this loop and inner
-    inner = np.concatenate([suffix[:, 1:], np.ones((len(order), 1), dtype=I64)], axis=1)
-    total = suffix[:, 0]
-    periods = []
-    for row in range(3):
-        uses = space.dependence[row][order] & (counts > 1)
-        last = np.where(uses.any(axis=1), uses.shape[1] - 1 - np.argmax(uses[:, ::-1], axis=1),
-                        -1)
-        period = np.where(last >= 0, np.take_along_axis(inner, np.maximum(last, 0)[:, None],
-                                                         axis=1)[:, 0], total)
-        periods.append(period)
-    return total, periods[0], periods[1], periods[2]
-
-
 @dataclass(frozen=True)
 class _MicroLoops:
     """The MAC COMPUTE micro-loop of a full tile step, per mapping (`codegen.micro_loop`)."""
@@ -300,7 +192,7 @@ class _MicroLoops:
     revisit: np.ndarray  # steps between two read-modify-writes of one C line; 0: none
 
 
-def _micro_loops(g: _Geometry, space: LayerSpace) -> _MicroLoops:
+def _micro_loops(g: Geometry, space: LayerSpace) -> _MicroLoops:
     """Mirror `codegen.micro_loop` on full tiles: the inner loop runs over the index with the
     most blocks that the stationary operand does not use (else the one with the most), ties
     to an output index; the outer over the next with the most blocks; the rest unroll."""
@@ -418,26 +310,26 @@ def evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
                          f"n x {space.dims} ({', '.join(space.names)})")
     config, step, p = space.config, space.step, parameters
     energy = energy or energy_table(config)
-    g = _Geometry(space, tiles)
+    g = Geometry(space, tiles)
     n = len(tiles)
-    lines = {s.role: _tile_lines(g, s) for s in space.operands}
+    lines = {s.role: tile_lines(g, s) for s in space.operands}
     slots = {s.role: np.where(np.prod(g.count[:, list(s.indices)], axis=1) > 1, 2, 1)
              for s in space.operands}
     spad_lines = lines["A"] * slots["A"] + lines["B"] * slots["B"]
     acc_lines = lines["C"] * slots["C"]
     legal = g.legal & (spad_lines <= config.spad_lines) & (acc_lines <= config.acc_lines)
 
-    steps, *periods = _periods(g, space, order)
+    steps, *periods = reload_periods(g, space, order)
     bus, burst = config.dma.bus_bytes, config.dma.max_burst
     in_bytes, acc_bytes = config.precision.in_bytes, config.precision.acc_bytes
     load_cycles, read_bytes, loads, spad_written = [], np.zeros(n, dtype=I64), [], np.zeros(n)
     load_instructions = []  # per LOAD event of A, B
     for row, spec in enumerate(space.operands[:2]):
-        sums = _sweep_sums(g, spec, in_bytes, bus, burst)
+        sums = sweep_sums(g, spec, in_bytes, bus, burst)
         keys = np.prod(g.count[:, list(spec.indices)], axis=1)
         count = steps // periods[row]
         sweeps = count // keys
-        runs = _transfers(g, spec, lines[spec.role], padded=True)
+        runs = transfers(g, spec, lines[spec.role], padded=True)
         cycles = sweeps * (sums["rows"] * p.line_write_cycles + sums["beats"]
                            + (sums["lines"] - sums["rows"])) + count * runs * (
             p.issue_cycles + p.load_fixed_cycles + p.dram_latency_cycles)
@@ -446,9 +338,9 @@ def evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
         load_instructions.append(runs)
         read_bytes = read_bytes + sweeps * sums["elements"] * in_bytes
         spad_written = spad_written + sweeps * sums["lines"] * config.spad_line_bytes
-    out = _sweep_sums(g, space.operand("C"), acc_bytes, bus, burst)
+    out = sweep_sums(g, space.operand("C"), acc_bytes, bus, burst)
     stores = steps // periods[2]
-    store_instructions = _transfers(g, space.operand("C"), lines["C"], padded=False)
+    store_instructions = transfers(g, space.operand("C"), lines["C"], padded=False)
     store_cycles = (out["rows"] * p.acc_read_cycles + out["beats"]
                     + stores * store_instructions
                     * (p.issue_cycles + p.store_fixed_cycles + p.dram_latency_cycles))
@@ -531,50 +423,19 @@ def evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
                + schedule.extra["transfers"]})
 
 
-def _transfers(g: _Geometry, spec: OperandSpec, lines: np.ndarray, padded: bool
-               ) -> np.ndarray:
-    """LOAD/STORE instructions per transfer of a tile of ``lines`` lines (mean over the tiles).
-
-    One per run of the innermost dimension's lines (`codegen._Walker._runs`); where that
-    dimension packs a block of elements per line, a partial last line is an instruction of
-    its own (its row is shorter); where it is a line axis of one index whose partial block
-    a LOAD (``padded``) fills with zero lines, those lines are one more LOAD (``pad_after``;
-    sliding windows are counted one LOAD a run).
-    """
-    runs = (lines // _last_dim_lines(g, spec)).astype(float)
-    if not spec.dims or spec.dims[-1].kind == GROUP:
-        return runs
-    last = spec.dims[-1]
-    if last.kind == AXIS and not padded:
-        return runs
-
-    def per_tile(valid: list[np.ndarray]) -> np.ndarray:
-        if last.kind == ELEM:
-            return (valid[0] >= last.sizes[0]).astype(float) + (valid[0] % last.sizes[0] > 0)
-        return 1.0 + (valid[0] % last.sizes[0] > 0)
-
-    used = [q for q in last.positions if q >= 0]
-    if len(last.positions) != 1 or not used:  # a sliding window: one run per line extent
-        return runs
-    full = per_tile([g.tile[:, q] for q in used])
-    partial = per_tile([g.rem[:, q] for q in used])
-    count = g.count[:, used[0]]
-    return runs * ((count - 1) * full + partial) / count
-
-
 def _tile_costs(space: LayerSpace, p: CostParameters, valid: np.ndarray,
                 reload_step: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """``(cycles, instructions)`` of LOADing A and B, COMPUTE (``"MAC"``) and STOREing C for
     one tile step (or chunk) of ``valid`` (``n x D``) elements per index, by the same terms
     as the whole program's (the first MAC's wait for a drained array not included)."""
-    g = _Geometry(space, valid, sizes=valid)
+    g = Geometry(space, valid, sizes=valid)
     config = space.config
     costs = {}
     for spec in space.operands:
         store = spec.role == "C"
         elem_bytes = config.precision.acc_bytes if store else config.precision.in_bytes
-        sums = _sweep_sums(g, spec, elem_bytes, config.dma.bus_bytes, config.dma.max_burst)
-        count = _transfers(g, spec, _tile_lines(g, spec), padded=not store)
+        sums = sweep_sums(g, spec, elem_bytes, config.dma.bus_bytes, config.dma.max_burst)
+        count = transfers(g, spec, tile_lines(g, spec), padded=not store)
         fixed = (p.issue_cycles + p.dram_latency_cycles
                  + (p.store_fixed_cycles if store else p.load_fixed_cycles))
         rows = sums["rows"] * (p.acc_read_cycles if store else p.line_write_cycles)
@@ -585,20 +446,6 @@ def _tile_costs(space: LayerSpace, p: CostParameters, valid: np.ndarray,
     costs["MAC"] = (steps * _step_cycles(space.step, loops, reload_step) + loops.instructions
                     * (p.instruction_fill_cycles + p.issue_cycles), loops.instructions)
     return costs
-
-
-def _last_dim_lines(g: _Geometry, spec: OperandSpec) -> np.ndarray:
-    """Lines of the innermost tile dimension (one LOAD/STORE run covers them)."""
-    if not spec.dims:
-        return np.ones(g.tile.shape[0], dtype=I64)
-    last = spec.dims[-1]
-    if last.kind == GROUP:
-        return g.tile[:, last.positions[0]]
-    if last.kind == ELEM:
-        return g.full_blocks[:, last.positions[0]]
-    extent = sum(s * g.col("full_blocks", q) for q, s in zip(last.positions, last.sizes,
-                                                              strict=True))
-    return extent - (len(last.positions) - 1)
 
 
 def mapping_arrays(space: LayerSpace, tiles: dict[str, int], order: tuple[str, ...]

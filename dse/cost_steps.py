@@ -183,7 +183,7 @@ def boundary_schedule(space, g, steps: np.ndarray, middle: Middle, tile_costs,
     """The first tile step, up to `NEAR_STEPS` unsplit steps and the last tile step as
     `Group`s, the boundary steps cut as the code generator cuts them.
 
-    ``g``: the batch's `cost_model._Geometry`; ``tile_costs(valid)``: ``(cycles,
+    ``g``: the batch's `cost_geometry.Geometry`; ``tile_costs(valid)``: ``(cycles,
     instructions)`` per unit of one tile step of ``valid`` (``k n x D``: ``k`` tile steps of
     each mapping, in blocks of ``n`` rows) elements per index;
     ``first_wait``: what a C tile's first MAC waits for the array to drain.

@@ -26,9 +26,9 @@ action                   revision
 
 Orders are kept *canonical*: a loop that runs once (its tile is the whole index) sits innermost
 within its kind (output or reduction), in index order. The cost model only sees the order of
-loops that run more than once (`cost_model._periods`), so this loses nothing, and candidates
-that differ only in where their single-trip loops sit get one key: no search spends an
-evaluation on a copy.
+loops that run more than once (`cost_geometry.reload_periods`), so this loses nothing, and
+candidates that differ only in where their single-trip loops sit get one key: no search
+spends an evaluation on a copy.
 """
 
 from __future__ import annotations

@@ -1,0 +1,172 @@
+"""Tile geometry of a batch of mappings for the cost model (`cost_model`), with numpy.
+
+Per mapping and device index: tile sizes, tile counts, remainders and blocks (`Geometry`);
+per operand: buffer lines of a tile, DRAM elements, rows, beats and lines of one pass over
+its tiles (`sweep_sums`), LOAD/STORE instructions per tile transfer (`transfers`), and the
+tile steps between an operand's reloads in a loop order (`reload_periods`). A `Geometry`
+of one tile (``sizes`` = the tile) gives the same quantities for one tile step or chunk.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tensorforge.dse.cost_space import AXIS, ELEM, GROUP, LayerSpace, OperandSpec
+
+I64 = np.int64
+
+
+def ceil_div(a: np.ndarray, b) -> np.ndarray:
+    return -(-a // b)
+
+
+class Geometry:
+    """Per-index quantities of a batch: counts, remainders, block counts."""
+
+    def __init__(self, space: LayerSpace, tiles: np.ndarray,
+                 sizes: np.ndarray | None = None) -> None:
+        block = space.block
+        sizes = np.broadcast_to(space.sizes if sizes is None else sizes, tiles.shape)
+        self.tile = np.minimum(tiles, sizes)
+        self.count = ceil_div(sizes, self.tile)
+        self.rem = sizes - (self.count - 1) * self.tile
+        self.full_blocks = ceil_div(self.tile, block)
+        self.rem_blocks = ceil_div(self.rem, block)
+        self.total_blocks = (self.count - 1) * self.full_blocks + self.rem_blocks
+        self.legal = np.all((self.tile % block == 0) | (self.tile == sizes), axis=1)
+        self.sizes, self.block = sizes, block
+
+    def col(self, name: str, position: int, default: int = 1) -> np.ndarray:
+        if position < 0:
+            return np.full(self.tile.shape[0], default, dtype=I64)
+        return getattr(self, name)[:, position]
+
+
+def tile_lines(g: Geometry, spec: OperandSpec) -> np.ndarray:
+    """Buffer lines of one full tile (as `compiler.tiling` allocates)."""
+    lines = np.ones(g.tile.shape[0], dtype=I64)
+    for dim in spec.dims:
+        p = dim.positions[0]
+        if dim.kind == GROUP:
+            lines *= g.tile[:, p]
+        elif dim.kind == ELEM:
+            lines *= g.full_blocks[:, p]
+        else:
+            extent = sum(s * g.col("full_blocks", q) for q, s in zip(dim.positions, dim.sizes,
+                                                                      strict=True))
+            lines *= extent - (len(dim.positions) - 1)
+    return lines
+
+
+def _row_sums(g: Geometry, per_row, position: int, size: int) -> np.ndarray:
+    """Sum over the tiles of index ``position`` of ``per_row(elements)`` for each LOAD/STORE
+    row (full rows of ``size`` elements, then the remainder row) of one tile."""
+    def one_tile(valid: np.ndarray) -> np.ndarray:
+        part = valid % size
+        return (valid // size) * per_row(np.full_like(valid, size)) + np.where(
+            part > 0, per_row(part), 0)
+    return (g.count[:, position] - 1) * one_tile(g.tile[:, position]) + one_tile(
+        g.rem[:, position])
+
+
+def sweep_sums(g: Geometry, spec: OperandSpec, elem_bytes: int, bus_bytes: int,
+                max_burst: int) -> dict[str, np.ndarray]:
+    """Totals over one pass through every distinct tile of the operand: DRAM elements, data
+    rows, beats, bursts and buffer lines (pad lines included)."""
+    n = g.tile.shape[0]
+    others = {k: np.ones(n, dtype=I64) for k in ("elements", "rows", "lines")}
+    elem_rows = elem_beats = elem_bursts = None
+    for dim in spec.dims:
+        p = dim.positions[0]
+        if dim.kind == GROUP:
+            for k in others:
+                others[k] = others[k] * g.sizes[:, p]
+        elif dim.kind == ELEM:
+            others["elements"] = others["elements"] * g.sizes[:, p]
+            size = dim.sizes[0]
+            elem_rows = _row_sums(g, np.ones_like, p, size)
+            elem_beats = _row_sums(g, lambda v: ceil_div(v * elem_bytes, bus_bytes), p, size)
+            elem_bursts = _row_sums(
+                g, lambda v: ceil_div(ceil_div(v * elem_bytes, bus_bytes), max_burst), p, size)
+            others["lines"] = others["lines"] * g.total_blocks[:, p]
+        else:
+            counts = [g.col("count", q) for q in dim.positions]
+            sizes = [g.col("sizes", q) for q in dim.positions]
+            blocks = [g.col("total_blocks", q) for q in dim.positions]
+            keys = np.prod(counts, axis=0)
+            data = sum(sizes[e] * keys // counts[e] for e in range(len(counts)))
+            data = data - (len(counts) - 1) * keys
+            need = sum(dim.sizes[e] * blocks[e] * keys // counts[e] for e in range(len(counts)))
+            need = need - (len(counts) - 1) * keys
+            others["elements"] = others["elements"] * data
+            others["rows"] = others["rows"] * data
+            others["lines"] = others["lines"] * need
+    if elem_rows is None:  # one element per line: every data row is one beat, one burst
+        rows = others["rows"]
+        return {"elements": others["elements"], "rows": rows, "beats": rows, "bursts": rows,
+                "lines": others["lines"]}
+    rows = others["rows"]
+    return {"elements": others["elements"], "rows": rows * elem_rows,
+            "beats": rows * elem_beats, "bursts": rows * elem_bursts, "lines": others["lines"]}
+
+
+def reload_periods(g: Geometry, space: LayerSpace, order: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Tile steps between reloads of A, B and between stores of C (suffix count products)."""
+    counts = np.take_along_axis(g.count, order, axis=1)  # (n x D), outermost first
+    suffix = np.cumprod(counts[:, ::-1], axis=1)[:, ::-1]  # product of this loop and inner
+    inner = np.concatenate([suffix[:, 1:], np.ones((len(order), 1), dtype=I64)], axis=1)
+    total = suffix[:, 0]
+    periods = []
+    for row in range(3):
+        uses = space.dependence[row][order] & (counts > 1)
+        last = np.where(uses.any(axis=1), uses.shape[1] - 1 - np.argmax(uses[:, ::-1], axis=1),
+                        -1)
+        period = np.where(last >= 0, np.take_along_axis(inner, np.maximum(last, 0)[:, None],
+                                                         axis=1)[:, 0], total)
+        periods.append(period)
+    return total, periods[0], periods[1], periods[2]
+
+
+def transfers(g: Geometry, spec: OperandSpec, lines: np.ndarray, padded: bool
+               ) -> np.ndarray:
+    """LOAD/STORE instructions per transfer of a tile of ``lines`` lines (mean over the tiles).
+
+    One per run of the innermost dimension's lines (`codegen._Walker._runs`); where that
+    dimension packs a block of elements per line, a partial last line is an instruction of
+    its own (its row is shorter); where it is a line axis of one index whose partial block
+    a LOAD (``padded``) fills with zero lines, those lines are one more LOAD (``pad_after``;
+    sliding windows are counted one LOAD a run).
+    """
+    runs = (lines // last_dim_lines(g, spec)).astype(float)
+    if not spec.dims or spec.dims[-1].kind == GROUP:
+        return runs
+    last = spec.dims[-1]
+    if last.kind == AXIS and not padded:
+        return runs
+
+    def per_tile(valid: list[np.ndarray]) -> np.ndarray:
+        if last.kind == ELEM:
+            return (valid[0] >= last.sizes[0]).astype(float) + (valid[0] % last.sizes[0] > 0)
+        return 1.0 + (valid[0] % last.sizes[0] > 0)
+
+    used = [q for q in last.positions if q >= 0]
+    if len(last.positions) != 1 or not used:  # a sliding window: one run per line extent
+        return runs
+    full = per_tile([g.tile[:, q] for q in used])
+    partial = per_tile([g.rem[:, q] for q in used])
+    count = g.count[:, used[0]]
+    return runs * ((count - 1) * full + partial) / count
+
+
+def last_dim_lines(g: Geometry, spec: OperandSpec) -> np.ndarray:
+    """Lines of the innermost tile dimension (one LOAD/STORE run covers them)."""
+    if not spec.dims:
+        return np.ones(g.tile.shape[0], dtype=I64)
+    last = spec.dims[-1]
+    if last.kind == GROUP:
+        return g.tile[:, last.positions[0]]
+    if last.kind == ELEM:
+        return g.full_blocks[:, last.positions[0]]
+    extent = sum(s * g.col("full_blocks", q) for q, s in zip(last.positions, last.sizes,
+                                                              strict=True))
+    return extent - (len(last.positions) - 1)
