@@ -63,7 +63,8 @@ def timeline(groups: list[Group], window: int, gate: float, fetch: float) -> np.
     buffer half they overwrite is no longer read; its COMPUTEs when they are loaded, the
     compute unit is free, dispatch has reached them (and a new C tile's half is stored);
     its STOREs when computed and the store unit is free. Dispatch moves past a unit's part
-    of a group ``pressure`` cycles after that part starts. The load and store units' gates
+    of a group with more instructions than the ``window`` only ``pressure`` cycles after
+    that part starts (and holds everything behind it). The load and store units' gates
     hand them a command only ``gate`` cycles after they go idle (the compute unit's gate
     takes its next command while it runs: no gap). Fetch brings the program one instruction
     per ``fetch`` cycles, so a unit's part of a group starts no earlier than its first
