@@ -58,6 +58,11 @@ def _array(rows: int, cols: int, interconnect: str = "systolic", dataflow: str =
 
 
 CASES = [
+    Case("gemm-16x16-core", "pe_array", {"intrinsic": "gemm", "array": _array(16, 16)},
+         note="the PE array alone at 70% of the LUT4s and every DSP; its critical path is a "
+              "PE's operand flip-flop -> a MULT18X18D across the die -> the product flip-flop "
+              "(9.0 of its 13.4 ns routing), so at this size the DSPs' own input/output "
+              "registers, which Yosys does not use, would pay off"),
     Case("gemm-8x8-core", "pe_array", {"intrinsic": "gemm", "array": _array(8, 8)}),
     Case("gemm-4x4-core", "pe_array", {"intrinsic": "gemm", "array": _array(4, 4)}),
     Case("gemm-4x4", "accelerator", {"intrinsic": "gemm", "array": _array(4, 4)}),
@@ -71,14 +76,11 @@ CASES = [
          {"intrinsic": "conv2d", "array": _array(4, 4, local_bytes=16)}),
     Case("gemm-8x8", "accelerator", {"intrinsic": "gemm", "array": _array(8, 8)}),
     Case("gemm-16x16", "accelerator", {"intrinsic": "gemm", "array": _array(16, 16)},
-         ecp5_router="router2",
-         note="ECP5 runs nextpnr's router2 on it (with router1, used for the other rows, "
-              "126k of its 283k arcs were still unrouted after 22 minutes of routing). At "
-              "`9f73100` it places "
-              "(69,514 of 83,640 LUT4s, all 156 DSPs plus 100 multipliers in LUTs, 64 DP16KD) "
-              "but router2's overused wires stopped falling near 8,000 after 18 iterations "
-              "(about 20 minutes), so its ECP5 column was left out of this table with "
-              "`--skip gemm-16x16:ecp5`"),
+         note="routed by nextpnr's router1 in 64 minutes after 24 of placement, at 83% of "
+              "the LFE5U-85F's LUT4s (router2 stopped converging near 8,000 overused wires). "
+              "Its critical path runs from the compute unit's step control through the "
+              "array's output handshake and the scratchpad's B read port to a PE's store "
+              "enable: 15.0 of its 17.7 ns are routing across the die"),
 ]
 
 
@@ -196,7 +198,7 @@ def markdown(rows: list[dict[str, Any]], timeout_s: float, commit: str) -> str:
         f"{CLOCK_NS:g} ns, input",
         f"activity {ACTIVITY}, memories as SRAM macros of the analytical 0.18um model in",
         "`fpga/sram.py` (see the notes below).",
-        f"Each flow of each design had {timeout_s:g} s per tool run. RTL of commit "
+        f"A tool run past {timeout_s:g} s shows `timeout`. RTL of commit "
         f"`{commit}`.",
         "",
         "| design | MACs | LUT4 | FF | DSP | DSP/MAC | BRAM | Fmax MHz | area mm^2 "
@@ -260,7 +262,7 @@ NOTES = """## How to read these numbers
   `synth_ecp5` does not fold the fabric registers into the DSP's own input/output registers).
   The compute unit latches its decoded micro-loop (`last_outer`, `last_inner`, ZERO) with the
   instruction, so decode no longer shares a cycle with the walkers' address arithmetic.
-* **Whole accelerators (ECP5).** The PE array closes above 100 MHz alone; around it, the
+* **Whole accelerators (ECP5).** The 8x8 PE array closes above 100 MHz alone; around it, the
   memory-side control set the clock (gemm-8x8: 54.7 MHz at `74d5738`, compute unit ->
   scratchpad block-RAM clock enable). The scratchpad's read ports now hold two lines with a
   registered `req.ready`, so the compute unit's stall logic and the bank decode into the block
@@ -269,9 +271,12 @@ NOTES = """## How to read these numbers
   register. None of this changed a cycle count (`docs/rtl_utilization.md`). The critical
   paths (list above) are now block RAM -> PE store (the DP16KD's clock-to-output alone is
   ~5.8 ns on speed 6) or the compute unit's request logic -> the scratchpad read port's
-  accept register. Next: the block RAM's output register (a two-cycle scratchpad read, one
-  more cycle of `step_latency` and of the cost model's terms) and a registered request
-  into the read ports.
+  accept register. At 16x16 the part is 83% full and wires dominate: the same request path
+  crosses the die twice (gemm-16x16, 56.6 MHz, 85% of its path routing), and even the core
+  alone loses a third of its clock to the wires between PEs and their DSPs. Next: the block
+  RAM's output register (a two-cycle scratchpad read, one more cycle of `step_latency` and of
+  the cost model's terms), a registered request into the read ports, and a register stage
+  in the broadcast of the store enables across a large array.
 * **DSP budget (ECP5).** `synth_ecp5` puts every multiplier on a MULT18X18D, and the
   LFE5U-85F has 156, so gemm-16x16 (256 MACs) used to stop in nextpnr with no DSP left to
   place. The flow now keeps multipliers on DSPs up to the part's count and has Yosys' `booth`
