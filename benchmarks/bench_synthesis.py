@@ -170,12 +170,12 @@ def _short(error: Exception) -> str:
 
 
 def _commit() -> str:
-    """The checkout's commit (with ``+`` when it has uncommitted changes), for the table."""
+    """The checkout's commit, with ``+`` when hw/ (the RTL) has uncommitted changes."""
     root = OUTPUT.parent.parent
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, check=True,
                               capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "hw"],
                                cwd=root, check=True, capture_output=True, text=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
