@@ -272,8 +272,9 @@ NOTES = """## How to read these numbers
   paths (list above) are now block RAM -> PE store (the DP16KD's clock-to-output alone is
   ~5.8 ns on speed 6) or the compute unit's request logic -> the scratchpad read port's
   accept register. At 16x16 the part is 83% full and wires dominate: the same request path
-  crosses the die twice (gemm-16x16, 56.6 MHz, 85% of its path routing), and even the core
-  alone loses a third of its clock to the wires between PEs and their DSPs. Next: the block
+  crosses the die twice (gemm-16x16, 56.6 MHz, 85% of its path routing), and the core alone
+  falls from 107.7 MHz (8x8) to 74.5 MHz, two thirds of its path being the wires between a
+  PE and its DSP. Next: the block
   RAM's output register (a two-cycle scratchpad read, one more cycle of `step_latency` and of
   the cost model's terms), a registered request into the read ports, and a register stage
   in the broadcast of the store enables across a large array.
