@@ -26,13 +26,19 @@ class Geometry:
     def __init__(self, space: LayerSpace, tiles: np.ndarray,
                  sizes: np.ndarray | None = None) -> None:
         block = space.block
+        self.single = sizes is tiles  # one tile per index: a tile step or chunk on its own
         sizes = np.broadcast_to(space.sizes if sizes is None else sizes, tiles.shape)
         self.tile = np.minimum(tiles, sizes)
-        self.count = ceil_div(sizes, self.tile)
-        self.rem = sizes - (self.count - 1) * self.tile
         self.full_blocks = ceil_div(self.tile, block)
-        self.rem_blocks = ceil_div(self.rem, block)
-        self.total_blocks = (self.count - 1) * self.full_blocks + self.rem_blocks
+        if self.single:  # the same numbers without the divisions (the model's hot path)
+            self.count = np.ones_like(self.tile)
+            self.rem, self.rem_blocks, self.total_blocks = (
+                self.tile, self.full_blocks, self.full_blocks)
+        else:
+            self.count = ceil_div(sizes, self.tile)
+            self.rem = sizes - (self.count - 1) * self.tile
+            self.rem_blocks = ceil_div(self.rem, block)
+            self.total_blocks = (self.count - 1) * self.full_blocks + self.rem_blocks
         self.legal = np.all((self.tile % block == 0) | (self.tile == sizes), axis=1)
         self.sizes, self.block = sizes, block
 
@@ -65,17 +71,19 @@ def _row_sums(g: Geometry, per_row, position: int, size: int) -> np.ndarray:
         part = valid % size
         return (valid // size) * per_row(np.full_like(valid, size)) + np.where(
             part > 0, per_row(part), 0)
+    if g.single:
+        return one_tile(g.tile[:, position])
     return (g.count[:, position] - 1) * one_tile(g.tile[:, position]) + one_tile(
         g.rem[:, position])
 
 
-def sweep_sums(g: Geometry, spec: OperandSpec, elem_bytes: int, bus_bytes: int,
-                max_burst: int) -> dict[str, np.ndarray]:
+def sweep_sums(g: Geometry, spec: OperandSpec, elem_bytes: int, bus_bytes: int
+               ) -> dict[str, np.ndarray]:
     """Totals over one pass through every distinct tile of the operand: DRAM elements, data
-    rows, beats, bursts and buffer lines (pad lines included)."""
+    rows, beats and buffer lines (pad lines included)."""
     n = g.tile.shape[0]
     others = {k: np.ones(n, dtype=I64) for k in ("elements", "rows", "lines")}
-    elem_rows = elem_beats = elem_bursts = None
+    elem_rows = elem_beats = None
     for dim in spec.dims:
         p = dim.positions[0]
         if dim.kind == GROUP:
@@ -86,8 +94,6 @@ def sweep_sums(g: Geometry, spec: OperandSpec, elem_bytes: int, bus_bytes: int,
             size = dim.sizes[0]
             elem_rows = _row_sums(g, np.ones_like, p, size)
             elem_beats = _row_sums(g, lambda v: ceil_div(v * elem_bytes, bus_bytes), p, size)
-            elem_bursts = _row_sums(
-                g, lambda v: ceil_div(ceil_div(v * elem_bytes, bus_bytes), max_burst), p, size)
             others["lines"] = others["lines"] * g.total_blocks[:, p]
         else:
             counts = [g.col("count", q) for q in dim.positions]
@@ -101,13 +107,13 @@ def sweep_sums(g: Geometry, spec: OperandSpec, elem_bytes: int, bus_bytes: int,
             others["elements"] = others["elements"] * data
             others["rows"] = others["rows"] * data
             others["lines"] = others["lines"] * need
-    if elem_rows is None:  # one element per line: every data row is one beat, one burst
+    if elem_rows is None:  # one element per line: every data row is one beat
         rows = others["rows"]
-        return {"elements": others["elements"], "rows": rows, "beats": rows, "bursts": rows,
+        return {"elements": others["elements"], "rows": rows, "beats": rows,
                 "lines": others["lines"]}
     rows = others["rows"]
     return {"elements": others["elements"], "rows": rows * elem_rows,
-            "beats": rows * elem_beats, "bursts": rows * elem_bursts, "lines": others["lines"]}
+            "beats": rows * elem_beats, "lines": others["lines"]}
 
 
 def reload_periods(g: Geometry, space: LayerSpace, order: np.ndarray) -> tuple[np.ndarray, ...]:

@@ -320,12 +320,12 @@ def evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
     legal = g.legal & (spad_lines <= config.spad_lines) & (acc_lines <= config.acc_lines)
 
     steps, *periods = reload_periods(g, space, order)
-    bus, burst = config.dma.bus_bytes, config.dma.max_burst
+    bus = config.dma.bus_bytes
     in_bytes, acc_bytes = config.precision.in_bytes, config.precision.acc_bytes
     load_cycles, read_bytes, loads, spad_written = [], np.zeros(n, dtype=I64), [], np.zeros(n)
     load_instructions = []  # per LOAD event of A, B
     for row, spec in enumerate(space.operands[:2]):
-        sums = sweep_sums(g, spec, in_bytes, bus, burst)
+        sums = sweep_sums(g, spec, in_bytes, bus)
         keys = np.prod(g.count[:, list(spec.indices)], axis=1)
         count = steps // periods[row]
         sweeps = count // keys
@@ -338,7 +338,7 @@ def evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
         load_instructions.append(runs)
         read_bytes = read_bytes + sweeps * sums["elements"] * in_bytes
         spad_written = spad_written + sweeps * sums["lines"] * config.spad_line_bytes
-    out = sweep_sums(g, space.operand("C"), acc_bytes, bus, burst)
+    out = sweep_sums(g, space.operand("C"), acc_bytes, bus)
     stores = steps // periods[2]
     store_instructions = transfers(g, space.operand("C"), lines["C"], padded=False)
     store_cycles = (out["rows"] * p.acc_read_cycles + out["beats"]
@@ -381,8 +381,9 @@ def evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
         [fetch * k for k in (loops.instructions, *load_instructions, store_instructions)]))
     # the first and last tile steps as the code generator cuts them, the steps near them one
     # by one, the rest at the mean step cost of the periodic overlap
-    def tile_costs(valid: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        return _tile_costs(space, p, valid, np.tile(reload_step, len(valid) // n))
+    def tile_costs(valid: np.ndarray, owners: np.ndarray
+                   ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        return _tile_costs(space, p, valid, reload_step[owners])
 
     middle = Middle(np.array(periods).T, per_load, load_instructions, per_step_compute,
                      loops.instructions, per_store, store_instructions)
@@ -434,7 +435,7 @@ def _tile_costs(space: LayerSpace, p: CostParameters, valid: np.ndarray,
     for spec in space.operands:
         store = spec.role == "C"
         elem_bytes = config.precision.acc_bytes if store else config.precision.in_bytes
-        sums = sweep_sums(g, spec, elem_bytes, config.dma.bus_bytes, config.dma.max_burst)
+        sums = sweep_sums(g, spec, elem_bytes, config.dma.bus_bytes)
         count = transfers(g, spec, tile_lines(g, spec), padded=not store)
         fixed = (p.issue_cycles + p.dram_latency_cycles
                  + (p.store_fixed_cycles if store else p.load_fixed_cycles))

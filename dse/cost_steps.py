@@ -20,6 +20,7 @@ end times per unit, one iteration per tile step or chunk, not per instruction).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,23 +79,29 @@ def timeline(groups: list[Group], window: int, gate: float, fetch: float) -> np.
     c_stores = [zero, zero]  # store ends of the last two C tiles, older first
     for g in groups:
         has_load, has_compute, has_store = g.loads > 0, g.computes > 0, g.stores > 0
-        wait = np.max(np.where(g.reloads, half_free, 0.0), axis=1)
+        wait = np.maximum(np.where(g.reloads[:, 0], half_free[:, 0], 0.0),
+                          np.where(g.reloads[:, 1], half_free[:, 1], 0.0))
         half_free = np.where(g.reloads, compute_end[:, None], half_free)
         load = g.load + gate * g.loads
-        start = np.maximum.reduce([load_end, dispatch + fetch, wait])
+        start = _latest(load_end, dispatch + fetch, wait)
         load_end, dispatch = _run(has_load, start, load, g.loads, load_end, dispatch, window,
                                   fetch)
-        start = np.maximum.reduce([compute_end, load_end, dispatch + fetch,
-                                   np.where(g.new_c, c_stores[0], 0.0)])
+        start = _latest(compute_end, load_end, dispatch + fetch,
+                        np.where(g.new_c, c_stores[0], 0.0))
         compute_end, dispatch = _run(has_compute, start, g.compute, g.computes, compute_end,
                                      dispatch, window, fetch)
         store = g.store + gate * g.stores
-        start = np.maximum.reduce([store_end, compute_end, dispatch + fetch])
+        start = _latest(store_end, compute_end, dispatch + fetch)
         store_end, dispatch = _run(has_store, start, store, g.stores, store_end, dispatch,
                                    window, fetch)
         c_stores = [np.where(g.ends_c, c_stores[1], c_stores[0]),
                     np.where(g.ends_c, store_end, c_stores[1])]
-    return np.maximum.reduce([load_end, compute_end, store_end])
+    return _latest(load_end, compute_end, store_end)
+
+
+def _latest(*times: np.ndarray) -> np.ndarray:
+    """Elementwise maximum of ``times`` (pairwise: no stacked copy in the hot loop)."""
+    return functools.reduce(np.maximum, times)
 
 
 def _run(present, start, cycles, count, end, dispatch, window, fetch):
@@ -184,9 +191,9 @@ def boundary_schedule(space, g, steps: np.ndarray, middle: Middle, tile_costs,
     """The first tile step, up to `NEAR_STEPS` unsplit steps and the last tile step as
     `Group`s, the boundary steps cut as the code generator cuts them.
 
-    ``g``: the batch's `cost_geometry.Geometry`; ``tile_costs(valid)``: ``(cycles,
-    instructions)`` per unit of one tile step of ``valid`` (``k n x D``: ``k`` tile steps of
-    each mapping, in blocks of ``n`` rows) elements per index;
+    ``g``: the batch's `cost_geometry.Geometry`; ``tile_costs(valid, owners)``: ``(cycles,
+    instructions)`` per unit of tile steps of ``valid`` (``m x D``) elements per index, row
+    ``i`` a step of mapping ``owners[i]`` (only the mappings that have a chunk are priced);
     ``first_wait``: what a C tile's first MAC waits for the array to drain.
     """
     n, dims = g.tile.shape
@@ -235,6 +242,13 @@ def _unsplit_step(middle: Middle, steps: np.ndarray, slot: int) -> Group:
         reloads=reloads, new_c=exists & (step % middle.periods[:, 2] == 0), ends_c=stored)
 
 
+def _spread(values: np.ndarray, owners: np.ndarray, n: int) -> np.ndarray:
+    """``values`` of the mappings ``owners`` as an ``n``-vector (0 for the others)."""
+    out = np.zeros(n, dtype=values.dtype)
+    out[owners] = values
+    return out
+
+
 def _split_step(space, valid, cut, loaded, growing, stored, new_c, active, tile_costs,
                 first_wait) -> tuple[list[Group], dict[str, np.ndarray]]:
     """The chunks of one boundary tile step (one chunk where ``cut`` is -1) as `Group`s, and
@@ -253,15 +267,20 @@ def _split_step(space, valid, cut, loaded, growing, stored, new_c, active, tile_
     onehot = np.arange(dims)[None, :] == cut[:, None]
     count = chunk_count(blocks)
     chunks = int(count.max())
-    parts, present = [valid], []
+    parts, owners, present = [valid], [rows], []
     for chunk in range(chunks):
         start, size = chunk_extents(blocks, chunk, growing)
         present.append((size > 0) & active)
-        elems = np.minimum(size * block, valid[rows, at] - start * block)
-        parts.append(np.where(onehot & present[-1][:, None], elems[:, None], valid))
-    every = tile_costs(np.concatenate(parts))  # the whole step and each chunk, in one batch
-    whole, *per_chunk = ({k: (c[i * n:(i + 1) * n], m[i * n:(i + 1) * n])
-                          for k, (c, m) in every.items()} for i in range(chunks + 1))
+        owner = rows[present[-1]]  # only the mappings that have this chunk are priced
+        elems = np.minimum(size * block, valid[rows, at] - start * block)[owner]
+        parts.append(np.where(onehot[owner], elems[:, None], valid[owner]))
+        owners.append(owner)
+    # the whole step and each chunk, in one batch
+    every = tile_costs(np.concatenate(parts), np.concatenate(owners))
+    ends = np.cumsum([0, *(len(o) for o in owners)])
+    whole, *per_chunk = ({k: (_spread(c[ends[i]:ends[i + 1]], o, n),
+                              _spread(m[ends[i]:ends[i + 1]], o, n))
+                          for k, (c, m) in every.items()} for i, o in enumerate(owners))
     groups = []
     added = {"load": 0.0, "compute": 0.0, "store": 0.0, "transfers": 0.0, "macs": 0.0}
     for chunk, (exists, costs) in enumerate(zip(present, per_chunk, strict=True)):
