@@ -8,12 +8,13 @@
     candidate, falling as a candidate gets slower). The paper prints the exponent as
     ``-(l* - l_p)/l*``; with ``l* <= l_p`` that would rank the slowest candidates highest,
     contradicting its own "the higher the value, the better", so we read it with the sign that
-    makes the text true. The leaders of the tensorize choices within 2x of the best take up to
-    half of the ``k`` places in turn, so a choice whose first random points were poor still
-    gets refined. ``k`` is mutable: it doubles after a round without a new best and drops
-    back after one with. The DQN agent (`sw_dqn`) picks ``branch`` revisions per valuable
-    candidate among those not yet tried on it (the cost model is deterministic: a revision
-    tried once is known); a candidate is closed after ``expansions`` rounds. After
+    makes the text true. The best open candidate is revised every round, on top of the ``k``,
+    until all its revisions are tried. The leaders of the tensorize choices within 2x of the
+    best take up to half of the ``k`` places in turn, so a choice whose first random points
+    were poor still gets refined. ``k`` is mutable: it doubles after a round without a new
+    best and drops back after one with. The DQN agent (`sw_dqn`) picks ``branch`` revisions
+    per valuable candidate among those not yet tried on it (the cost model is deterministic: a
+    revision tried once is known); a candidate is closed after ``expansions`` rounds. After
     ``patience`` rounds without a new best, a batch of fresh random candidates (``explore`` of
     the budget) joins the pool: revisions are local, and these restarts let the search leave
     a basin. All proposals of a round are evaluated in one vectorized call of the cost model;
@@ -200,13 +201,16 @@ class _Pool:
         return self.space.valid_actions(self.batch.take(rows)) & ~self.tried[rows]
 
     def valuable(self, best: float, k: int, expansions: int) -> np.ndarray:
-        """The ``k`` open candidates of highest value ``exp(-(l_p - l*) / l*)``.
+        """The ``k`` open candidates of highest value ``exp(-(l_p - l*) / l*)``, and the best
+        open candidate on top of them.
 
-        The leaders of the tensorize choices within ``LEADER_SLOWDOWN`` of the best take up
-        to half of ``k``, in turn (fewest rounds led first), and stay open until every
-        revision of them is tried: the best choice is often not the one whose random
-        candidates happen to be fastest at the start. Any other candidate closes after
-        ``expansions`` rounds."""
+        The best open candidate is revised every round until every revision of it is tried:
+        closed after ``expansions`` rounds, or waiting for its turn as a leader, it could
+        leave a one-step improvement of the best mapping unseen. The leaders of the
+        tensorize choices within ``LEADER_SLOWDOWN`` of the best take up to half of ``k``,
+        in turn (fewest rounds led first), and stay open until every revision of them is
+        tried: the best choice is often not the one whose random candidates happen to be
+        fastest at the start. Any other candidate closes after ``expansions`` rounds."""
         if not len(self.cycles):
             return np.zeros(0, dtype=np.int64)
         rows = np.flatnonzero(self.untried(np.arange(len(self.cycles))).any(axis=1))
@@ -218,7 +222,9 @@ class _Pool:
         leaders = leaders[np.lexsort((self.cycles[leaders], turns))][: max(1, k // 2)]
         self.leader_turns[self.batch.space[leaders]] += 1
         rest = ranked[~np.isin(ranked, leaders) & (self.expanded[ranked] < expansions)]
-        return np.concatenate([leaders, rest[: k - len(leaders)]])
+        chosen = np.concatenate([leaders, rest[: k - len(leaders)]])
+        incumbent = ranked[:1]
+        return np.concatenate([incumbent, chosen[~np.isin(chosen, incumbent)]])
 
 
 class _Hasco:
