@@ -271,7 +271,9 @@ def _split_step(space, valid, cut, loaded, growing, stored, new_c, active, tile_
     for chunk in range(chunks):
         start, size = chunk_extents(blocks, chunk, growing)
         present.append((size > 0) & active)
-        owner = rows[present[-1]]  # only the mappings that have this chunk are priced
+        # priced only for the mappings that have this chunk; an uncut step's one chunk is
+        # the whole step, taken from it below
+        owner = rows[present[-1] & (cut >= 0)]
         elems = np.minimum(size * block, valid[rows, at] - start * block)[owner]
         parts.append(np.where(onehot[owner], elems[:, None], valid[owner]))
         owners.append(owner)
@@ -281,6 +283,9 @@ def _split_step(space, valid, cut, loaded, growing, stored, new_c, active, tile_
     whole, *per_chunk = ({k: (_spread(c[ends[i]:ends[i + 1]], o, n),
                               _spread(m[ends[i]:ends[i + 1]], o, n))
                           for k, (c, m) in every.items()} for i, o in enumerate(owners))
+    uncut = present[0] & (cut < 0)
+    per_chunk[0] = {k: (np.where(uncut, whole[k][0], c), np.where(uncut, whole[k][1], m))
+                    for k, (c, m) in per_chunk[0].items()}
     groups = []
     added = {"load": 0.0, "compute": 0.0, "store": 0.0, "transfers": 0.0, "macs": 0.0}
     for chunk, (exists, costs) in enumerate(zip(present, per_chunk, strict=True)):
