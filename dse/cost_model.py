@@ -308,8 +308,30 @@ def evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
     if tiles.shape != order.shape or tiles.shape[1] != space.dims:
         raise ValueError(f"tiles {tiles.shape} and order {order.shape} must both be "
                          f"n x {space.dims} ({', '.join(space.names)})")
+    energy = energy or energy_table(space.config)
+    if len(tiles) <= SLICE_ROWS:
+        return _evaluate(space, tiles, order, parameters, energy)
+    return _concatenate([_evaluate(space, tiles[at:at + SLICE_ROWS], order[at:at + SLICE_ROWS],
+                                   parameters, energy)
+                         for at in range(0, len(tiles), SLICE_ROWS)])
+
+
+#: Mappings evaluated at once; larger batches run slower (their temporaries leave the cache).
+SLICE_ROWS = 16384
+
+
+def _concatenate(parts: list[CostBatch]) -> CostBatch:
+    """One `CostBatch` of the slices ``parts``, in order."""
+    names = [n for n in CostBatch.__dataclass_fields__ if n != "extra"]
+    return CostBatch(**{n: np.concatenate([getattr(b, n) for b in parts]) for n in names},
+                     extra={k: np.concatenate([b.extra[k] for b in parts])
+                            for k in parts[0].extra})
+
+
+def _evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
+              parameters: CostParameters, energy: EnergyTable) -> CostBatch:
+    """`evaluate` on one slice of mappings."""
     config, step, p = space.config, space.step, parameters
-    energy = energy or energy_table(config)
     g = Geometry(space, tiles)
     n = len(tiles)
     lines = {s.role: tile_lines(g, s) for s in space.operands}
@@ -383,7 +405,7 @@ def evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
     # by one, the rest at the mean step cost of the periodic overlap
     def tile_costs(valid: np.ndarray, owners: np.ndarray
                    ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        return _tile_costs(space, p, valid, reload_step[owners])
+        return _distinct_tile_costs(space, p, valid, reload_step[owners])
 
     middle = Middle(np.array(periods).T, per_load, load_instructions, per_step_compute,
                      loops.instructions, per_store, store_instructions)
@@ -422,6 +444,23 @@ def evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
                "transfer_instructions": loads[0] * load_instructions[0]
                + loads[1] * load_instructions[1] + stores * store_instructions
                + schedule.extra["transfers"]})
+
+
+def _distinct_tile_costs(space: LayerSpace, p: CostParameters, valid: np.ndarray,
+                         reload_step: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """`_tile_costs`, priced once per distinct row: the chunks of a batch's boundary steps
+    repeat (tiles on a block grid, chunks of 1, 2, 4, ... blocks), so most rows are copies."""
+    _, step_code = np.unique(reload_step, return_inverse=True)
+    weights = [1]  # mixed radix: 0 <= valid <= size per index, then the reload step's code
+    for size in space.sizes:
+        weights.append(weights[-1] * (int(size) + 1))
+    if weights[-1] * (int(step_code.max(initial=0)) + 1) >= 2 ** 62:  # keys would overflow
+        return _tile_costs(space, p, valid, reload_step)
+    key = valid @ np.array(weights[:-1], dtype=I64) + step_code.reshape(-1) * weights[-1]
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    costs = _tile_costs(space, p, valid[first], reload_step[first])
+    inverse = inverse.reshape(-1)
+    return {role: (c[inverse], m[inverse]) for role, (c, m) in costs.items()}
 
 
 def _tile_costs(space: LayerSpace, p: CostParameters, valid: np.ndarray,

@@ -333,3 +333,46 @@ def test_output_stationary_gemm_cycles_agree_with_rtl(config):
     model = evaluate_mapping(workload, mapping, config, rtl_parameters(0))
     ratio = model["cycles"] / result.cycles
     assert abs(ratio - 1) <= RTL_TOLERANCE, (model["cycles"], result.cycles)
+
+
+def _random_batch(n: int, seed: int):
+    """A layer space of a small conv and ``n`` random mappings of it (tiles, orders)."""
+    from tensorforge.dse.sw_space import SoftwareSpace
+
+    space = SoftwareSpace.build(parse_workload(CONV, "k=16,c=8,x=10,y=12,r=3,s=3"), small())
+    return space, space.random(n, np.random.default_rng(seed))
+
+
+def test_pricing_distinct_rows_once_changes_nothing():
+    """Boundary-step chunks are priced once per distinct row: the same numbers as pricing
+    every row (rows drawn with many repeats, as the chunks of a batch have)."""
+    from tensorforge.dse import cost_model
+
+    layer = build_space(parse_workload(CONV, "k=16,c=8,x=10,y=12,r=3,s=3"),
+                        tensorize_choices(parse_workload(CONV, "k=16,c=8,x=10,y=12,r=3,s=3"),
+                                          "gemm")[0], small())
+    rng = np.random.default_rng(3)
+    pool = rng.integers(1, layer.sizes + 1, size=(40, layer.dims))
+    valid = pool[rng.integers(0, len(pool), 500)]
+    reload_step = rng.choice([4.0, 6.5], size=500)
+    once = cost_model._distinct_tile_costs(layer, CostParameters(), valid, reload_step)
+    every = cost_model._tile_costs(layer, CostParameters(), valid, reload_step)
+    assert once.keys() == every.keys()
+    for role in every:
+        for got, want in zip(once[role], every[role], strict=True):
+            np.testing.assert_array_equal(got, want)
+
+
+def test_large_batches_evaluate_in_slices_with_the_same_results(monkeypatch):
+    """A batch above `SLICE_ROWS` is evaluated slice by slice and joined in order."""
+    from tensorforge.dse import cost_model
+
+    space, batch = _random_batch(300, seed=5)
+    cycles, energy, extra = space.evaluate(batch)
+    assert np.isfinite(cycles).sum() > 50  # enough legal mappings to compare
+    monkeypatch.setattr(cost_model, "SLICE_ROWS", 7)
+    sliced_cycles, sliced_energy, sliced_extra = space.evaluate(batch)
+    np.testing.assert_array_equal(sliced_cycles, cycles)
+    np.testing.assert_array_equal(sliced_energy, energy)
+    for name, values in extra.items():
+        np.testing.assert_array_equal(sliced_extra[name], values)
