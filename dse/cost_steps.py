@@ -137,14 +137,14 @@ def chunk_count(blocks: np.ndarray) -> np.ndarray:
     return count
 
 
-def chunk_extents(blocks: np.ndarray, chunk: int, growing: bool
+def chunk_extents(blocks: np.ndarray, count: np.ndarray, chunk: int, growing: bool
                   ) -> tuple[np.ndarray, np.ndarray]:
-    """``(first block, blocks)`` of chunk number ``chunk`` (0 where a mapping has fewer).
+    """``(first block, blocks)`` of chunk number ``chunk`` (0 where a mapping has fewer than
+    its ``count``, `chunk_count` of ``blocks``, computed once by the caller).
 
     Growing chunks start at 0, 1, 2, 4, ...; the last step's are the same sizes reversed,
     so chunk ``c`` of ``m`` mirrors growing chunk ``m - 1 - c``.
     """
-    count = chunk_count(blocks)
     k = chunk if growing else count - 1 - chunk
     k = np.maximum(k, 0)
     start = np.where(k == 0, 0, 2 ** np.maximum(k - 1, 0))
@@ -269,7 +269,7 @@ def _split_step(space, valid, cut, loaded, growing, stored, new_c, active, tile_
     chunks = int(count.max())
     parts, owners, present = [valid], [rows], []
     for chunk in range(chunks):
-        start, size = chunk_extents(blocks, chunk, growing)
+        start, size = chunk_extents(blocks, count, chunk, growing)
         present.append((size > 0) & active)
         # priced only for the mappings that have this chunk; an uncut step's one chunk is
         # the whole step, taken from it below

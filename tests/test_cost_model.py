@@ -335,22 +335,13 @@ def test_output_stationary_gemm_cycles_agree_with_rtl(config):
     assert abs(ratio - 1) <= RTL_TOLERANCE, (model["cycles"], result.cycles)
 
 
-def _random_batch(n: int, seed: int):
-    """A layer space of a small conv and ``n`` random mappings of it (tiles, orders)."""
-    from tensorforge.dse.sw_space import SoftwareSpace
-
-    space = SoftwareSpace.build(parse_workload(CONV, "k=16,c=8,x=10,y=12,r=3,s=3"), small())
-    return space, space.random(n, np.random.default_rng(seed))
-
-
 def test_pricing_distinct_rows_once_changes_nothing():
     """Boundary-step chunks are priced once per distinct row: the same numbers as pricing
     every row (rows drawn with many repeats, as the chunks of a batch have)."""
     from tensorforge.dse import cost_model
 
-    layer = build_space(parse_workload(CONV, "k=16,c=8,x=10,y=12,r=3,s=3"),
-                        tensorize_choices(parse_workload(CONV, "k=16,c=8,x=10,y=12,r=3,s=3"),
-                                          "gemm")[0], small())
+    workload = parse_workload(CONV, "k=16,c=8,x=10,y=12,r=3,s=3")
+    layer = build_space(workload, tensorize_choices(workload, "gemm")[0], small())
     rng = np.random.default_rng(3)
     pool = rng.integers(1, layer.sizes + 1, size=(40, layer.dims))
     valid = pool[rng.integers(0, len(pool), 500)]
@@ -366,8 +357,10 @@ def test_pricing_distinct_rows_once_changes_nothing():
 def test_large_batches_evaluate_in_slices_with_the_same_results(monkeypatch):
     """A batch above `SLICE_ROWS` is evaluated slice by slice and joined in order."""
     from tensorforge.dse import cost_model
+    from tensorforge.dse.sw_space import SoftwareSpace
 
-    space, batch = _random_batch(300, seed=5)
+    space = SoftwareSpace.build(parse_workload(CONV, "k=16,c=8,x=10,y=12,r=3,s=3"), small())
+    batch = space.random(300, np.random.default_rng(5))
     cycles, energy, extra = space.evaluate(batch)
     assert np.isfinite(cycles).sum() > 50  # enough legal mappings to compare
     monkeypatch.setattr(cost_model, "SLICE_ROWS", 7)
