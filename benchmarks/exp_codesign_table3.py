@@ -235,8 +235,8 @@ def _headroom(cases: list[dict]) -> list[str]:
     ratios = sorted(_pes(design["config"]) / _pes(c["baseline_config"])
                     for c in cases if c["scenario"] == "edge"
                     for design in c["codesign"].values() if "config" in design)
-    grown = f"{ratios[0]:g}x" if ratios and ratios[0] == ratios[-1] else (
-        f"{ratios[0]:g}-{ratios[-1]:g}x" if ratios else "more than")
+    ends = sorted({ratios[0], ratios[-1]}) if ratios else []  # one figure when they agree
+    grown = "-".join(f"{r:g}" for r in ends) + "x" if ends else "more than"
     return [
         "- **Power headroom.** Under the first-order 45 nm model the baselines use part of",
         f"  their budget ({shown}). In HASCO's model the next square GEMMCore (16x16 = 256",
