@@ -49,7 +49,7 @@ def bench_path() -> Path:
     return Path(__file__).with_name("bench_run_program.py")
 
 
-def _hardware_digest() -> str:
+def hardware_digest() -> str:
     """A hash of every source the accelerator's Verilog depends on (hw/, the ISA, the config)."""
     import importlib.metadata
 
@@ -73,7 +73,7 @@ def accelerator_verilog(config: AcceleratorConfig) -> str:
     from tensorforge.hw.accelerator import TOP_NAME, Accelerator
     from tensorforge.sim.rtl_harness import design_verilog
 
-    key = stable_hash(config.to_json(), _hardware_digest())
+    key = stable_hash(config.to_json(), hardware_digest())
     path = cache_subdir("accelerator-verilog") / f"{key}.v"
     if path.is_file():
         return path.read_text()
