@@ -23,7 +23,6 @@ import concurrent.futures
 import fnmatch
 import logging
 import re
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from typing import Any
 
 from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import TensorforgeError
+from tensorforge.paths import rtl_commit
 
 OUTPUT = Path(__file__).resolve().parent.parent / "docs" / "synthesis.md"
 CLOCK_NS = 10.0
@@ -167,19 +167,6 @@ def _tool_seconds(report: Any, started: float) -> float:
 def _short(error: Exception) -> str:
     first = str(error).splitlines()[0]
     return "timeout" if "timed out" in first else f"error: {first[:80]}"
-
-
-def _commit() -> str:
-    """The checkout's commit, with ``+`` when hw/ (the RTL) has uncommitted changes."""
-    root = OUTPUT.parent.parent
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, check=True,
-                              capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "hw"],
-                               cwd=root, check=True, capture_output=True, text=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + ("+" if dirty.strip() else "")
 
 
 def _fmt(value: float | None, digits: int = 1) -> str:
@@ -344,7 +331,7 @@ def main() -> None:
     queue = sorted(cases, key=lambda case: -case.accelerator_config.array.pes)
     # Elaborate every design first: the table is then of one source tree, even if the
     # checkout changes while the tools run.
-    commit = _commit()
+    commit = rtl_commit()
     verilogs = {case.name: case_verilog(case) for case in queue}
     with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
         futures = {pool.submit(run_case, case, args.timeout, tuple(args.flows),

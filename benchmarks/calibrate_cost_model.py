@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 from pathlib import Path
 
 from tensorforge.config import AcceleratorConfig
@@ -22,6 +21,7 @@ from tensorforge.dse.calibrate import (
     run_calibration,
     targets,
 )
+from tensorforge.paths import rtl_commit
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "dse" / "data"
@@ -223,16 +223,6 @@ def rtl_section() -> list[str]:
         return section.splitlines()
     return [RTL_BEGIN, "## Latency against RTL cycles", "",
             "Not checked yet: run `python benchmarks/check_cost_model_rtl.py --write`.", RTL_END]
-
-
-def rtl_commit() -> str:
-    """The commit whose RTL was synthesized, marked when hw/ had uncommitted changes."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True,
-                              text=True).stdout.strip()
-    head = git("rev-parse", "--short", "HEAD") or "unknown"
-    return head + (" + uncommitted hw/ changes" if git("status", "--porcelain", "--", "hw")
-                   else "")
 
 
 SANITY_CONFIGS = {

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,8 +25,15 @@ from tensorforge.compiler.mappers import default_mapping
 from tensorforge.compiler.workload import parse_workload
 from tensorforge.config import AcceleratorConfig
 from tensorforge.dse.cost_model import evaluate_mapping, fetch_cycles, rtl_parameters
+from tensorforge.dse.fidelity_cases import (
+    CALIBRATION_CONFIGS,
+    TEXTS,
+    FidelityCase,
+    calibration_cases,
+)
 from tensorforge.hw.dataflow_plan import plan_for
 from tensorforge.isa import Compute, ComputeMode, Load, Store
+from tensorforge.paths import rtl_commit
 from tensorforge.sim.axi_traffic import dram_rows
 from tensorforge.sim.rtl_jobs import DramTiming
 from tensorforge.sim.rtl_run import RtlCase, RunOptions, run_programs_on_rtl
@@ -35,36 +41,9 @@ from tensorforge.sim.rtl_run import RtlCase, RunOptions, run_programs_on_rtl
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _config(intrinsic: str, pe: tuple[int, int], link: str, dataflow: str) -> AcceleratorConfig:
-    """The RTL regression suite's configurations (tests/test_rtl_regression.py)."""
-    return AcceleratorConfig.from_dict({
-        "intrinsic": intrinsic,
-        "array": {"rows": pe[0], "cols": pe[1], "interconnect": link, "dataflow": dataflow},
-        "scratchpad": {"capacity": 2048, "banks": 4, "accumulator": 1024},
-        "dma": {"bus_bits": 64, "max_burst": 16},
-    })
-
-
-CONFIGS = {
-    "gemm 4x4 systolic ws": _config("gemm", (4, 4), "systolic", "ws"),
-    "gemv 4x6 none os": _config("gemv", (4, 6), "none", "os"),
-    "dot 8 systolic os": _config("dot", (8, 1), "systolic", "os"),
-}
-GEMM = "C[i,j] += A[i,k] * B[k,j]"
-GEMV = "C[i] += A[i,k] * B[k]"
-CONV_PAD = "C[k,x,y] += A[c,x+r-1,y+s-1] * B[k,c,r,s]"
-WORKLOADS = {
-    "gemm 16x16x16": (GEMM, "i=16,j=16,k=16"),
-    "gemm 32x24x40": (GEMM, "i=32,j=24,k=40"),
-    "gemv 48x40": (GEMV, "i=48,k=40"),
-    "conv 3x3 pad 1, 8x4 ch, 6x6": (CONV_PAD, "k=8,c=4,x=6,y=6,r=3,s=3"),
-}
-# which workloads each configuration runs (an intrinsic runs what it can implement)
-PLAN = {
-    "gemm 4x4 systolic ws": ("gemm 16x16x16", "gemm 32x24x40", "conv 3x3 pad 1, 8x4 ch, 6x6"),
-    "gemv 4x6 none os": ("gemv 48x40", "gemm 16x16x16"),
-    "dot 8 systolic os": ("gemv 48x40", "gemm 16x16x16"),
-}
+#: The calibration programs, grouped by configuration (one simulator process each).
+PLAN = {name: [c for c in calibration_cases() if c.config_name == name]
+        for name in CALIBRATION_CONFIGS}
 
 
 #: Where each latency term of `CostParameters` comes from (printed under the table).
@@ -175,26 +154,25 @@ class Comparison:
         return self.accelerator_cycles / self.rtl["cycles"]
 
 
-def compare(config_name: str, workload_names: tuple[str, ...], latency: int = 0,
-            seed: int = 1) -> list[Comparison]:
-    """Run ``workload_names`` on one configuration's RTL and evaluate the model on each."""
-    config = CONFIGS[config_name]
-    workloads = [parse_workload(*WORKLOADS[name], name=name.split()[0])
-                 for name in workload_names]
+def compare(cases: list[FidelityCase], latency: int = 0, seed: int = 1) -> list[Comparison]:
+    """Run one configuration's calibration ``cases`` on its RTL and evaluate the model on each."""
+    config = cases[0].config
+    workloads = [case.workload() for case in cases]
     mappings = [default_mapping(w, config) for w in workloads]
-    cases = [RtlCase(w, m, seed=seed) for w, m in zip(workloads, mappings, strict=True)]
+    rtl_cases = [RtlCase(w, m, seed=seed) for w, m in zip(workloads, mappings, strict=True)]
     options = RunOptions(timing=DramTiming(latency=latency), seed=seed)
-    results = run_programs_on_rtl(config, cases, options)
+    results = run_programs_on_rtl(config, rtl_cases, options)
     parameters = rtl_parameters(latency)
     comparisons = []
-    for name, workload, mapping, result in zip(workload_names, workloads, mappings, results,
+    for case, workload, mapping, result in zip(cases, workloads, mappings, results,
                                                strict=True):
         model = evaluate_mapping(workload, mapping, config, parameters)
         rtl = {"cycles": result.cycles, "load_cycles": result.load_busy,
                "compute_cycles": result.compute_busy, "store_cycles": result.store_busy,
                "bank_conflicts": result.bank_conflict_stalls}
         counts = instruction_counts(generate(workload, mapping, config), config)
-        comparisons.append(Comparison(config_name, name, result.match, model, rtl, counts))
+        comparisons.append(Comparison(case.config_name, f"{case.kind} {case.sizes}",
+                                      result.match, model, rtl, counts))
     return comparisons
 
 
@@ -234,8 +212,8 @@ def unit_terms(comparisons: list[Comparison]) -> list[str]:
     per_row, per_load = np.linalg.lstsq(load, load_busy, rcond=None)[0]
     per_store = [(c.rtl["store_cycles"] - c.counts["store_beats"]) / c.counts["stores"]
                  for c in comparisons]
-    ws = [c for c in comparisons if c.config == "gemm 4x4 systolic ws"]
-    beats = len(plan_for(CONFIGS["gemm 4x4 systolic ws"]).beats)
+    ws = [c for c in comparisons if c.config == "gemm4x4-systolic-ws"]
+    beats = len(plan_for(CALIBRATION_CONFIGS["gemm4x4-systolic-ws"]).beats)
     streamed = [beats * c.counts["mac_steps"] + c.counts["zero_lines"] for c in ws]
     overheads = ", ".join(
         f"{c.workload}: RTL {c.rtl['compute_cycles'] - s:,.0f}, model "
@@ -257,8 +235,8 @@ def controller_terms(latency: int = 0) -> list[str]:
     is not checked: the programs only move data), beside what the model takes for the gate's
     gap and the fetch of an instruction. A unit alone shows its busy cycles plus the gate's
     gap; mixes of units, whose own times overlap, show the fetch."""
-    config = CONFIGS["dot 8 systolic os"]
-    workload = parse_workload(*WORKLOADS["gemm 16x16x16"], name="gemm")
+    config = CALIBRATION_CONFIGS["dot8-systolic-os"]
+    workload = parse_workload(TEXTS["gemm"], "i=16,j=16,k=16", name="gemm")
     mapping = default_mapping(workload, config)
     program = generate(workload, mapping, config)
     bare = {"pop_prev": False, "pop_next": False, "push_prev": False, "push_next": False}
@@ -299,15 +277,6 @@ def table(comparisons: list[Comparison]) -> list[str]:
                      f"{c.accelerator_cycles:,.0f} | {c.rtl['cycles']:,} | {c.ratio:.2f} | "
                      f"{c.model['host_cycles']:,.0f} | {units} |")
     return lines
-
-
-def rtl_commit() -> str:
-    """The commit the RTL came from, marked when hw/ has uncommitted changes."""
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                          capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--", "hw"], cwd=ROOT,
-                           capture_output=True, text=True).stdout.strip()
-    return head + (" (hw/ modified)" if dirty else "")
 
 
 REPORT = ROOT / "docs" / "cost_model.md"
@@ -368,11 +337,11 @@ def main() -> None:
     commit = rtl_commit()
     print(f"RTL at {commit}; DRAM latency {args.latency} cycles")
     comparisons = []
-    for name, workloads in PLAN.items():
+    for name, cases in PLAN.items():
         if args.only and not any(part in name for part in args.only):
             continue
         started = time.perf_counter()
-        comparisons += compare(name, workloads, args.latency)
+        comparisons += compare(cases, args.latency)
         print(f"{name}: {time.perf_counter() - started:.0f} s (build or cache + runs)",
               flush=True)
     controller = controller_terms(args.latency)

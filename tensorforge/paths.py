@@ -37,3 +37,27 @@ def repo_root() -> Path | None:
     """The source checkout this package runs from, when it runs from one (editable install)."""
     here = Path(__file__).resolve().parent.parent
     return here if (here / "pyproject.toml").is_file() else None
+
+
+def rtl_commit() -> str:
+    """The checkout's commit, for reports of results made from its RTL: ``+ uncommitted hw/
+    changes`` is appended when hw/ differs from it, and ``unknown`` is returned outside a git
+    checkout (an installed package)."""
+    import subprocess
+
+    root = repo_root()
+    if root is None:
+        return "unknown"
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
+                                  check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            return ""
+
+    head = git("rev-parse", "--short", "HEAD")
+    if not head:
+        return "unknown"
+    return head + (" + uncommitted hw/ changes" if git("status", "--porcelain", "--", "hw")
+                   else "")

@@ -1,0 +1,231 @@
+"""How well the cost model predicts the RTL: run programs on both and measure the agreement.
+
+The sweep ranks designs by `dse.cost_model`, so its agreement with the Verilator model of the
+generated RTL on programs it was not fitted on is the number that says whether a sweep can be
+trusted. `validate` runs `FidelityCase` programs (`dse.fidelity_cases`) on the RTL and asks the
+model for the same program under the same DRAM timing (`model_cycles`), and `Agreement`
+summarizes the pairs: per-case relative error, mean and max absolute error, and the rank
+correlations (Spearman, Kendall) that decide whether the model orders designs as the RTL does.
+
+RTL runs are the expensive part (a Verilator build per configuration, then seconds a
+program), so each result is kept in the result store keyed by the content hash of everything
+that decides it: the hardware sources, the configuration, the encoded program, the input
+image and the DRAM timing. Editing the model never invalidates them; editing the hardware or
+the compiler's output does. Configurations run in parallel worker processes, one simulator
+process each.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from multiprocessing import get_context
+
+import numpy as np
+
+from tensorforge.compiler.mapping import Mapping
+from tensorforge.compiler.workload import Workload
+from tensorforge.config import AcceleratorConfig
+from tensorforge.dse.fidelity_cases import FidelityCase
+from tensorforge.hashing import stable_hash
+from tensorforge.store import ResultStore
+
+logger = logging.getLogger(__name__)
+
+STORE_KIND = "fidelity_rtl"
+#: The held-out targets of issue 14: the sweep's model must meet them on programs it never saw.
+TARGET_MEAN_ERROR = 0.05
+TARGET_MAX_ERROR = 0.10
+TARGET_SPEARMAN = 0.98
+
+
+def model_prediction(workload: Workload, mapping: Mapping, config: AcceleratorConfig,
+                     dram_latency: int = 0) -> dict[str, float]:
+    """The cost model's row for one mapping under a DRAM that adds ``dram_latency`` cycles per
+    burst, with ``accelerator_cycles``: its cycles without the host-side copy of a gathered or
+    im2col layout, which happens before the RTL starts counting."""
+    from tensorforge.dse.cost_model import evaluate_mapping, rtl_parameters
+
+    row = evaluate_mapping(workload, mapping, config, rtl_parameters(dram_latency))
+    row["accelerator_cycles"] = row["cycles"] - row["host_cycles"]
+    return row
+
+
+def model_cycles(workload: Workload, mapping: Mapping, config: AcceleratorConfig,
+                 dram_latency: int = 0) -> float:
+    """The cost model's accelerator cycles for exactly this program (see `model_prediction`)."""
+    return model_prediction(workload, mapping, config, dram_latency)["accelerator_cycles"]
+
+
+@dataclass(frozen=True)
+class RtlMeasurement:
+    """What the RTL said about one program (the stored payload)."""
+
+    cycles: int
+    match: bool
+    load_busy: int
+    compute_busy: int
+    store_busy: int
+    instructions: int
+    sim_seconds: float
+
+
+@dataclass(frozen=True)
+class CaseOutcome:
+    """A case with the RTL's measurement and the model's prediction."""
+
+    case: FidelityCase
+    rtl: RtlMeasurement
+    model: dict[str, float]
+    cached: bool
+
+    @property
+    def model_cycles(self) -> float:
+        return self.model["accelerator_cycles"]
+
+    @property
+    def error(self) -> float:
+        """Model / RTL - 1: above 0 the model is pessimistic."""
+        return self.model_cycles / self.rtl.cycles - 1
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    case: FidelityCase
+    key: str
+    program: object
+    inputs: dict
+
+
+def _prepare(case: FidelityCase) -> _Prepared:
+    """Compile the case and hash what decides its RTL run."""
+    from tensorforge.compiler.codegen import generate
+    from tensorforge.isa import encode_program
+    from tensorforge.sim.rtl_run import hardware_digest
+
+    workload = case.workload()
+    program = generate(workload, case.resolve_mapping(), case.config)
+    inputs = workload.random_inputs(np.random.default_rng(case.seed))
+    image = hashlib.sha256(bytes(program.pack_inputs(inputs))).hexdigest()
+    key = stable_hash(hardware_digest(), case.config.to_json(), image,
+                      encode_program(list(program.instructions)).hex(),
+                      program.instruction_base, case.dram_latency)
+    return _Prepared(case, key, program, inputs)
+
+
+def _run_config(cases: Sequence[FidelityCase]) -> list[tuple[str, dict]]:
+    """Run one configuration's cases on its RTL (one simulator process per DRAM latency).
+
+    A worker-process entry point: returns (key, measurement) pairs for the caller to store.
+    """
+    from tensorforge.sim.rtl_jobs import DramTiming
+    from tensorforge.sim.rtl_run import RtlCase, RunOptions, run_programs_on_rtl
+
+    prepared = [_prepare(case) for case in cases]
+    config = cases[0].config
+    out = []
+    for latency in sorted({p.case.dram_latency for p in prepared}):
+        group = [p for p in prepared if p.case.dram_latency == latency]
+        rtl_cases = [RtlCase(p.case.workload(), inputs=p.inputs, seed=p.case.seed,
+                             program=p.program) for p in group]
+        options = RunOptions(timing=DramTiming(latency=latency), seed=group[0].case.seed)
+        for p, result in zip(group, run_programs_on_rtl(config, rtl_cases, options),
+                             strict=True):
+            out.append((p.key, {
+                "cycles": result.cycles, "match": result.match,
+                "load_busy": result.load_busy, "compute_busy": result.compute_busy,
+                "store_busy": result.store_busy, "instructions": result.instructions,
+                "sim_seconds": result.sim_seconds,
+            }))
+    return out
+
+
+def validate(cases: Sequence[FidelityCase], *, jobs: int = 1,
+             store: ResultStore | None = None,
+             progress: Callable[[str], None] | None = None) -> list[CaseOutcome]:
+    """Every case on the RTL (from the store where it ran before) beside the model; in order.
+
+    Configurations with a case missing from the store run in ``jobs`` worker processes; each
+    result is stored as soon as its configuration finishes, so an interrupted validation
+    resumes where it stopped.
+    """
+    store = store or ResultStore()
+    prepared = {case.name: _prepare(case) for case in cases}
+    stored = {name: store.get(STORE_KIND, p.key) for name, p in prepared.items()}
+    missing: dict[str, list[FidelityCase]] = {}
+    for case in cases:
+        if stored[case.name] is None:
+            missing.setdefault(case.config_name, []).append(case)
+    fresh: dict[str, dict] = {}
+    if missing:
+        def record(pairs: list[tuple[str, dict]]) -> None:
+            for key, payload in pairs:
+                store.put(STORE_KIND, key, payload)
+                fresh[key] = payload
+
+        if jobs <= 1 or len(missing) == 1:
+            for name, group in missing.items():
+                record(_run_config(group))
+                if progress:
+                    progress(f"{name}: {len(group)} programs on RTL")
+        else:
+            with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+                futures = {pool.submit(_run_config, group): name
+                           for name, group in missing.items()}
+                for future in as_completed(futures):
+                    record(future.result())
+                    if progress:
+                        progress(f"{futures[future]}: {len(missing[futures[future]])} "
+                                 "programs on RTL")
+    outcomes = []
+    for case in cases:
+        p = prepared[case.name]
+        entry = stored[case.name]
+        payload = entry.payload if entry is not None else fresh[p.key]
+        model = model_prediction(case.workload(), p.program.mapping, case.config,
+                                 case.dram_latency)
+        outcomes.append(CaseOutcome(case, RtlMeasurement(**payload), model, entry is not None))
+    return outcomes
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Model against RTL over a set of programs."""
+
+    count: int
+    mean_abs_error: float
+    max_abs_error: float
+    worst: str
+    spearman: float
+    kendall: float
+    bias: float  # mean signed error: above 0 the model is pessimistic on average
+
+    @classmethod
+    def of(cls, outcomes: Sequence[CaseOutcome]) -> Agreement:
+        from scipy.stats import kendalltau, spearmanr
+
+        if not outcomes:
+            raise ValueError("no outcomes to summarize")
+        errors = np.array([o.error for o in outcomes])
+        model = np.array([o.model_cycles for o in outcomes])
+        rtl = np.array([o.rtl.cycles for o in outcomes], dtype=float)
+        worst = int(np.argmax(np.abs(errors)))
+        rank = len(outcomes) > 2
+        return cls(
+            count=len(outcomes),
+            mean_abs_error=float(np.mean(np.abs(errors))),
+            max_abs_error=float(np.abs(errors[worst])),
+            worst=outcomes[worst].case.name,
+            spearman=float(spearmanr(model, rtl).statistic) if rank else math.nan,
+            kendall=float(kendalltau(model, rtl).statistic) if rank else math.nan,
+            bias=float(np.mean(errors)),
+        )
+
+    def meets_targets(self) -> bool:
+        return (self.mean_abs_error <= TARGET_MEAN_ERROR
+                and self.max_abs_error <= TARGET_MAX_ERROR
+                and self.spearman >= TARGET_SPEARMAN)
