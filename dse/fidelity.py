@@ -37,6 +37,8 @@ from tensorforge.store import ResultStore
 logger = logging.getLogger(__name__)
 
 STORE_KIND = "fidelity_rtl"
+#: How reports name the model whose cycles they quote.
+MODEL_NAME = "analytical cost model (dse/cost_model.py)"
 #: The held-out targets of issue 14: the sweep's model must meet them on programs it never saw.
 TARGET_MEAN_ERROR = 0.05
 TARGET_MAX_ERROR = 0.10

@@ -3,7 +3,9 @@
 Compiles the workload for the accelerator the hardware flags describe, runs it on the
 Verilator model of that accelerator with seeded random inputs, compares the output with the
 numpy reference, and reports the accelerator's counters: cycles, ideal cycles (MACs / PEs),
-PE utilization, unit busy cycles, bank conflicts, token waits and DRAM traffic. ``--power``
+PE utilization, unit busy cycles, bank conflicts, token waits and DRAM traffic, and beside
+them the sweep's cost model's cycles for the same program and DRAM timing (``model_cycles``,
+with ``model_error``: model / RTL - 1; its held-out error is in docs/fidelity.md). ``--power``
 also records the run's switching activity and synthesizes the design with it (area, power,
 energy). A result that differs from numpy prints the first differing elements and exits 1.
 """
@@ -56,6 +58,8 @@ def _print_table(summary: dict, power: dict | None) -> None:
         ("matches numpy", verdict),
         ("cycles", f"{summary['cycles']:,}"),
         ("ideal cycles (MACs / PEs)", f"{summary['ideal_cycles']:,.1f}"),
+        (f"model cycles ({summary['model']})",
+         f"{summary['model_cycles']:,.0f} ({summary['model_error']:+.1%})"),
         ("PE utilization", f"{summary['utilization']:.1%}"),
         ("load / compute / store busy",
          f"{summary['load_busy']:,} / {summary['compute_busy']:,} / {summary['store_busy']:,}"),
@@ -78,6 +82,16 @@ def _print_table(summary: dict, power: dict | None) -> None:
     Console().print(table)
 
 
+def model_summary(workload, mapping, config, dram_latency: int, rtl_cycles: int) -> dict:
+    """The sweep's cost model on the same program and DRAM timing: its cycles, which model
+    made them, and their error against this run."""
+    from tensorforge.dse.fidelity import MODEL_NAME, model_cycles
+
+    cycles = model_cycles(workload, mapping, config, dram_latency)
+    return {"model": MODEL_NAME, "model_cycles": cycles,
+            "model_error": cycles / rtl_cycles - 1 if rtl_cycles else None}
+
+
 def run(args: argparse.Namespace) -> int:
     from tensorforge.api import resolve_mapping
     from tensorforge.sim.rtl_run import run_on_rtl
@@ -91,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
         activity=args.power,
     )
     summary = result.to_dict()
+    summary.update(model_summary(workload, mapping, config, args.dram_latency, result.cycles))
     power = None
     if args.power:
         from tensorforge.hw.accelerator import TOP_NAME
