@@ -21,6 +21,7 @@ COMMANDS = (
     "compile",
     "simulate",
     "synth",
+    "validate",
     "explore",
     "demo",
 )
