@@ -1,4 +1,4 @@
-"""The ASIC-style flow: Yosys maps onto the OSU 0.18um cells, OpenSTA times it and sizes power.
+"""The ASIC-style flow: Yosys maps onto a technology's cells, OpenSTA times it and sizes power.
 
 The co-design search needs area and power that respond to the design the way silicon would,
 which LUT counts do not. So the Verilog is mapped onto a real standard-cell library (flip-flops
@@ -8,18 +8,21 @@ ABC maps towards the clock period and buffers and sizes as it goes (`abc_command
 with hundreds of loads gets a buffer tree instead of one X1 driver, as in a real synthesis.
 There is no placement or wiring: area is cell area, and timing and power ignore wire loads.
 
+The technology (`tensorforge.fpga.technology`) is IHP SG13G2 by default (``tech=
+"ihp-sg13g2"``: the foundry's 130 nm cells and SRAM macros) or OSU 0.18 um (``"osu018"``:
+qflow's cells and an analytical memory compiler); it names the cells and maps the memories.
+
 Memories (``amaranth.lib.memory``) become SRAM macros by default (``memories="macros"``), as in
-a real flow: after Yosys' coarse synthesis every ``$mem_v2`` cell whose read ports are all
-synchronous is turned into a black-box cell of the analytical memory compiler in `sram`, whose
-Liberty file OpenSTA reads next to the standard cells, so paths into and out of a macro are
-timed with its setup and access time. Macro area, leakage and access power (each port used in
-``activity`` of the cycles) are added to the logic's. ``memories="flops"`` builds memories from
-flip-flops and multiplexers instead (small register files, and the old behaviour); memories
-with an asynchronous read port always do.
+a real flow: after Yosys' coarse synthesis the ``$mem_v2`` cells are dumped and the technology
+turns those it can into macros (IHP: arrays of foundry macros picked by `macro_picker`, behind
+a wrapper of decode and multiplexing logic; OSU: one analytical black box each), whose Liberty
+files OpenSTA reads next to the standard cells, so paths into and out of a macro are timed
+with its own timing. The others stay flip-flops, and the report says which and why
+(``memory_map``). ``memories="flops"`` builds every memory from flip-flops and multiplexers.
 
 The netlist OpenSTA reads is kept to the structural Verilog its reader accepts: no
 concatenations on the left of an ``assign`` (internal buses are split into bits and aliases
-purged), no ``x`` constants, constants in binary.
+purged), no ``x`` constants, constants in binary, and no ``signed`` declarations.
 """
 
 from __future__ import annotations
@@ -27,29 +30,18 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tensorforge.errors import ConfigError
 from tensorforge.fpga.cache import SynthesisReport, cached_synthesis, run_directory
+from tensorforge.fpga.memories import MemoryMapping, parse_memories
 from tensorforge.fpga.opensta import PowerReport, run_sta, sta_script
-from tensorforge.fpga.sram import (
-    SramGeometry,
-    SramMacro,
-    blackbox_verilog,
-    characterize,
-    liberty,
-)
-from tensorforge.fpga.tools import (
-    OPENSTA,
-    YOSYS,
-    find_osu018_liberty,
-    log_tail,
-    tool_version,
-)
+from tensorforge.fpga.technology import DEFAULT_TECH, Technology, technology
+from tensorforge.fpga.tools import OPENSTA, YOSYS, log_tail, tool_version
 from tensorforge.fpga.yosys import check_top_name, read_stat, run_yosys, stat_command
-from tensorforge.hashing import stable_hash
 from tensorforge.store import ResultStore
 
 logger = logging.getLogger(__name__)
@@ -60,15 +52,11 @@ CLOCK_NAMES = ("clk", "clock")
 MEMORY_MODES = ("macros", "flops")
 COARSE_DESIGN = "coarse.il"
 MEMORY_DUMP = "memories.txt"
-MACRO_VERILOG = "macros.v"
-MACRO_LIBERTY = "macros.lib"
 ABC_CONSTRAINTS = "abc.constr"
-# What ABC assumes drives each of its inputs (flip-flop outputs, ports) and loads each of its
-# outputs while it buffers and sizes the logic: a small buffer, and a few gate inputs (pF).
-ABC_DRIVING_CELL = "BUFX2"
-ABC_OUTPUT_LOAD_PF = 0.05
+CELL_LIBERTY = "cells.lib"
 
 _INPUT = re.compile(r"^\s*input\s+(?:\[[^\]]*\]\s*)?([A-Za-z_][A-Za-z0-9_$]*)\s*;", re.MULTILINE)
+_SIGNED = re.compile(r"^(\s*(?:input|output|inout|wire|reg)\s+)signed\s+", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -82,6 +70,7 @@ class AsicOptions:
     clock_port: str | None = None
     liberty_hash: str = ""
     memories: str = "macros"
+    tech: str = DEFAULT_TECH
 
     def __post_init__(self) -> None:
         if self.memories not in MEMORY_MODES:
@@ -100,12 +89,13 @@ class AsicOptions:
 
 @dataclass(frozen=True)
 class AsicReport(SynthesisReport):
-    """Cell area, worst setup path and power of one design in OSU 0.18um cells and SRAM macros.
+    """Cell area, worst setup path and power of one design in a technology's cells and macros.
 
-    ``area_um2`` = ``logic_area_um2`` (standard cells) + ``macro_area_um2``; ``power_mw``
-    includes the macros' leakage and, in ``internal``, their access power (``macro_power_mw``);
-    ``critical_path_ns`` is at least the slowest macro's access plus setup time. ``macros``
-    lists each macro instance (cell, words, bits, ports and its characterization).
+    ``tech`` names the technology. ``area_um2`` = ``logic_area_um2`` (standard cells) +
+    ``macro_area_um2``; ``power_mw`` includes the macros' leakage and, in ``internal``, their
+    access power (``macro_power_mw``); ``critical_path_ns`` includes the paths through the
+    macros. ``macros`` lists each memory built from macros (cell, how many, their
+    characterization), ``memory_map`` every memory with what it became and why.
     """
 
     top: str
@@ -125,6 +115,9 @@ class AsicReport(SynthesisReport):
     macro_access_ns: float = 0.0
     macro_power_mw: float = 0.0
     macros: list[dict[str, Any]] = field(default_factory=list)
+    tech: str = DEFAULT_TECH
+    macro_leakage_mw: float = 0.0
+    memory_map: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def _decode(cls, values: dict[str, Any]) -> dict[str, Any]:
@@ -139,6 +132,7 @@ class AsicReport(SynthesisReport):
             "critical_path_ns": self.critical_path_ns,
             "slack_ns": self.slack_ns,
             "power_mw": dataclasses.asdict(self.power_mw),
+            "tech": self.tech,
             "clock_ns": self.clock_ns,
             "clock_port": self.clock_port,
             "activity": self.activity,
@@ -149,7 +143,9 @@ class AsicReport(SynthesisReport):
             "macro_area_um2": self.macro_area_um2,
             "macro_access_ns": self.macro_access_ns,
             "macro_power_mw": self.macro_power_mw,
+            "macro_leakage_mw": self.macro_leakage_mw,
             "macros": self.macros,
+            "memory_map": self.memory_map,
             "cached": self.cached,
             "key": self.key,
         }
@@ -159,6 +155,7 @@ def synthesize_asic(
     verilog: str,
     top: str,
     *,
+    tech: str = DEFAULT_TECH,
     clock_ns: float = 10.0,
     activity: float = 0.1,
     port_activity: dict[str, float] | None = None,
@@ -168,30 +165,33 @@ def synthesize_asic(
     store: ResultStore | None = None,
     use_cache: bool = True,
 ) -> AsicReport:
-    """Map ``verilog`` onto OSU 0.18um cells and report area, timing and power.
+    """Map ``verilog`` onto the cells of ``tech`` and report area, timing and power.
 
-    ``activity`` is the switching activity of every input (transitions per clock period),
-    ``port_activity`` overrides it per input port (bus names cover all their bits).
-    ``clock_port`` defaults to an input called ``clk`` or ``clock``; without one the design is
-    timed against a virtual clock of ``clock_ns``. ``memories`` is ``"macros"`` (SRAM macros,
-    see the module docstring) or ``"flops"``. ``timeout_s`` bounds each tool run. The result
-    is stored and returned from the store on later calls.
+    ``tech`` is ``"ihp-sg13g2"`` (the default) or ``"osu018"``. ``activity`` is the switching
+    activity of every input (transitions per clock period), ``port_activity`` overrides it per
+    input port (bus names cover all their bits). ``clock_port`` defaults to an input called
+    ``clk`` or ``clock``; without one the design is timed against a virtual clock of
+    ``clock_ns``. ``memories`` is ``"macros"`` (SRAM macros, see the module docstring) or
+    ``"flops"``. ``timeout_s`` bounds each tool run. The result is stored and returned from the
+    store on later calls.
     """
     check_top_name(top)
-    liberty = find_osu018_liberty()
+    target = technology(tech)
+    liberty = target.liberty()
     options = AsicOptions(
         top=top,
         clock_ns=clock_ns,
         activity=activity,
         port_activity=dict(port_activity or {}),
         clock_port=clock_port,
-        liberty_hash=stable_hash(liberty.read_bytes()),
+        liberty_hash=target.digest(),
         memories=memories,
+        tech=target.name,
     )
 
     def run(key: str) -> AsicReport:
         with run_directory("asic", key) as run_dir:
-            return _run_flow(verilog, options, liberty, run_dir, timeout_s, key)
+            return _run_flow(verilog, options, target, liberty, run_dir, timeout_s, key)
 
     return cached_synthesis(
         "asic", verilog, options, run, AsicReport, store=store, use_cache=use_cache
@@ -201,6 +201,7 @@ def synthesize_asic(
 def _run_flow(
     verilog: str,
     options: AsicOptions,
+    target: Technology,
     liberty_path: Path,
     run_dir: Path,
     timeout_s: float,
@@ -208,7 +209,8 @@ def _run_flow(
 ) -> AsicReport:
     top = options.top
     seconds: dict[str, float] = {}
-    macros: list[tuple[str, SramMacro]] = []
+    accesses_per_cycle = min(1.0, options.activity)
+    mapping = MemoryMapping()
     if options.memories == "macros":
         coarse = run_yosys(
             verilog,
@@ -219,29 +221,26 @@ def _run_flow(
         )
         seconds["yosys_coarse"] = round(coarse.seconds, 3)
         memories = parse_memories((run_dir / MEMORY_DUMP).read_text())
-        macros = [(name, characterize(geometry)) for name, geometry in macro_memories(memories)]
-        front = [f"read_rtlil {COARSE_DESIGN}"]
-        if macros:
-            (run_dir / MACRO_VERILOG).write_text(blackbox_verilog(m.geometry for _, m in macros))
-            (run_dir / MACRO_LIBERTY).write_text(liberty(m for _, m in macros))
-            front.append(f"read_verilog -lib {MACRO_VERILOG}")
-            unset = " ".join(f"-unset {p}" for p in MEM_V2_PARAMETERS)
-            front += [f"setparam -type {macro.geometry.name} {unset} {top}/{name}"
-                      for name, macro in macros]
-        front.append(f"synth -top {top} -run fine:")
+        mapping = target.map_memories(memories, run_dir, top, accesses_per_cycle,
+                                      options.clock_ns)
+        front = [f"read_rtlil {COARSE_DESIGN}", *mapping.yosys_commands,
+                 f"synth -top {top} -run fine:"]
         verilog_in: str | None = None
     else:
         front = [f"synth -flatten -top {top}"]
         verilog_in = verilog
-    (run_dir / ABC_CONSTRAINTS).write_text(abc_constraints())
+    (run_dir / ABC_CONSTRAINTS).write_text(abc_constraints(target))
+    # YoWASP's Yosys sees the host's /tmp only as its own scratch directory, so a liberty in
+    # a cache under /tmp (tests, TENSORFORGE_CACHE) is read from a copy beside the design.
+    shutil.copyfile(liberty_path, run_dir / CELL_LIBERTY)
     yosys = run_yosys(
         verilog_in,
         [
             *front,
-            f'dfflibmap -liberty "{liberty_path}"',
-            abc_command(liberty_path, options.clock_ns),
+            f"dfflibmap -liberty {CELL_LIBERTY}{_dont_use(target)}",
+            abc_command(Path(CELL_LIBERTY), options.clock_ns, target),
             *STA_NETLIST_CLEANUP,
-            stat_command(liberty_path),
+            stat_command(Path(CELL_LIBERTY)),
             f"write_verilog -noattr -noexpr -nohex -nodec {MAPPED_NETLIST}",
         ],
         run_dir=run_dir,
@@ -249,14 +248,17 @@ def _run_flow(
     )
     seconds["yosys"] = round(yosys.seconds, 3)
     stat = read_stat(run_dir, top)
-    inputs = input_ports((run_dir / MAPPED_NETLIST).read_text())
+    netlist_path = run_dir / MAPPED_NETLIST
+    netlist = strip_signed(netlist_path.read_text())
+    netlist_path.write_text(netlist)
+    inputs = input_ports(netlist)
     clock_port = options.clock_port or detect_clock(inputs)
     _check_ports(options, inputs, clock_port)
     if clock_port is None:
         logger.info("%s has no clock input; timing it against a virtual clock", top)
     script = sta_script(
         liberty=liberty_path,
-        extra_liberties=[run_dir / MACRO_LIBERTY] if macros else [],
+        extra_liberties=list(mapping.sta_liberties),
         netlist=MAPPED_NETLIST,
         top=top,
         clock_port=clock_port,
@@ -267,11 +269,11 @@ def _run_flow(
     sta = run_sta(script, run_dir=run_dir, clock_ns=options.clock_ns, timeout_s=timeout_s)
     seconds["sta"] = round(sta.run.seconds, 3)
 
-    access = max((m.access_ns + m.setup_ns for _, m in macros), default=0.0)
-    accesses_per_cycle = min(1.0, options.activity)
-    macro_power = sum(m.dynamic_mw(accesses_per_cycle, options.clock_ns) for _, m in macros)
     power = sta.power_mw
-    if macro_power:
+    if mapping.power_from_sta:
+        macro_power = sta.macro_power_mw.internal + sta.macro_power_mw.switching
+    else:  # analytical macros: their access power is the technology's own estimate
+        macro_power = mapping.dynamic_mw
         power = PowerReport(
             internal=_round6(power.internal + macro_power),
             switching=power.switching,
@@ -279,14 +281,14 @@ def _run_flow(
             total=_round6(power.total + macro_power),
         )
     logic_area = stat.area or 0.0
-    macro_area = sum(m.area_um2 for _, m in macros)
+    access = mapping.access_ns
     return AsicReport(
         top=top,
         clock_ns=options.clock_ns,
         activity=options.activity,
-        area_um2=round(logic_area + macro_area, 3),
+        area_um2=round(logic_area + mapping.area_um2, 3),
         cells=stat.cells,
-        critical_path_ns=max(sta.critical_path_ns, round(access, 6)),
+        critical_path_ns=max(sta.critical_path_ns, access),
         slack_ns=min(sta.slack_ns, round(options.clock_ns - access, 6)),
         power_mw=power,
         clock_port=clock_port,
@@ -294,11 +296,13 @@ def _run_flow(
         port_activity=options.port_activity,
         memories=options.memories,
         logic_area_um2=logic_area,
-        macro_area_um2=round(macro_area, 3),
-        macro_access_ns=max((m.access_ns for _, m in macros), default=0.0),
+        macro_area_um2=mapping.area_um2,
+        macro_access_ns=max((m["access_ns"] for m in mapping.macros), default=0.0),
         macro_power_mw=_round6(macro_power),
-        macros=[_macro_entry(name, macro, accesses_per_cycle, options.clock_ns)
-                for name, macro in macros],
+        macros=list(mapping.macros),
+        tech=options.tech,
+        macro_leakage_mw=_round6(mapping.leakage_mw),
+        memory_map=list(mapping.choices),
         tool_seconds=seconds,
         tool_versions={"yosys": tool_version(YOSYS), "sta": tool_version(OPENSTA)},
         logs={"yosys": log_tail(yosys.log()), "sta": log_tail(sta.run.log())},
@@ -306,12 +310,16 @@ def _run_flow(
     )
 
 
-def abc_constraints() -> str:
+def abc_constraints(target: Technology) -> str:
     """ABC's ``-constr`` file: the cell driving the mapped logic's inputs and its output load."""
-    return f"set_driving_cell {ABC_DRIVING_CELL}\nset_load {ABC_OUTPUT_LOAD_PF}\n"
+    return f"set_driving_cell {target.abc_driving_cell}\nset_load {target.abc_output_load_pf}\n"
 
 
-def abc_command(liberty_path: Path, clock_ns: float) -> str:
+def _dont_use(target: Technology) -> str:
+    return "".join(f" -dont_use {cell}" for cell in target.dont_use)
+
+
+def abc_command(liberty_path: Path, clock_ns: float, target: Technology) -> str:
     """Map logic with ABC towards the clock period, buffering and sizing as it goes.
 
     With ``-constr`` and a delay target (``-D``, in ps) ABC's script ends in ``buffer; upsize;
@@ -322,7 +330,7 @@ def abc_command(liberty_path: Path, clock_ns: float) -> str:
     out ten times longer than the logic's depth and grew with the design's size.
     """
     return (f'abc -liberty "{liberty_path}" -constr {ABC_CONSTRAINTS} '
-            f"-D {round(clock_ns * 1000)}")
+            f"-D {round(clock_ns * 1000)}{_dont_use(target)}")
 
 
 # Steps between technology mapping and writing the netlist, for OpenSTA's Verilog reader: x
@@ -335,79 +343,14 @@ STA_NETLIST_CLEANUP = (
     "opt_clean -purge",
 )
 
-MEM_V2_PARAMETERS = (
-    "MEMID", "SIZE", "OFFSET", "ABITS", "WIDTH", "INIT", "RD_PORTS", "RD_CLK_ENABLE",
-    "RD_CLK_POLARITY", "RD_TRANSPARENCY_MASK", "RD_COLLISION_X_MASK", "RD_WIDE_CONTINUATION",
-    "RD_CE_OVER_SRST", "RD_ARST_VALUE", "RD_SRST_VALUE", "RD_INIT_VALUE", "WR_PORTS",
-    "WR_CLK_ENABLE", "WR_CLK_POLARITY", "WR_PRIORITY_MASK", "WR_WIDE_CONTINUATION",
-)
 
-_CELL = re.compile(r"^\s*cell \$mem_v2 (\S+)\s*$")
-_PARAMETER = re.compile(r"^\s*parameter \\(\w+) (\S+)")
-_GLOB = re.compile(r"[*?\[\]%]")
+def strip_signed(netlist: str) -> str:
+    """The netlist without ``signed`` in its declarations, which OpenSTA's reader rejects.
 
-
-@dataclass(frozen=True)
-class MemoryCell:
-    """One ``$mem_v2`` cell as Yosys' ``dump`` printed it (its name without the backslash)."""
-
-    name: str
-    parameters: dict[str, str]
-
-    def integer(self, name: str) -> int:
-        return int(self.parameters[name])
-
-    @property
-    def synchronous_read(self) -> bool:
-        """Every read port is clocked (``RD_CLK_ENABLE`` is all ones): an SRAM can do it."""
-        value = self.parameters.get("RD_CLK_ENABLE", "")
-        bits = value.split("'", 1)[1] if "'" in value else ""
-        return bool(bits) and set(bits) == {"1"}
-
-
-def parse_memories(dump: str) -> list[MemoryCell]:
-    """The ``$mem_v2`` cells of a ``dump t:$mem_v2`` output."""
-    cells: list[MemoryCell] = []
-    for line in dump.splitlines():
-        cell = _CELL.match(line)
-        if cell:
-            name = cell[1][1:] if cell[1].startswith("\\") else cell[1]
-            cells.append(MemoryCell(name, {}))
-            continue
-        parameter = _PARAMETER.match(line)
-        if parameter and cells and parameter[1] != "INIT":
-            cells[-1].parameters[parameter[1]] = parameter[2]
-    return cells
-
-
-def macro_memories(memories: list[MemoryCell]) -> list[tuple[str, SramGeometry]]:
-    """The memories that become macros, with their geometry; the others stay flip-flops."""
-    chosen = []
-    for memory in memories:
-        reads, writes = memory.integer("RD_PORTS"), memory.integer("WR_PORTS")
-        if not memory.synchronous_read or not reads or not writes or _GLOB.search(memory.name):
-            logger.info("memory %s stays in flip-flops (asynchronous read, no write port "
-                        "or an unselectable name)", memory.name)
-            continue
-        geometry = SramGeometry(
-            words=memory.integer("SIZE"), bits=memory.integer("WIDTH"), read_ports=reads,
-            write_ports=writes, abits=memory.integer("ABITS"),
-        )
-        chosen.append((memory.name, geometry))
-    return chosen
-
-
-def _macro_entry(name: str, macro: SramMacro, accesses_per_cycle: float,
-                 clock_ns: float) -> dict[str, Any]:
-    g = macro.geometry
-    return {
-        "instance": name, "cell": g.name, "words": g.words, "bits": g.bits,
-        "read_ports": g.read_ports, "write_ports": g.write_ports,
-        "area_um2": macro.area_um2, "access_ns": macro.access_ns, "setup_ns": macro.setup_ns,
-        "read_pj": macro.read_pj, "write_pj": macro.write_pj,
-        "leakage_mw": macro.leakage_nw * 1e-6,
-        "dynamic_mw": _round6(macro.dynamic_mw(accesses_per_cycle, clock_ns)),
-    }
+    Yosys keeps the signedness of ports and wires (``input signed [7:0] x;``); in a netlist of
+    cells it means nothing, and OpenSTA 2.0 stops at it with a syntax error.
+    """
+    return _SIGNED.sub(r"\1", netlist)
 
 
 def _round6(value: float) -> float:

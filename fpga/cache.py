@@ -28,8 +28,9 @@ logger = logging.getLogger(__name__)
 #: Bump a flow's number when its scripts or report parsing change. ecp5 2: purge before ABC9
 #: (Yosys #4349), Yosys' own log; 3: flattened first, multipliers over the DSP budget on LUTs.
 #: asic 3: SRAM macros, OpenSTA-clean netlists (2), buffering and
-#: delay-driven mapping in ABC (3).
-FLOW_REVISIONS = {"ecp5": 3, "asic": 3}
+#: delay-driven mapping in ABC (3); 4: technologies (IHP SG13G2 default, OSU 0.18 um),
+#: unsigned netlists.
+FLOW_REVISIONS = {"ecp5": 3, "asic": 4}
 
 
 @dataclass(frozen=True, kw_only=True)

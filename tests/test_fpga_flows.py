@@ -21,6 +21,10 @@ from tensorforge.store import ResultStore
 
 pytestmark = pytest.mark.synth
 
+# These tests pin the OSU 0.18 um target: its cells and analytical macros (test_fpga_ihp.py
+# has the IHP SG13G2 ones).
+OSU = "osu018"
+
 PAIR = """
 module pair(input clk, input rst, input valid, input clear,
             input [7:0] a0, input [7:0] b0, input [7:0] a1, input [7:0] b1,
@@ -57,17 +61,17 @@ def mac_ecp5(mac_verilog, workspace):
 
 @pytest.fixture(scope="module")
 def mac_asic(mac_verilog, workspace):
-    return synthesize_asic(mac_verilog, "mac", activity=0.1, store=workspace)
+    return synthesize_asic(mac_verilog, "mac", tech=OSU, activity=0.1, store=workspace)
 
 
 @pytest.fixture(scope="module")
 def mac_asic_busy(mac_verilog, workspace):
-    return synthesize_asic(mac_verilog, "mac", activity=0.4, store=workspace)
+    return synthesize_asic(mac_verilog, "mac", tech=OSU, activity=0.4, store=workspace)
 
 
 @pytest.fixture(scope="module")
 def pair_asic(pair_verilog, workspace):
-    return synthesize_asic(pair_verilog, "pair", activity=0.1, store=workspace)
+    return synthesize_asic(pair_verilog, "pair", tech=OSU, activity=0.1, store=workspace)
 
 
 def liberty_cells() -> dict[str, tuple[float, float]]:
@@ -153,8 +157,8 @@ def test_asic_power_rises_with_activity(mac_asic, mac_asic_busy):
 
 
 def test_asic_quiet_port_lowers_power(mac_verilog, mac_asic, workspace):
-    quiet = synthesize_asic(mac_verilog, "mac", activity=0.1, port_activity={"a": 0.0},
-                            store=workspace)
+    quiet = synthesize_asic(mac_verilog, "mac", tech=OSU, activity=0.1,
+                            port_activity={"a": 0.0}, store=workspace)
     assert quiet.power_mw.total < mac_asic.power_mw.total
 
 
@@ -166,7 +170,7 @@ def test_asic_two_macs_have_twice_the_area(mac_asic, pair_asic):
 
 def test_asic_combinational_design_uses_a_virtual_clock(workspace):
     source = "module comb(input [7:0] a, b, output [15:0] y);\n  assign y = a * b;\nendmodule\n"
-    report = synthesize_asic(source, "comb", store=workspace)
+    report = synthesize_asic(source, "comb", tech=OSU, store=workspace)
     assert report.clock_port is None
     assert report.critical_path_ns > 0
     assert report.slack_ns == pytest.approx(report.clock_ns - report.critical_path_ns, abs=1e-3)
@@ -183,7 +187,7 @@ def test_second_synthesis_comes_from_the_store(mac_verilog, mac_ecp5, mac_asic, 
                                                monkeypatch):
     _forbid_tools(monkeypatch)
     ecp5_again = synthesize_ecp5(mac_verilog, "mac", store=workspace)
-    asic_again = synthesize_asic(mac_verilog, "mac", activity=0.1, store=workspace)
+    asic_again = synthesize_asic(mac_verilog, "mac", tech=OSU, activity=0.1, store=workspace)
     assert ecp5_again.cached and asic_again.cached
     assert ecp5_again.key == mac_ecp5.key and asic_again.key == mac_asic.key
     assert ecp5_again == dataclasses.replace(mac_ecp5, cached=True)

@@ -23,6 +23,10 @@ from tensorforge.store import ResultStore
 
 pytestmark = pytest.mark.synth
 
+# These tests pin the OSU 0.18 um target: its cells and analytical macros (test_fpga_ihp.py
+# has the IHP SG13G2 ones).
+OSU = "osu018"
+
 # Constant outputs (with x bits), a port that is another port, concatenated and swapped buses,
 # and a bus whose bits go to non-adjacent places: the shapes behind "syntax error, unexpected
 # '{'" from OpenSTA's Verilog reader on the DMA's netlist.
@@ -81,12 +85,12 @@ def memory_verilog(depth: int) -> str:
 
 @pytest.fixture(scope="module")
 def memory_1k(workspace):
-    return synthesize_asic(memory_verilog(1024), "memblock", store=workspace)
+    return synthesize_asic(memory_verilog(1024), "memblock", tech=OSU, store=workspace)
 
 
 @pytest.fixture(scope="module")
 def memory_2k(workspace):
-    return synthesize_asic(memory_verilog(2048), "memblock", store=workspace)
+    return synthesize_asic(memory_verilog(2048), "memblock", tech=OSU, store=workspace)
 
 
 def liberty_areas() -> dict[str, float]:
@@ -98,7 +102,7 @@ def liberty_areas() -> dict[str, float]:
 
 
 def test_asic_accepts_constants_concatenations_and_port_aliases(workspace):
-    report = synthesize_asic(QUIRKS, "quirks", store=workspace)
+    report = synthesize_asic(QUIRKS, "quirks", tech=OSU, store=workspace)
     areas = liberty_areas()
     assert report.critical_path_ns > 0
     assert report.area_um2 == pytest.approx(
@@ -111,7 +115,7 @@ def test_asic_times_the_dma_load_unit(workspace):
     from tensorforge.dse.calibrate import Design, _config, block_verilog
 
     text, top = block_verilog(Design("dma", _config(2, 2, bus_bits=32)))
-    report = synthesize_asic(text, top, store=workspace)
+    report = synthesize_asic(text, top, tech=OSU, store=workspace)
     assert report.area_um2 > 0
     assert 0 < report.critical_path_ns < report.clock_ns
     assert report.power_mw.total > 0
@@ -137,8 +141,8 @@ def test_asic_buffers_a_net_with_hundreds_of_loads(workspace):
     # Each flip-flop's path is the same mux after the enable register; only the enable's (and
     # the reset's) fanout differs. Unbuffered, one small cell drove every load and OpenSTA's
     # extrapolated delay grew with the count (17x here); a buffer tree adds a few stages.
-    small = synthesize_asic(enable_fanout_verilog(8), "fanout", store=workspace)
-    large = synthesize_asic(enable_fanout_verilog(384), "fanout", store=workspace)
+    small = synthesize_asic(enable_fanout_verilog(8), "fanout", tech=OSU, store=workspace)
+    large = synthesize_asic(enable_fanout_verilog(384), "fanout", tech=OSU, store=workspace)
     assert 0 < small.critical_path_ns <= large.critical_path_ns
     assert large.critical_path_ns < 2 * small.critical_path_ns
 
@@ -195,7 +199,8 @@ def test_macro_timing_and_power_are_in_the_report(memory_1k):
 
 
 def test_flops_option_builds_the_memory_from_flip_flops(workspace):
-    report = synthesize_asic(memory_verilog(16), "memblock", memories="flops", store=workspace)
+    report = synthesize_asic(memory_verilog(16), "memblock", tech=OSU, memories="flops",
+                             store=workspace)
     flops = report.cells_by_type.get("DFFPOSX1", 0) + report.cells_by_type.get("DFFSR", 0)
     assert flops >= 16 * 32 + 32
     assert report.macros == [] and report.macro_area_um2 == 0

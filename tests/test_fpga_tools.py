@@ -80,7 +80,7 @@ def test_liberty_override_and_missing_liberty(tmp_path, monkeypatch):
 def test_asic_flow_without_liberty_fails_before_running_anything(tmp_path, monkeypatch):
     monkeypatch.setenv(tools.OSU018_ENV, str(tmp_path / "absent.lib"))
     with pytest.raises(ToolError) as error:
-        synthesize_asic("module m(); endmodule", "m", store=None)
+        synthesize_asic("module m(); endmodule", "m", tech="osu018", store=None)
     assert "absent.lib" in str(error.value)
 
 

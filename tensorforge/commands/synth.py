@@ -3,7 +3,8 @@
 Prints a table for people, or with ``--json`` one JSON object for scripts. The keys of that
 object are a contract: ecp5 gives ``flow, part, luts, ffs, dsps, brams, fmax_mhz``; asic gives
 ``flow, area_um2, cells, critical_path_ns, slack_ns, power_mw{internal, switching, leakage,
-total}``. More keys may follow; these keep their names and meaning.
+total}`` and ``tech`` (the technology). More keys may follow; these keep their names and
+meaning.
 """
 
 from __future__ import annotations
@@ -14,18 +15,24 @@ from pathlib import Path
 from typing import Any
 
 from tensorforge.errors import ConfigError
+from tensorforge.fpga.technology import DEFAULT_TECH, TECHNOLOGIES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "synth",
-        help="synthesize a Verilog file (ECP5 FPGA or OSU 0.18um ASIC flow)",
+        help="synthesize a Verilog file (ECP5 FPGA, or ASIC on IHP SG13G2 or OSU 0.18um)",
         description="Synthesize a Verilog file and report its resources, timing and power.",
     )
     parser.add_argument("verilog", type=Path, metavar="FILE.v", help="the Verilog source")
     parser.add_argument("--top", required=True, help="name of the top module")
     parser.add_argument("--flow", choices=("ecp5", "asic"), default="ecp5",
-                        help="ecp5: Yosys + nextpnr; asic: Yosys + OSU018 cells + OpenSTA")
+                        help="ecp5: Yosys + nextpnr; asic: Yosys + standard cells and SRAM "
+                             "macros of --tech + OpenSTA")
+    parser.add_argument("--tech", choices=tuple(TECHNOLOGIES), default=DEFAULT_TECH,
+                        help=f"asic: the technology (default {DEFAULT_TECH}: IHP's 130 nm "
+                             f"open PDK with its SRAM macros; osu018: OSU 0.18um cells with "
+                             f"analytical memory macros)")
     parser.add_argument("--part", default="LFE5U-85F", help="ECP5 part (default LFE5U-85F)")
     parser.add_argument("--package", default="CABGA381", help="ECP5 package (default CABGA381)")
     parser.add_argument("--clock-ns", type=float, default=10.0,
@@ -73,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         report = synthesize_asic(
-            verilog, args.top, clock_ns=args.clock_ns, activity=args.activity,
+            verilog, args.top, tech=args.tech, clock_ns=args.clock_ns, activity=args.activity,
             clock_port=args.clock_port, **common,
         )
     summary = report.summary()
@@ -114,8 +121,13 @@ def _rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         ]
     power = summary["power_mw"]
     clock = summary["clock_port"] or "virtual"
+    macros = sum(m.get("count", 1) for m in summary["macros"])
+    flops = sum(1 for m in summary["memory_map"] if m["choice"] == "flops")
     return [
+        ("technology", summary["tech"]),
         ("cell area", f"{summary['area_um2']:.0f} um^2"),
+        ("  of which SRAM macros", f"{summary['macro_area_um2']:.0f} um^2 ({macros} macros)"),
+        ("memories in flip-flops", str(flops)),
         ("cells", str(summary["cells"])),
         ("critical path", f"{summary['critical_path_ns']:.3f} ns"),
         ("slack", f"{summary['slack_ns']:.3f} ns at {summary['clock_ns']:g} ns ({clock})"),
