@@ -1,8 +1,9 @@
 """tensorforge.fpga: synthesis flows that turn Verilog into area, Fmax and power.
 
 `synthesize_ecp5` (Yosys + nextpnr on a Lattice ECP5) and `synthesize_asic` (Yosys onto the
-OSU 0.18um cells + OpenSTA) each return a frozen report and keep it in the result store, keyed
-by the hash of the Verilog, the flow and its options.
+cells and SRAM macros of IHP SG13G2, the default, or OSU 0.18um + OpenSTA) each return a frozen
+report and keep it in the result store, keyed by the hash of the Verilog, the flow and its
+options (the technology among them).
 """
 
 from tensorforge.fpga.asic import AsicReport, synthesize_asic

@@ -54,6 +54,9 @@ DONT_USE = (
     "sg13g2_sdfrbpq_1", "sg13g2_sdfrbpq_2",
 )
 FLIP_FLOP = "sg13g2_dfrbpq_1"
+# Drives one write-enable group's bits of a macro's write mask (what buffering after
+# placement would put there: ABC never sees the macro pins an enable fans out to).
+MASK_BUFFER = "sg13g2_buf_4"
 MULTIPLEXER = "sg13g2_mux2_1"
 # Where the clock-to-output delay of a macro is read for the report (OpenSTA uses the tables).
 NOMINAL_SLEW_NS = 0.1
@@ -240,7 +243,10 @@ def map_memories(memories: list[MemoryCell], run_dir: Path, top: str,
     if not mapped:
         return MemoryMapping(choices=tuple(choices))
     used = sorted({array.macro.cell for _, array in mapped})
-    (run_dir / MACRO_STUBS).write_text("\n".join(stub_verilog(models[c]) for c in used))
+    stubs = [stub_verilog(models[cell]) for cell in used]
+    stubs.append(f"(* blackbox *)\nmodule {MASK_BUFFER}(A, X);\n  input A;\n  output X;\n"
+                 f"endmodule\n")
+    (run_dir / MACRO_STUBS).write_text("\n".join(stubs))
     wrappers, commands = [], [f"read_verilog -lib {MACRO_STUBS}"]
     unset = " ".join(f"-unset {p}" for p in MEM_V2_PARAMETERS)
     for index, (memory, array) in enumerate(mapped):
@@ -351,8 +357,11 @@ def wrapper_verilog(module: str, memory: MemoryCell, array: MacroArray,
             out.append(f"  wire re_{port}_{row} = RD_EN[{port}] & {row_hit(address, row)};")
             out.append(f"  wire [{padded - 1}:0] dout_{port}_{row};")
             for col in range(array.cols):
+                name = f"m_{port}_{row}_{col}"
                 pins = _instance_pins(request.macro_ports, port, row, col, mbits, low_address)
-                out.append(_instance(model, f"m_{port}_{row}_{col}", pins))
+                if macro.bit_mask:
+                    pins["A_BM"] = _write_mask(out, name, request, col * mbits, mbits)
+                out.append(_instance(model, name, pins))
         data = _slice("RD_DATA", port * bits, bits)
         if array.rows == 1:
             out.append(f"  assign {data} = {_slice(f'dout_{port}_0', 0, bits)};")
@@ -372,17 +381,39 @@ def wrapper_verilog(module: str, memory: MemoryCell, array: MacroArray,
 def _instance_pins(ports: int, port: int, row: int, col: int, mbits: int,
                    low_address) -> dict[str, str]:
     write, read = f"we_{row}_{col}", f"re_{port}_{row}"
-    columns = {"DIN": _slice("din", col * mbits, mbits),
-               "BM": _slice("mask", col * mbits, mbits)}
+    din = _slice("din", col * mbits, mbits)
     dout = _slice(f"dout_{port}_{row}", col * mbits, mbits)
     if ports == 1:
         return {"A_CLK": "WR_CLK[0]", "A_MEN": f"{write} | {read}", "A_WEN": write,
-                "A_REN": read, "A_ADDR": low_address("WR_ADDR"), "A_DIN": columns["DIN"],
-                "A_BM": columns["BM"], "A_DOUT": dout}
+                "A_REN": read, "A_ADDR": low_address("WR_ADDR"), "A_DIN": din, "A_DOUT": dout}
     return {"A_CLK": "WR_CLK[0]", "A_MEN": write, "A_WEN": write, "A_REN": "1'b0",
-            "A_ADDR": low_address("WR_ADDR"), "A_DIN": columns["DIN"], "A_BM": columns["BM"],
+            "A_ADDR": low_address("WR_ADDR"), "A_DIN": din,
             "B_CLK": f"RD_CLK[{port}]", "B_MEN": read, "B_WEN": "1'b0", "B_REN": read,
             "B_ADDR": low_address(f"ra{port}"), "B_DOUT": dout}
+
+
+def _write_mask(out: list[str], name: str, request, low: int, width: int) -> str:
+    """The write-mask connection of macro ``name`` (bits ``low`` up of the line).
+
+    A column written by one enable signal needs no mask: its ``*_WEN`` is that enable, so the
+    mask is tied high. Otherwise each enable signal drives its bits of this macro's mask
+    through a buffer of its own; where the signals are unknown, every bit is its own.
+    """
+    groups = request.enable_groups[low:low + width]
+    if len(set(groups)) == 1:
+        return f"{{{width}{{1'b1}}}}"
+    if not groups:
+        return _slice("mask", low, width)
+    wires: dict[int, str] = {}
+    for offset, group in enumerate(groups):
+        if group not in wires:
+            wires[group] = f"{name}_bm{len(wires)}"
+            out += [f"  wire {wires[group]};",
+                    f"  {MASK_BUFFER} {wires[group]}_buf (.A(mask[{low + offset}]), "
+                    f".X({wires[group]}));"]
+    bits = [wires[groups[offset]] if offset < len(groups) else "1'b0"
+            for offset in range(width)]
+    return "{" + ", ".join(reversed(bits)) + "}"
 
 
 def _instance(model: MacroModel, name: str, wanted: dict[str, str]) -> str:
