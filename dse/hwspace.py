@@ -46,6 +46,8 @@ DEFAULT_SPACE: dict[str, Any] = {
     "acc_kib": 32,
     "bus_bits": {"choices": [64, 128, 256]},
     "max_burst": {"low": 4, "high": 64, "power_of_two": True},
+    # fixed until the cost model prices it; a space file may search it, e.g. {choices=[4, 16, 64]}
+    "outstanding": 16,
     "in_bits": 8,
     "acc_bits": 32,
     "conv_taps": 3,
@@ -64,6 +66,7 @@ PRIMITIVES: dict[str, str] = {
     "acc_kib": "accumulator buffer in KiB",
     "bus_bits": "DMA bus width in bits (burstTransfer)",
     "max_burst": "longest AXI burst in beats (burstTransfer)",
+    "outstanding": "bursts each DMA unit keeps in flight (burstTransfer)",
     "in_bits": "operand width in bits",
     "acc_bits": "accumulator width in bits",
     "conv_taps": "kernel taps of the CONV2D intrinsic",
@@ -121,7 +124,11 @@ class HardwareSpace:
                     banks=point["banks"],
                     accumulator=Bytes.kib(point["acc_kib"]),
                 ),
-                dma=DmaConfig(bus_bits=point["bus_bits"], max_burst=point["max_burst"]),
+                dma=DmaConfig(
+                    bus_bits=point["bus_bits"],
+                    max_burst=point["max_burst"],
+                    outstanding=point["outstanding"],
+                ),
                 precision=PrecisionConfig(in_bits=point["in_bits"], acc_bits=point["acc_bits"]),
                 conv_taps=point["conv_taps"],
             )
@@ -147,6 +154,7 @@ class HardwareSpace:
             "acc_kib": _kib(config.scratchpad.accumulator),
             "bus_bits": config.dma.bus_bits,
             "max_burst": config.dma.max_burst,
+            "outstanding": config.dma.outstanding,
             "in_bits": config.precision.in_bits,
             "acc_bits": config.precision.acc_bits,
             "conv_taps": config.conv_taps,

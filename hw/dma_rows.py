@@ -1,5 +1,10 @@
-"""What the DMA's load and store units share: a row's byte geometry, byte masks, taking a
-command, and a typed queue."""
+"""What the DMA's load and store units share: a row's and a run's byte geometry, byte masks,
+taking a command, and a typed queue.
+
+A *run* is what one burst plan covers: the whole tile when its rows lie back to back in DRAM
+(`contiguous`), else one row. `transfer_runs` is the reference both units follow and the
+benches check their bursts against.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,9 @@ from amaranth.lib import data
 from amaranth.lib.fifo import SyncFIFO
 
 from tensorforge.hw.axi import ADDR_BITS
+from tensorforge.isa import FORMATS, Opcode
+
+ROWS_BITS = next(f.bits for f in FORMATS[Opcode.LOAD] if f.name == "rows")
 
 
 def log2(value: int) -> int:
@@ -34,6 +42,42 @@ class RowGeometry:
             self.aligned.eq(start & ~Const(bus_bytes - 1, ADDR_BITS)),
             self.beats.eq((self.offset + self.bytes + bus_bytes - 1) >> log2(bus_bytes)),
         ]
+
+
+class RunGeometry:
+    """Beats of the current run: the whole tile (``whole``, ``whole_bytes``) or ``row``."""
+
+    def __init__(
+        self, m: Module, bus_bytes: int, row: RowGeometry, whole, whole_bytes, line_bytes: int
+    ) -> None:
+        max_bytes = ((1 << ROWS_BITS) - 1) * line_bytes
+        self.max_beats = -(-max_bytes // bus_bytes) + 1
+        run_bytes = Signal(range(max_bytes + 1))
+        self.beats = Signal(range(self.max_beats + 1))
+        m.d.comb += [
+            run_bytes.eq(Mux(whole, whole_bytes, row.bytes)),
+            self.beats.eq(
+                Mux(run_bytes == 0, 0, (row.offset + run_bytes + bus_bytes - 1) >> log2(bus_bytes))
+            ),
+        ]
+
+
+def contiguous(rows: int, row_len: int, stride: int, line_elems: int) -> bool:
+    """Whether a tile's rows lie back to back in DRAM, so one burst plan covers them all."""
+    return rows > 1 and 0 < row_len <= line_elems and stride == row_len
+
+
+def transfer_runs(
+    dram_addr: int, rows: int, row_len: int, stride: int, line_elems: int, elem_bytes: int
+) -> list[tuple[int, int]]:
+    """``(start, bytes)`` of each run of a LOAD or STORE that touches DRAM, in order: one for a
+    `contiguous` tile, else one per row (cut to the line), none for empty rows."""
+    length = min(row_len, line_elems) * elem_bytes
+    if not length or not rows:
+        return []
+    if contiguous(rows, row_len, stride, line_elems):
+        return [(dram_addr, rows * length)]
+    return [(dram_addr + r * stride * elem_bytes, length) for r in range(rows)]
 
 
 def byte_mask(m: Module, count, total: int, name: str) -> Signal:

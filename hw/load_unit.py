@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from amaranth import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from tensorforge.config import AcceleratorConfig
@@ -16,7 +15,15 @@ from tensorforge.hw.axi import (
     axi_read_signature,
     drive_fixed_fields,
 )
-from tensorforge.hw.dma_rows import RowGeometry, accept_command, byte_mask, expand_bytes, log2
+from tensorforge.hw.dma_rows import (
+    Queue,
+    RowGeometry,
+    RunGeometry,
+    accept_command,
+    byte_mask,
+    expand_bytes,
+    log2,
+)
 from tensorforge.hw.ports import acc_write_port, instruction_layout, spad_write_port
 from tensorforge.isa import Buffer, Opcode
 
@@ -24,24 +31,33 @@ from tensorforge.isa import Buffer, Opcode
 class LoadUnit(wiring.Component):
     """Executes LOAD: 2D strided DRAM tile -> scratchpad or accumulator lines, with padding.
 
-    Two halves joined by a queue of row descriptors. The address half walks the rows and issues
-    each row's read bursts on AR, one burst per cycle, without waiting for data; the data half
-    takes R beats in order (one AXI ID, so bursts return in issue order), shifts them into a
-    line and hands each finished line to a one-line output register that writes it.
+    Two halves joined by a queue of *runs*. A run is a stretch of DRAM bytes that fills whole
+    lines one after the other: a LOAD whose rows are contiguous in DRAM (``stride`` equal to
+    ``row_len``, rows not cut at the line) is one run of ``rows`` lines, read as long bursts of
+    up to ``dma.max_burst`` beats that never cross 4 KiB (`plan_bursts` of the whole run); any
+    other LOAD is one run per row. Padding and empty rows are runs of zero lines without
+    beats. The address half plans each run's bursts and issues them on AR, one per cycle,
+    without waiting for data; the data half takes R beats in order (one AXI ID, so bursts
+    return in issue order), gathers their bytes and cuts them into lines, which a one-line
+    output register writes.
 
     Contract: one LOAD at a time; ``idle`` falls in the cycle after ``cmd`` is accepted and rises
-    once the last line is written. Up to ``outstanding_rows`` rows are in flight (planned but
-    not yet assembled), so with that many rows covering the DRAM latency, R beats are taken at
-    ``beats_per_cycle`` = 1 and a row of one beat costs one cycle; zero lines (padding,
-    ``row_len`` 0) take one cycle each. ``error`` is sticky: an R beat came back with a
-    response other than OKAY.
+    once the last line is written. At most ``dma.outstanding`` read bursts are in flight (AR
+    sent, last R beat not yet taken), and the queue holds as many planned runs. R beats are
+    taken at ``beats_per_cycle`` = 1 and lines written at one per cycle, so with enough beats
+    in flight to cover the DRAM latency a LOAD is busy for about ``fixed_cycles`` plus the
+    larger of its beats and its lines: a contiguous LOAD of ``n`` bytes pays the latency once
+    per ``outstanding * max_burst`` beats, a strided one once per ``outstanding`` rows. Zero
+    lines take one cycle each. ``error`` is sticky: an R beat came back with a response other
+    than OKAY.
     """
 
     beats_per_cycle = 1
-    outstanding_rows = 16
+    fixed_cycles = 5
 
     def __init__(self, config: AcceleratorConfig) -> None:
         self.config = config
+        self.outstanding = config.dma.outstanding
         super().__init__(
             {
                 "cmd": In(stream.Signature(instruction_layout(Opcode.LOAD))),
@@ -60,11 +76,11 @@ class LoadUnit(wiring.Component):
         spad_bits = config.spad_line_bytes * 8
         acc_bits = config.acc_line_bytes * 8
         line_bytes = max(config.spad_line_bytes, config.acc_line_bytes)
+        max_elems = max(config.acc_line_elems, config.spad_line_elems)
 
         insn = Signal(instruction_layout(Opcode.LOAD))
         line = Signal.like(insn.line)
         rows_left = Signal.like(insn.rows)
-        pads_left = Signal.like(insn.pad_before)
         row_addr = Signal(ADDR_BITS)
         to_acc = insn.buffer == Buffer.ACC
         elem_shift = Mux(
@@ -73,83 +89,163 @@ class LoadUnit(wiring.Component):
         line_elems = Mux(to_acc, config.acc_line_elems, config.spad_line_elems)
         # Rows are cut to the target buffer's line, not the wider of the two.
         clipped_len = Mux(insn.row_len > line_elems, line_elems, insn.row_len)
-        row = RowGeometry(
-            m,
-            bus_bytes,
-            row_addr,
-            clipped_len,
-            max(config.acc_line_elems, config.spad_line_elems),
-            elem_shift,
-            line_bytes,
-        )
+        row = RowGeometry(m, bus_bytes, row_addr, clipped_len, max_elems, elem_shift, line_bytes)
+        # Worked out as the command is taken (registered): is the tile one run, its elements.
+        whole = Signal()
+        whole_elems = Signal(len(insn.rows) + len(insn.row_len))
+        run = RunGeometry(m, bus_bytes, row, whole, whole_elems << elem_shift, line_bytes)
 
-        # One descriptor per line, in line order; ``bytes`` 0 is a zero line (no beats).
-        descriptor = data.StructLayout(
+        runs_layout = data.StructLayout(
             {
-                "bytes": unsigned(len(row.bytes)),
+                "lines": unsigned(len(insn.rows)),
+                "bytes": unsigned(len(row.bytes)),  # per line; 0: zero lines, no beats
                 "offset": unsigned(len(row.offset)),
-                "beats": unsigned(len(row.beats)),
+                "beats": unsigned(len(run.beats)),
             }
         )
-        m.submodules.rows = rows = SyncFIFO(width=descriptor.size, depth=self.outstanding_rows)
-        pushed = Signal(descriptor)
-        head = Signal(descriptor)
-        m.d.comb += [rows.w_data.eq(pushed), head.eq(rows.r_data)]
+        m.submodules.runs = runs = Queue(runs_layout, max(2, self.outstanding))
 
-        # --- address half: descriptors and AR bursts ------------------------------------------
-        planner = BurstPlanner(bus_bytes, config.dma.max_burst, "load", row.max_beats)
+        # --- address half: runs and AR bursts ---------------------------------------------------
+        planner = BurstPlanner(bus_bytes, config.dma.max_burst, "load", run.max_beats)
         axi = self.axi
+        in_flight = Signal(range(self.outstanding + 1))  # AR sent, last R beat not yet taken
         drive_fixed_fields(m, axi, "ar", config.dma.bus_bits)
         m.d.comb += [
             axi.arid.eq(ReadId.LOAD),
             axi.araddr.eq(planner.address),
             axi.arlen.eq(planner.beats - 1),
+            # in_flight only falls while ARVALID waits, so ARVALID never drops early
+            axi.arvalid.eq(~planner.empty & (in_flight != self.outstanding)),
         ]
         address_sent = axi.arvalid & axi.arready
-        # The current row has no bursts left after this cycle: the next row may be planned now.
-        row_planned = planner.empty | (address_sent & planner.last)
+        burst_done = axi.rvalid & axi.rready & axi.rlast
+        m.d.sync += in_flight.eq(in_flight + address_sent - burst_done)
+        # The current run has no bursts left after this cycle: the next run may be planned now.
+        run_planned = planner.empty | (address_sent & planner.last)
+        with m.If(address_sent):
+            planner.advance(m)
 
-        def zero_lines(then: str) -> None:
-            with m.If(pads_left == 0):
+        def zero_lines(count, then: str) -> None:
+            with m.If(count == 0):
                 m.next = then
-            with m.Elif(rows.w_rdy):
-                m.d.comb += rows.w_en.eq(1)  # a zero line: ``pushed`` stays 0
-                m.d.sync += pads_left.eq(pads_left - 1)
+            with m.Elif(runs.w_rdy):
+                m.d.comb += [runs.w_en.eq(1), runs.pushed.lines.eq(count)]
+                m.next = then
 
-        # --- data half: R beats -> line buffer -> output register -----------------------------
-        beat = Signal.like(row.beats)  # index of the next beat within the head row
-        buffer = Signal(line_bytes * 8)
-        out_valid = Signal()
+        self._cut_lines(m, runs, line, to_acc, line_bytes, spad_bits, acc_bits)
+
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(accept_command(m, self, insn, line, rows_left, row_addr)):
+                    payload = self.cmd.payload
+                    payload_acc = payload.buffer == Buffer.ACC
+                    payload_line = Mux(payload_acc, config.acc_line_elems, config.spad_line_elems)
+                    back_to_back = (payload.stride == payload.row_len) & (
+                        payload.row_len <= payload_line
+                    )
+                    m.d.sync += [
+                        whole.eq((payload.row_len == 0) | back_to_back),
+                        whole_elems.eq(payload.rows * payload.row_len),
+                    ]
+                    with m.If(payload.pad_before == 0):
+                        m.next = "ROWS"
+                    with m.Else():
+                        m.next = "PAD_BEFORE"
+            with m.State("PAD_BEFORE"):
+                zero_lines(insn.pad_before, "ROWS")
+            with m.State("ROWS"):
+                # Plan the next run in the cycle the current one's last burst goes out.
+                with m.If(run_planned):
+                    with m.If(rows_left == 0):
+                        m.next = "PAD_AFTER"
+                    with m.Elif(runs.w_rdy):
+                        m.d.comb += [
+                            runs.w_en.eq(1),
+                            runs.pushed.lines.eq(Mux(whole, rows_left, 1)),
+                            runs.pushed.bytes.eq(row.bytes),
+                            runs.pushed.offset.eq(row.offset),
+                            runs.pushed.beats.eq(run.beats),
+                        ]
+                        planner.start(m, row.aligned, run.beats)
+                        m.d.sync += [
+                            rows_left.eq(Mux(whole, 0, rows_left - 1)),
+                            row_addr.eq(row_addr + (insn.stride << elem_shift)),
+                        ]
+            with m.State("PAD_AFTER"):
+                zero_lines(insn.pad_after, "DRAIN")
+            with m.State("DRAIN"):
+                with m.If(~runs.r_rdy & ~self._out_valid):
+                    m.next = "IDLE"
+        return m
+
+    def _cut_lines(self, m, runs, line, to_acc, line_bytes, spad_bits, acc_bits) -> None:
+        """R beats -> a byte gatherer -> lines of the head run -> the output register.
+
+        The gatherer holds ``have`` bytes of the head run, its first at bit 0. A beat is taken
+        only while they do not yet make a line, so there is always room for one more beat; a
+        line is handed over as soon as the bytes make one (in the cycle its last beat comes
+        in), and the bytes after it move down.
+        """
+        config = self.config
+        bus_bytes = config.dma.bus_bytes
+        axi = self.axi
+        head = runs.head
+        width = line_bytes + bus_bytes  # bytes the gatherer can hold
+        gathered = Signal(width * 8)
+        have = Signal(range(width + 1))
+        taken = Signal.like(head.beats)  # beats of the head run taken so far
+        lines_cut = Signal.like(head.lines)  # lines of the head run handed over so far
+        self._out_valid = out_valid = Signal()
         out_data = Signal(line_bytes * 8)
         written = Signal()
         free = ~out_valid | written  # the output register can take a line this cycle
-        # Byte j of the line is DRAM byte start + j: beat byte j - (position - B).
-        position = Signal(range(line_bytes + 2 * bus_bytes))
-        m.d.comb += position.eq(((beat + 1) << log2(bus_bytes)) - head.offset)
-        shifted = axi.rdata << Cat(Const(0, 3), position)
-        merged = buffer | shifted[bus_bytes * 8 : (bus_bytes + line_bytes) * 8]
-        keep = expand_bytes(byte_mask(m, head.bytes, line_bytes, "load_keep"))
-        row_last = beat == head.beats - 1
-        beats_wanted = rows.r_rdy & (head.bytes != 0)
 
-        m.d.comb += axi.rready.eq(beats_wanted & (~row_last | free))
-        with m.If(axi.rvalid & axi.rready & (axi.rresp != Response.OKAY)):
+        beat_in = Signal()
+        m.d.comb += [
+            axi.rready.eq(runs.r_rdy & (taken != head.beats) & (have < head.bytes)),
+            beat_in.eq(axi.rvalid & axi.rready),
+        ]
+        with m.If(beat_in & (axi.rresp != Response.OKAY)):
             m.d.sync += self.error.eq(1)
+        # A run's first beat starts ``offset`` bytes in: shift the beat so its byte ``offset``
+        # lands on byte ``have`` (the shift is taken ``bus_bytes`` high to stay non-negative).
+        skip = Mux(taken == 0, head.offset, 0)
+        position = Signal(range(width + bus_bytes + 1))
+        m.d.comb += position.eq(have + bus_bytes - skip)
+        shifted = (axi.rdata << Cat(Const(0, 3), position))[bus_bytes * 8 : (bus_bytes + width) * 8]
+        merged = Signal(width * 8)
+        merged_have = Signal(range(width + bus_bytes + 1))
+        with m.If(beat_in):
+            m.d.comb += [
+                merged.eq(gathered | shifted),
+                merged_have.eq(have + bus_bytes - skip),
+            ]
+        with m.Else():
+            m.d.comb += [merged.eq(gathered), merged_have.eq(have)]
 
-        def hand_over(line_data) -> None:
-            m.d.comb += rows.r_en.eq(1)
-            m.d.sync += [out_valid.eq(1), out_data.eq(line_data)]
-
+        keep = expand_bytes(byte_mask(m, head.bytes, line_bytes, "load_keep"))
+        cut = Signal()
+        m.d.comb += cut.eq(runs.r_rdy & (merged_have >= head.bytes) & free)
+        run_done = cut & (lines_cut == head.lines - 1)
         with m.If(written):
             m.d.sync += [out_valid.eq(0), line.eq(line + 1)]
-        with m.If(beats_wanted & axi.rvalid & axi.rready):
-            with m.If(row_last):
-                hand_over(merged & keep)
-                m.d.sync += [buffer.eq(0), beat.eq(0)]
+        with m.If(cut):
+            m.d.sync += [out_valid.eq(1), out_data.eq(merged[: line_bytes * 8] & keep)]
+        with m.If(run_done):
+            # the run's last line: whatever else its last beat held is not ours
+            m.d.comb += runs.r_en.eq(1)
+            m.d.sync += [gathered.eq(0), have.eq(0), taken.eq(0), lines_cut.eq(0)]
+        with m.Else():
+            with m.If(beat_in):
+                m.d.sync += taken.eq(taken + 1)
+            with m.If(cut):
+                m.d.sync += [
+                    gathered.eq(merged >> Cat(Const(0, 3), head.bytes)),
+                    have.eq(merged_have - head.bytes),
+                    lines_cut.eq(lines_cut + 1),
+                ]
             with m.Else():
-                m.d.sync += [buffer.eq(merged), beat.eq(beat + 1)]
-        with m.If(rows.r_rdy & (head.bytes == 0) & free):
-            hand_over(0)
+                m.d.sync += [gathered.eq(merged), have.eq(merged_have)]
 
         with m.If(out_valid):
             with m.If(to_acc):
@@ -167,42 +263,3 @@ class LoadUnit(wiring.Component):
             self.acc_write.req.payload.data.eq(out_data[:acc_bits]),
             self.acc_write.req.payload.mask.eq(-1),
         ]
-
-        with m.FSM():
-            with m.State("IDLE"):
-                with m.If(accept_command(m, self, insn, line, rows_left, row_addr)):
-                    m.d.sync += pads_left.eq(self.cmd.payload.pad_before)
-                    with m.If(self.cmd.payload.pad_before == 0):
-                        m.next = "ROWS"
-                    with m.Else():
-                        m.next = "PAD_BEFORE"
-            with m.State("PAD_BEFORE"):
-                zero_lines("ROWS")
-            with m.State("ROWS"):
-                # the descriptor does not wait for the handshake logic that pushes it
-                m.d.comb += [
-                    axi.arvalid.eq(~planner.empty),
-                    pushed.bytes.eq(row.bytes),
-                    pushed.offset.eq(row.offset),
-                    pushed.beats.eq(row.beats),
-                ]
-                with m.If(address_sent):
-                    planner.advance(m)
-                # Plan the next row in the cycle the current one's last burst goes out.
-                with m.If(row_planned):
-                    with m.If(rows_left == 0):
-                        m.d.sync += pads_left.eq(insn.pad_after)
-                        m.next = "PAD_AFTER"
-                    with m.Elif(rows.w_rdy):
-                        m.d.comb += rows.w_en.eq(1)
-                        planner.start(m, row.aligned, Mux(row.bytes == 0, 0, row.beats))
-                        m.d.sync += [
-                            rows_left.eq(rows_left - 1),
-                            row_addr.eq(row_addr + (insn.stride << elem_shift)),
-                        ]
-            with m.State("PAD_AFTER"):
-                zero_lines("DRAIN")
-            with m.State("DRAIN"):
-                with m.If(~rows.r_rdy & ~out_valid):
-                    m.next = "IDLE"
-        return m

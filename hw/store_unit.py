@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth import Cat, Const, Module, Signal
+from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -14,7 +14,15 @@ from tensorforge.hw.axi import (
     axi_write_signature,
     drive_fixed_fields,
 )
-from tensorforge.hw.dma_rows import Queue, RowGeometry, accept_command, byte_mask, log2
+from tensorforge.hw.dma_rows import (
+    Queue,
+    RowGeometry,
+    RunGeometry,
+    accept_command,
+    byte_mask,
+    expand_bytes,
+    log2,
+)
 from tensorforge.hw.ports import acc_read_port, instruction_layout
 from tensorforge.isa import Opcode
 
@@ -22,33 +30,36 @@ from tensorforge.isa import Opcode
 class StoreUnit(wiring.Component):
     """Executes STORE: accumulator lines -> 2D strided DRAM tile, partial beats by ``wstrb``.
 
-    Three stages joined by queues, so rows stream instead of taking turns. The row walker reads
-    one accumulator line per cycle into a queue of ``lines_ahead`` lines (with its start lane)
-    and hands each row's aligned address and beat count to the address stage, which issues the
-    row's AW bursts (`BurstPlanner`, one per cycle) ahead of their data, up to
-    ``outstanding_bursts`` without a B response. The data stage shifts each line into its byte
-    lanes and sends the W beats of the bursts already addressed; B responses are counted as
-    they come.
+    Three stages joined by queues, so lines stream instead of taking turns. A *run* (see
+    `dma_rows`) is the whole tile when its rows lie back to back in DRAM (``stride`` equal to
+    ``row_len``, rows not cut at the line), else one row. The row walker reads one accumulator
+    line per cycle into a queue of ``lines_ahead`` lines (with its run's start lane, and
+    whether it starts or ends its run) and hands each run's aligned address and beat count to
+    the address stage, which issues the run's AW bursts (`BurstPlanner`: up to
+    ``dma.max_burst`` beats, never across 4 KiB, one per cycle) ahead of their data, up to
+    ``dma.outstanding`` without a B response. The data stage packs the lines of a run into
+    bus beats (a beat may hold the end of one line and the start of the next) and sends the W
+    beats of the bursts already addressed; B responses are counted as they come.
 
     Contract: one STORE at a time; ``idle`` falls in the cycle after ``cmd`` is accepted and
     rises only when every burst has its B response, so a later LOAD of the same bytes (ordered
     by tokens) reads the stored data. W beats go out at ``beats_per_cycle`` = 1 with no gap
-    between rows or bursts, so on a DRAM that takes a beat per cycle a STORE of ``rows`` rows
-    of ``beats`` beats each is busy for at most ``fixed_cycles + rows * beats`` cycles: three
-    cycles before the first beat (line read, line and span queued, line shifted in and AW
-    sent), the DRAM's B turnaround after the last beat (two cycles on cocotbext-axi's slave)
-    and one for ``idle`` to rise. A DRAM's B latency is paid once while it keeps up to
-    ``outstanding_bursts`` responses pending (once per burst on a DRAM that answers one burst
-    at a time). ``error`` is sticky: a B response other than OKAY.
+    between lines or bursts, so on a DRAM that takes a beat per cycle a STORE of ``beats``
+    beats is busy for at most ``fixed_cycles + beats`` cycles: three cycles before the first
+    beat (line read, line and run queued, line packed and AW sent), the DRAM's B turnaround
+    after the last beat (two cycles on cocotbext-axi's slave) and one for ``idle`` to rise.
+    A DRAM's B latency is paid once per ``dma.outstanding`` bursts while it keeps that many
+    responses pending (once per burst on a DRAM that answers one burst at a time).
+    ``error`` is sticky: a B response other than OKAY.
     """
 
     beats_per_cycle = 1
     fixed_cycles = 6
     lines_ahead = 4
-    outstanding_bursts = 16
 
     def __init__(self, config: AcceleratorConfig) -> None:
         self.config = config
+        self.outstanding = config.dma.outstanding
         super().__init__(
             {
                 "cmd": In(stream.Signature(instruction_layout(Opcode.STORE))),
@@ -73,22 +84,30 @@ class StoreUnit(wiring.Component):
         row = RowGeometry(
             m, bus_bytes, row_addr, insn.row_len, config.acc_line_elems, elem_shift, line_bytes
         )
+        # Worked out as the command is taken (registered): is the tile one run, its elements.
+        whole = Signal()
+        whole_elems = Signal(len(insn.rows) + len(insn.row_len))
+        first_row = Signal()
+        run = RunGeometry(m, bus_bytes, row, whole, whole_elems << elem_shift, line_bytes)
 
-        # Walker -> address stage: each row's span; walker -> data stage: each row's line.
-        span = data.StructLayout({"aligned": ADDR_BITS, "beats": len(row.beats)})
+        # Walker -> address stage: each run's span; walker -> data stage: each line.
+        span = data.StructLayout({"aligned": ADDR_BITS, "beats": len(run.beats)})
         m.submodules.spans = spans = Queue(span, self.lines_ahead)
-        lined = data.StructLayout({"data": line_bytes * 8, "offset": len(row.offset)})
+        lined = data.StructLayout(
+            {"data": line_bytes * 8, "offset": len(row.offset), "first": 1, "last": 1}
+        )
         m.submodules.lines = lines = Queue(lined, self.lines_ahead)
         # Address stage -> data stage: the beats of each burst whose AW has gone out.
         burst_beats = range(config.dma.max_burst + 1)
-        m.submodules.bursts = bursts = Queue(burst_beats, self.outstanding_bursts)
-        outstanding = Signal(range(self.outstanding_bursts + 1))  # AW sent, B not yet back
-        planner = BurstPlanner(bus_bytes, config.dma.max_burst, "store", row.max_beats)
+        m.submodules.bursts = bursts = Queue(burst_beats, max(2, self.outstanding))
+        outstanding = Signal(range(self.outstanding + 1))  # AW sent, B not yet back
+        planner = BurstPlanner(bus_bytes, config.dma.max_burst, "store", run.max_beats)
 
         walking = Signal()
         with m.If(walking):
-            self._walk_row(m, row, line, rows_left, row_addr, insn.stride << elem_shift, spans)
-        self._collect_line(m, row, lines)
+            self._walk_row(m, row, run, whole, first_row, line, rows_left, row_addr,
+                           insn.stride << elem_shift, spans)
+        self._collect_line(m, row, whole, first_row, rows_left, lines)
         sent = self._issue_addresses(m, planner, spans, bursts, outstanding)
         self._send_beats(m, row, lines, bursts)
 
@@ -101,51 +120,74 @@ class StoreUnit(wiring.Component):
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(accept_command(m, self, insn, line, rows_left, row_addr)):
+                    payload = self.cmd.payload
+                    back_to_back = (payload.stride == payload.row_len) & (
+                        payload.row_len <= config.acc_line_elems
+                    )
+                    m.d.sync += [
+                        whole.eq(back_to_back),
+                        whole_elems.eq(payload.rows * payload.row_len),
+                        first_row.eq(1),
+                    ]
                     m.next = "ROWS"
             with m.State("ROWS"):
                 m.d.comb += walking.eq(1)
                 with m.If((rows_left == 0) | (row.bytes == 0)):
                     m.next = "DRAIN"
             with m.State("DRAIN"):
-                # Every row's span was taken and every burst answered, so every beat went out.
+                # Every run's span was taken and every burst answered, so every beat went out.
                 with m.If(~spans.r_rdy & planner.empty & (outstanding == 0)):
                     m.next = "IDLE"
         return m
 
-    def _walk_row(self, m, row, line, rows_left, row_addr, stride_bytes, spans) -> None:
-        """One row per cycle: request its accumulator line, queue its span for the AW stage."""
+    def _walk_row(self, m, row, run, whole, first_row, line, rows_left, row_addr, stride_bytes,
+                  spans) -> None:
+        """One row per cycle: request its accumulator line; a run's first queues its span."""
         read = self.acc_read
+        opens_run = ~whole | first_row
         m.d.comb += [
             read.req.payload.eq(line),
-            read.req.valid.eq((rows_left != 0) & (row.bytes != 0) & spans.w_rdy),
+            read.req.valid.eq((rows_left != 0) & (row.bytes != 0) & (spans.w_rdy | ~opens_run)),
             spans.pushed.aligned.eq(row.aligned),
-            spans.pushed.beats.eq(row.beats),
+            spans.pushed.beats.eq(run.beats),
         ]
         with m.If(read.req.valid & read.req.ready):
-            m.d.comb += spans.w_en.eq(1)
+            m.d.comb += spans.w_en.eq(opens_run)
             m.d.sync += [
                 line.eq(line + 1),
                 rows_left.eq(rows_left - 1),
                 row_addr.eq(row_addr + stride_bytes),
+                first_row.eq(0),
             ]
 
-    def _collect_line(self, m, row, lines) -> None:
-        """Queue each line the accumulator returns with its row's start lane."""
+    def _collect_line(self, m, row, whole, first_row, rows_left, lines) -> None:
+        """Queue each line the accumulator returns with its run's start lane and bounds."""
         read = self.acc_read
         # The read slot holds one line at a time (it takes a request only as its line is
-        # taken), so the lane latched with the request still belongs to the line it returns.
+        # taken), so what is latched with the request still belongs to the line it returns.
         start_lane = Signal.like(row.offset)
+        first = Signal()
+        last = Signal()
         with m.If(read.req.valid & read.req.ready):
-            m.d.sync += start_lane.eq(row.offset)
+            m.d.sync += [
+                first.eq(~whole | first_row),
+                last.eq(~whole | (rows_left == 1)),
+            ]
+            with m.If(~whole | first_row):
+                m.d.sync += start_lane.eq(row.offset)
+        mask = expand_bytes(byte_mask(m, row.bytes, self.config.acc_line_bytes, "store_row_mask"))
         m.d.comb += [
             read.resp.ready.eq(lines.w_rdy),
             lines.w_en.eq(read.resp.valid),
-            lines.pushed.data.eq(read.resp.payload.as_value()),
+            # bytes past the row are cleared: the packer ORs the next line in behind them
+            lines.pushed.data.eq(read.resp.payload.as_value() & mask),
             lines.pushed.offset.eq(start_lane),
+            lines.pushed.first.eq(first),
+            lines.pushed.last.eq(last),
         ]
 
     def _issue_addresses(self, m, planner, spans, bursts, outstanding) -> Signal:
-        """AW bursts of queued rows, one per cycle, the next row planned as one's last goes."""
+        """AW bursts of queued runs, one per cycle, the next run planned as one's last goes."""
         config = self.config
         axi = self.axi
         drive_fixed_fields(m, axi, "aw", config.dma.bus_bits)
@@ -154,9 +196,7 @@ class StoreUnit(wiring.Component):
             axi.awid.eq(0),
             axi.awaddr.eq(planner.address),
             axi.awlen.eq(planner.beats - 1),
-            axi.awvalid.eq(
-                ~planner.empty & bursts.w_rdy & (outstanding != self.outstanding_bursts)
-            ),
+            axi.awvalid.eq(~planner.empty & bursts.w_rdy & (outstanding != self.outstanding)),
             bursts.pushed.eq(planner.beats),
         ]
         sent = Signal()
@@ -170,43 +210,66 @@ class StoreUnit(wiring.Component):
         return sent
 
     def _send_beats(self, m, row, lines, bursts) -> None:
-        """W beats of the current line back to back; the next line is shifted in as one ends."""
+        """Pack the lines of a run into W beats and send them back to back.
+
+        The packer holds ``have`` bytes (bytes before a run's start lane count, with their
+        strobes off), its first at bit 0; it sends a beat once it holds a full one, or the rest
+        once its run's last line is in (``flushing``). A line joins in the cycle there is
+        room for it behind what remains after that cycle's beat; a run's first line waits for
+        the packer to be empty.
+        """
         config = self.config
         bus_bytes = config.dma.bus_bytes
         line_bytes = config.acc_line_bytes
-        beats_max = -(-line_bytes // bus_bytes) + 1
+        width = line_bytes + bus_bytes  # bytes the packer can hold
         axi = self.axi
         head = lines.head
-        row_mask = byte_mask(m, row.bytes, line_bytes, "store_row_mask")
+        row_strobes = byte_mask(m, row.bytes, line_bytes, "store_row_strobes")
 
-        # The current line, shifted to its byte lanes, which bytes are valid, where we are.
-        lanes = Signal(beats_max * bus_bytes * 8)
-        strobes = Signal(beats_max * bus_bytes)
-        active = Signal()
-        beat = Signal(range(beats_max + 1))
-        last_beat = Signal(range(beats_max))
+        packed = Signal(width * 8)
+        strobes = Signal(width)
+        have = Signal(range(width + 1))
+        flushing = Signal()  # the run's last line is in: send what is left, then take the next
         burst_beat = Signal(range(config.dma.max_burst + 1))
         m.d.comb += [
-            axi.wvalid.eq(active & bursts.r_rdy),
-            axi.wdata.eq(lanes.word_select(beat, bus_bytes * 8)),
-            axi.wstrb.eq(strobes.word_select(beat, bus_bytes)),
+            axi.wvalid.eq(((have >= bus_bytes) | (flushing & (have != 0))) & bursts.r_rdy),
+            axi.wdata.eq(packed[: bus_bytes * 8]),
+            axi.wstrb.eq(strobes[:bus_bytes]),
             axi.wlast.eq(burst_beat == bursts.head - 1),
         ]
         beat_sent = axi.wvalid & axi.wready
         with m.If(beat_sent):
-            m.d.sync += [beat.eq(beat + 1), burst_beat.eq(burst_beat + 1)]
+            m.d.sync += burst_beat.eq(burst_beat + 1)
             with m.If(axi.wlast):
                 m.d.comb += bursts.r_en.eq(1)
                 m.d.sync += burst_beat.eq(0)
-        with m.If(~active | (beat_sent & (beat == last_beat))):
-            m.d.sync += active.eq(lines.r_rdy)
-            with m.If(lines.r_rdy):
-                m.d.comb += lines.r_en.eq(1)
-                m.d.sync += [
-                    lanes.eq(head.data << Cat(Const(0, 3), head.offset)),
-                    strobes.eq(row_mask << head.offset),
-                    beat.eq(0),
-                    last_beat.eq(
-                        ((head.offset + row.bytes + bus_bytes - 1) >> log2(bus_bytes)) - 1
-                    ),
-                ]
+
+        # What stays after this cycle's beat, moved down a beat if one went.
+        rest = Signal.like(packed)
+        rest_strobes = Signal.like(strobes)
+        rest_have = Signal.like(have)
+        with m.If(beat_sent):
+            m.d.comb += [
+                rest.eq(packed >> (bus_bytes * 8)),
+                rest_strobes.eq(strobes >> bus_bytes),
+                rest_have.eq(Mux(have > bus_bytes, have - bus_bytes, 0)),
+            ]
+        with m.Else():
+            m.d.comb += [rest.eq(packed), rest_strobes.eq(strobes), rest_have.eq(have)]
+
+        # A run's first line starts at its lane in an empty packer; the others right behind.
+        at = Mux(head.first, head.offset, rest_have)
+        room = Mux(head.first, rest_have == 0, ~flushing & (rest_have + row.bytes <= width))
+        joins = lines.r_rdy & room
+        with m.If(joins):
+            m.d.comb += lines.r_en.eq(1)
+            m.d.sync += [
+                packed.eq(rest | (head.data << Cat(Const(0, 3), at))),
+                strobes.eq(rest_strobes | (row_strobes << at)),
+                have.eq(at + row.bytes),
+                flushing.eq(head.last),
+            ]
+        with m.Else():
+            m.d.sync += [packed.eq(rest), strobes.eq(rest_strobes), have.eq(rest_have)]
+            with m.If(rest_have == 0):
+                m.d.sync += flushing.eq(0)

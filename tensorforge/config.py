@@ -12,7 +12,7 @@ linkPEs            ``array.interconnect``
 distributeCache    ``array.local_bytes`` (per PE)
 addCache           ``scratchpad.capacity``
 partitionBanks     ``scratchpad.banks``
-burstTransfer      ``dma.bus_bits``, ``dma.max_burst``
+burstTransfer      ``dma.bus_bits``, ``dma.max_burst``, ``dma.outstanding``
 =================  ===========================================
 
 plus the intrinsic, the dataflow and the operand/accumulator widths. Every field is checked in
@@ -72,6 +72,7 @@ DATAFLOWS: dict[Intrinsic, tuple[Dataflow, ...]] = {
 BUS_WIDTHS = (32, 64, 128, 256, 512)
 OPERAND_WIDTHS = (8, 16)
 MAX_AXI_BURST = 256  # AXI4 INCR bursts: 1..256 beats
+MAX_OUTSTANDING = 256  # bursts a DMA unit may keep in flight (a counter and a queue per unit)
 
 
 def read_toml(path: str | Path, what: str) -> dict[str, Any]:
@@ -149,10 +150,17 @@ class ScratchpadConfig:
 
 @dataclass(frozen=True)
 class DmaConfig:
-    """burstTransfer: the AXI4 bus between DRAM and the scratchpad."""
+    """burstTransfer: the AXI4 bus between DRAM and the scratchpad.
+
+    ``outstanding`` is how many bursts each DMA unit keeps in flight: read bursts whose AR has
+    gone out and whose last R beat has not come back (load unit), write bursts whose AW has
+    gone out and whose B response has not come back (store unit). A DRAM of latency ``L``
+    cycles keeps the bus busy only if ``outstanding`` bursts carry at least ``L`` beats.
+    """
 
     bus_bits: int = 64
     max_burst: int = 16
+    outstanding: int = 16
 
     def __post_init__(self) -> None:
         if self.bus_bits not in BUS_WIDTHS:
@@ -166,6 +174,13 @@ class DmaConfig:
             raise ConfigError(
                 f"dma.max_burst must be an AXI4 INCR burst length from 1 to {MAX_AXI_BURST}, "
                 f"not {self.max_burst!r}"
+            )
+        if isinstance(self.outstanding, bool) or not isinstance(self.outstanding, int) or not (
+            1 <= self.outstanding <= MAX_OUTSTANDING
+        ):
+            raise ConfigError(
+                f"dma.outstanding must be a number of bursts in flight from 1 to "
+                f"{MAX_OUTSTANDING}, not {self.outstanding!r}"
             )
 
     @property

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tensorforge.config import AcceleratorConfig, ArrayConfig, ScratchpadConfig
+from tensorforge.config import AcceleratorConfig, ArrayConfig, DmaConfig, ScratchpadConfig
 from tensorforge.errors import ConfigError
 from tensorforge.intrinsics import Intrinsic, apply_intrinsic, block_shapes, intrinsic_sizes
 from tensorforge.units import Bytes
@@ -49,6 +49,9 @@ def test_non_square_array_and_odd_bank_count():
             "needs a square array",
         ),
         (lambda: AcceleratorConfig.from_dict({"arry": {}}), "unknown configuration keys"),
+        (lambda: DmaConfig(outstanding=0), "dma.outstanding must be a number of bursts in flight "
+         "from 1 to 256, not 0"),
+        (lambda: DmaConfig(outstanding=2.5), "dma.outstanding must be"),
     ],
 )
 def test_impossible_configurations_name_the_field(build, message):

@@ -29,7 +29,7 @@ GEMM = parse_workload("C[i,j] += A[i,k] * B[k,j]", "i=12,j=10,k=9", name="gemm")
 
 # An isolated LOAD keeps the pipelined load unit busy for a fixed command cost plus every beat
 # at the DRAM's rate (`LoadUnit.beats_per_cycle` at most): rows' bursts are issued while
-# earlier rows' data returns (up to `LoadUnit.outstanding_rows`), so rows cost no fixed cycles
+# earlier rows' data returns (up to `dma.outstanding` bursts), so rows cost no fixed cycles
 # of their own. LOAD_FIXED is the command's own cost (planning, the last line write, idle going
 # high); measured, the DMA does not expose it yet. DRAM latency then adds at least one latency
 # (the first burst) and at most one per burst (a DRAM that serves bursts one at a time).
@@ -74,7 +74,6 @@ def test_one_compute_is_busy_for_the_documented_step_latency():
 
 @pytest.mark.rtl
 def test_load_busy_follows_rows_beats_and_dram_latency():
-    from tensorforge.hw.dma import LoadUnit
     from tensorforge.sim.rtl_run import RawProgram, run_instructions_on_rtl
 
     dram = bytes(range(256)) * 2
@@ -91,7 +90,7 @@ def test_load_busy_follows_rows_beats_and_dram_latency():
         line_bytes = CONFIG.acc_line_bytes if buffer is Buffer.ACC else CONFIG.spad_line_bytes
         beats = -(-line_bytes // CONFIG.dma.bus_bytes)  # aligned rows of one line each
         per_beat = 1 / timing.beats_per_cycle(CONFIG.dma.bus_bytes)
-        assert rows <= LoadUnit.outstanding_rows  # every row's burst can be in flight at once
+        assert rows <= CONFIG.dma.outstanding  # every row's burst can be in flight at once
         streaming = LOAD_FIXED + rows * beats * per_beat
         bursts = rows  # aligned rows of one line each: one burst per row
         busy = counters["load_busy"]

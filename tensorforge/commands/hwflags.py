@@ -31,7 +31,7 @@ def _size(text: str, unit: int) -> Bytes:
 
 def add_hardware_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the accelerator flags (destinations: ``intrinsic, pe, link, dataflow, spad, banks,
-    acc, local, bus, burst, in_bits, acc_bits, taps, config``)."""
+    acc, local, bus, burst, outstanding, in_bits, acc_bits, taps, config``)."""
     group = parser.add_argument_group("accelerator (HASCO primitives)")
     group.add_argument(
         "--config",
@@ -98,6 +98,13 @@ def add_hardware_arguments(parser: argparse.ArgumentParser) -> None:
         default=16,
         help="longest AXI burst in beats, burstTransfer (default 16)",
     )
+    group.add_argument(
+        "--outstanding",
+        type=int,
+        default=16,
+        metavar="BURSTS",
+        help="bursts each DMA unit keeps in flight, burstTransfer (default 16)",
+    )
     group.add_argument("--in-bits", type=int, default=8, help="operand bits (default 8)")
     group.add_argument("--acc-bits", type=int, default=32, help="accumulator bits (default 32)")
     group.add_argument("--taps", type=int, default=3, help="CONV2D kernel taps (default 3)")
@@ -148,7 +155,11 @@ def config_from_args(args: argparse.Namespace) -> AcceleratorConfig:
                 "banks": args.banks,
                 "accumulator": _size(args.acc, 1024),
             },
-            "dma": {"bus_bits": args.bus, "max_burst": args.burst},
+            "dma": {
+                "bus_bits": args.bus,
+                "max_burst": args.burst,
+                "outstanding": args.outstanding,
+            },
             "precision": {"in_bits": args.in_bits, "acc_bits": args.acc_bits},
         }
     )

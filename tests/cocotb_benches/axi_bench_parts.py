@@ -100,12 +100,19 @@ class BurstMonitor:
     max_burst: int
     reads: list[tuple[int, int, int]] = field(default_factory=list)
     writes: list[tuple[int, int]] = field(default_factory=list)
+    # bursts in flight (AR sent, last R beat not yet taken; AW sent, B not yet taken), and
+    # the most seen at once
+    reads_in_flight: int = 0
+    writes_in_flight: int = 0
+    most_reads_in_flight: int = 0
+    most_writes_in_flight: int = 0
 
     async def run(self) -> None:
         dut = self.dut
         while True:
             await FallingEdge(dut.clk)
             await ReadOnly()
+            self.count_in_flight()
             for channel, log in (("ar", self.reads), ("aw", self.writes)):
                 if not (
                     getattr(dut, f"m_axi__{channel}valid").value
@@ -119,6 +126,19 @@ class BurstMonitor:
                     log.append((int(dut.m_axi__arid.value), address, beats))
                 else:
                     log.append((address, beats))
+
+    def count_in_flight(self) -> None:
+        dut = self.dut
+
+        def fired(name: str) -> bool:
+            return bool(getattr(dut, f"m_axi__{name}valid").value) and bool(
+                getattr(dut, f"m_axi__{name}ready").value
+            )
+
+        self.reads_in_flight += fired("ar") - (fired("r") and bool(dut.m_axi__rlast.value))
+        self.writes_in_flight += fired("aw") - fired("b")
+        self.most_reads_in_flight = max(self.most_reads_in_flight, self.reads_in_flight)
+        self.most_writes_in_flight = max(self.most_writes_in_flight, self.writes_in_flight)
 
     def check(self, channel: str, address: int, beats: int) -> None:
         dut = self.dut

@@ -29,7 +29,7 @@ from axi_bench_parts import (
 from cocotb.triggers import FallingEdge, ReadOnly
 
 from tensorforge.config import AcceleratorConfig
-from tensorforge.hw.dma import StoreUnit
+from tensorforge.hw.dma_rows import transfer_runs
 from tensorforge.isa import Buffer, Load, Store
 from tensorforge.sim.bench_support import bench_config
 
@@ -62,6 +62,13 @@ class DmaReference:
             if length:
                 out.append((insn.dram_addr + r * insn.stride * elem_bytes, length))
         return out
+
+    def runs(self, insn, buffer: Buffer) -> list[tuple[int, int]]:
+        """``(start, bytes)`` of each burst plan: the rows, joined when back to back."""
+        runs = transfer_runs(insn.dram_addr, insn.rows, insn.row_len, insn.stride,
+                             *self.geometry(buffer))
+        assert sum(n for _, n in runs) == sum(n for _, n in self.rows(insn, buffer))
+        return runs
 
     def load(self, insn: Load) -> dict[int, bytes]:
         elems, elem_bytes = self.geometry(insn.buffer)
@@ -148,7 +155,7 @@ class DmaBench:
         expected = self.reference.load(insn)
         bursts = [(a, n) for _, a, n in self.monitor.reads[before:]]
         plan = expected_bursts(
-            self.reference.rows(insn, insn.buffer), self.bus_bytes, self.config.dma.max_burst
+            self.reference.runs(insn, insn.buffer), self.bus_bytes, self.config.dma.max_burst
         )
         assert bursts == plan, f"{insn.describe()}: bursts {bursts}, expected {plan}"
         if insn.buffer is Buffer.SPAD:
@@ -164,7 +171,7 @@ class DmaBench:
         await wait_high(self.dut, self.dut.store_idle, TIMEOUT_CYCLES, f"{insn.describe()}")
         self.reference.store(insn)
         plan = expected_bursts(
-            self.reference.rows(insn, Buffer.ACC), self.bus_bytes, self.config.dma.max_burst
+            self.reference.runs(insn, Buffer.ACC), self.bus_bytes, self.config.dma.max_burst
         )
         bursts = self.monitor.writes[before:]
         assert bursts == plan, f"{insn.describe()}: bursts {bursts}, expected {plan}"
@@ -219,10 +226,14 @@ class DmaBench:
                 dram_addr=base + offset,
                 pads=(0, 0),
             )
-        rows = int(rng.integers(1, 5))
         pads = (int(rng.integers(0, 3)), int(rng.integers(0, 3)))
-        row_len = int(rng.integers(0, elems + 3))
-        stride = int(rng.integers(0, 2 * elems + 8))
+        if rng.random() < 0.4:  # rows back to back in DRAM: one run of long bursts
+            rows = int(rng.integers(2, lines - sum(pads) + 1))
+            row_len = stride = int(rng.integers(1, elems + 1))
+        else:
+            rows = int(rng.integers(1, 5))
+            row_len = int(rng.integers(0, elems + 3))
+            stride = int(rng.integers(0, 2 * elems + 8))
         footprint = (rows * (stride + elems) + 1) * elem_bytes
         if rng.random() < 0.3:  # straddle a 4 KiB boundary
             address = int(rng.integers(1, region // 4096)) * 4096 - int(rng.integers(1, 64))
@@ -245,6 +256,21 @@ class DmaBench:
         before, after = tile.pop("pads")
         return Load(buffer=buffer, pad_before=before, pad_after=after, **tile)
 
+    def long_run_insn(self, buffer: Buffer | None) -> Load | Store:
+        """A LOAD (or, for ``None``, a STORE) of whole lines back to back, longer than
+        ``max_burst`` beats and across a 4 KiB boundary: long bursts, cut at the boundary."""
+        target = Buffer.ACC if buffer is None else buffer
+        elems, elem_bytes = self.reference.geometry(target)
+        lines = self.config.spad_lines if target is Buffer.SPAD else self.config.acc_lines
+        rows = min(lines, 64)
+        span = rows * elems * elem_bytes
+        page = int(self.rng.integers(1, STORE_REGION // 4096 - span // 4096 - 1))
+        address = page * 4096 - (span // 2) // elem_bytes * elem_bytes
+        fields = dict(line=0, rows=rows, row_len=elems, stride=elems)
+        if buffer is None:
+            return Store(dram_addr=STORE_REGION + address, **fields)
+        return Load(buffer=buffer, dram_addr=address, **fields)
+
     def store_insn(self, directed_beats: int = 0) -> Store:
         tile = self.random_tile(
             Buffer.ACC, min(self.config.acc_lines, 64), STORE_REGION, directed_beats
@@ -255,10 +281,10 @@ class DmaBench:
 
     def long_store_insn(self) -> Store:
         """More one- or two-beat rows than the store unit may leave without a B response."""
-        rows = min(self.config.acc_lines, 2 * StoreUnit.outstanding_bursts + 5)
+        rows = min(self.config.acc_lines, 2 * self.config.dma.outstanding + 5)
         elems, elem_bytes = self.reference.geometry(Buffer.ACC)
         row_len = max(1, min(elems, self.bus_bytes // elem_bytes))
-        stride = row_len + int(self.rng.integers(0, 3))
+        stride = row_len + int(self.rng.integers(1, 3))  # apart: a run (and bursts) per row
         elem = int(self.rng.integers(0, STORE_REGION // 2 // elem_bytes))
         address = STORE_REGION + elem * elem_bytes
         return Store(line=0, rows=rows, row_len=row_len, stride=stride, dram_addr=address)
@@ -311,6 +337,9 @@ async def dma_moves_random_tiles(dut) -> None:
     for _ in range(transfers):
         await bench.store(bench.store_insn())
     await bench.store(bench.long_store_insn())
+    for buffer in (Buffer.SPAD, Buffer.ACC, None):
+        insn = bench.long_run_insn(buffer)
+        await (bench.store(insn) if buffer is None else bench.load(insn))
     # A LOAD into the scratchpad and a STORE at the same time: separate channels, no interference.
     for _ in range(transfers // 2):
         load, store = bench.load_insn(Buffer.SPAD), bench.store_insn()
@@ -326,10 +355,21 @@ async def dma_moves_random_tiles(dut) -> None:
     assert not missing_reads, f"read burst lengths never seen: {missing_reads}"
     assert not missing_writes, f"write burst lengths never seen: {missing_writes}"
     assert not int(dut.error.value), "an AXI response other than OKAY was flagged"
+    outstanding = config.dma.outstanding
+    monitor = bench.monitor
+    assert monitor.most_reads_in_flight <= outstanding, (
+        f"{monitor.most_reads_in_flight} read bursts in flight, at most {outstanding} allowed")
+    assert monitor.most_writes_in_flight <= outstanding, (
+        f"{monitor.most_writes_in_flight} write bursts in flight, at most {outstanding} allowed")
+    if settings.get("reach_outstanding"):  # the limit, not the DRAM, bounded the bursts
+        assert monitor.most_reads_in_flight == outstanding, monitor.most_reads_in_flight
+        assert monitor.most_writes_in_flight == outstanding, monitor.most_writes_in_flight
     dut._log.info(
-        "dma bench: %d read and %d write bursts, lengths %s / %s",
+        "dma bench: %d read and %d write bursts, lengths %s / %s, at most %d / %d in flight",
         len(bench.monitor.reads),
         len(bench.monitor.writes),
         sorted(read_lengths),
         sorted(write_lengths),
+        monitor.most_reads_in_flight,
+        monitor.most_writes_in_flight,
     )
