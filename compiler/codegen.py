@@ -70,18 +70,21 @@ MAX_EXTENT = LIMITS[(Opcode.COMPUTE, "inner")]
 
 
 def generate(workload: Workload, mapping: Mapping, config: AcceleratorConfig, *,
-             overwrite: bool = True) -> Program:
+             overwrite: bool = True, tile_major: bool = True) -> Program:
     """The program that runs ``workload`` as ``mapping`` says on ``config``.
 
     ``overwrite`` (the default) clears each C tile with the MAC ``overwrite`` bit of the
     instructions that first visit its blocks instead of ZERO instructions, which would take
     the compute unit a cycle per accumulator line; ``overwrite=False`` emits the ZEROs.
+    ``tile_major`` (the default) lays operands and output out tile-major where it can
+    (`tensorforge.compiler.layout`), so a tile's lines are few contiguous runs that the DMA
+    moves as long bursts; ``tile_major=False`` keeps plain row-major regions.
     """
     lowering = Lowering(workload, mapping.groups, mapping.choice.stage)
     device = lowering.device
     tiling = build_tiling(device, mapping.choice, mapping.tile_sizes, config)
     mapping.check_order(tiling)
-    layouts, extras, end = _layouts(lowering, tiling, config)
+    layouts, extras, end = _layouts(lowering, tiling, config, tile_major)
     emitter = Emitter()
     _Walker(device, tiling, layouts, config, emitter, overwrite).run(mapping.order)
     emitter.add(COMPUTE, Finish)
@@ -92,17 +95,19 @@ def generate(workload: Workload, mapping: Mapping, config: AcceleratorConfig, *,
                    output=layouts["C"], extras=tuple(extras), instruction_base=aligned(end))
 
 
-def _layouts(lowering: Lowering, tiling: Tiling, config: AcceleratorConfig):
+def _layouts(lowering: Lowering, tiling: Tiling, config: AcceleratorConfig, tile_major: bool):
     device, sizes = lowering.device, lowering.device.sizes
     shapes, base, layouts = device.shapes, 0, {}
     for role in ("A", "B", "C"):
         tile = tiling.operand(role)
         name = tile.access.tensor
         elem_bytes = config.precision.acc_bytes if role == "C" else config.precision.in_bytes
+        # tile-major blocks of one line's worth of the line index (its intrinsic block)
+        block = tile.elem_size if tile_major and tile.elem is not None else 1
         layout = dense_layout(name, shapes[name], (tile.access,), sizes, base, elem_bytes,
-                              tile.elem)
+                              tile.elem, block)
         if layout is None:
-            layout = gather_layout(name, tile.access, sizes, base, elem_bytes, tile.elem)
+            layout = gather_layout(name, tile.access, sizes, base, elem_bytes, tile.elem, block)
         layouts[role] = layout
         base = aligned(layout.end)
     extras = []
@@ -311,7 +316,8 @@ class _Walker:
         emit = self.emit
         emit.begin(LOAD)
         dram_base, elem_bytes = layout.base, layout.elem_bytes
-        for line, address, rows, row_len, stride, pad in self._runs(tile, origin, valid, True):
+        runs = _coalesce(self._runs(tile, origin, valid, True), self._widen_to(role))
+        for line, address, rows, row_len, stride, pad in runs:
             if address is None or rows == 0:
                 _zero_lines(emit, base + line, pad)
             elif rows <= MAX_ROWS and 0 <= stride <= MAX_STRIDE and pad <= MAX_PAD:
@@ -324,13 +330,22 @@ class _Walker:
                 _rows(emit, Load, base + line, layout, address, rows, row_len, stride, pad)
         emit.end(writes=[_region(role, slot, part)])
 
+    def _widen_to(self, role: str) -> int:
+        """Elements a row of ``role`` may be widened to (`_coalesce`): its tile-major block
+        where the region's line dimension is exactly the line index, else 1."""
+        layout, elem = self.layouts[role], self.tiling.operand(role).elem
+        if layout.line_block > 1 and layout.extents[-1] == self.sizes.get(elem):
+            return layout.line_block
+        return 1
+
     def _store(self, slot: int, origin: dict, valid: dict, offset: int = 0,
                part: tuple | None = None) -> None:
         tile = self.tiling.operand("C")
         emit = self.emit
         emit.begin(STORE)
         base = self.bases["C"][slot] + offset
-        for line, address, rows, row_len, stride, _ in self._runs(tile, origin, valid, False):
+        runs = _coalesce(self._runs(tile, origin, valid, False), self._widen_to("C"))
+        for line, address, rows, row_len, stride, _ in runs:
             if address is not None and rows:
                 _rows(emit, Store, base + line, self.layouts["C"], address, rows, row_len,
                       stride, 0)
@@ -454,6 +469,34 @@ def _overwrite_plan(plan: list, block_lines: int) -> list[bool] | None:
             return None
         flags.append(bool(firsts))
     return flags
+
+
+def _coalesce(runs, widen_to: int) -> list[tuple]:
+    """`_Walker._runs` with neighbouring runs joined where their rows lie back to back in
+    DRAM and in the buffer, so each becomes one LOAD or STORE of long bursts.
+
+    ``widen_to`` > 1 (a tile-major region whose line dimension ends with the index, so its
+    last block's tail is the region's zero padding) widens a row shorter than that (the
+    index's last, partial block) to the whole block: a LOAD reads the zeros it would
+    otherwise fill in, a STORE writes padding the output's reader skips, and the rows of a
+    partial block stay back to back too.
+    """
+    joined: list[list] = []
+    for line, address, rows, row_len, stride, pad in runs:
+        if address is not None and rows and 0 < row_len < widen_to:
+            row_len = widen_to
+        if rows == 1:
+            stride = row_len  # a single row is back to back with anything right after it
+        if joined and address is not None and rows:
+            last = joined[-1]
+            if (last[1] is not None and last[5] == 0 and last[3] == row_len
+                    and last[4] == row_len == stride and last[0] + last[2] == line
+                    and last[1] + last[2] * row_len == address):
+                last[2] += rows
+                last[5] = pad
+                continue
+        joined.append([line, address, rows, row_len, stride, pad])
+    return [tuple(run) for run in joined]
 
 
 def _region(role: str, slot: int, part: tuple | None) -> tuple:

@@ -16,7 +16,17 @@ DRAM *element stride*. Two host-side arrangements provide one:
     duplicates data where the access overlaps itself, and is used when ``dense`` cannot give
     the line index a unit stride (a strided or repeated line index, a negative stride).
 
-The output is always ``dense`` and unpadded, written by STOREs as ``acc_bits`` integers.
+Either arrangement can also be *tile-major* (``line_block`` > 1): its innermost dimension, the
+one that runs along a scratchpad line, is cut into blocks of one line's elements and the block
+number becomes the outermost dimension (after VTA's packed layouts), the last block padded with
+zeros. The lines of one block column then lie back to back in DRAM: a tile's strip of lines is
+one contiguous run that the DMA moves as long bursts, and neighbouring strips join into one
+LOAD or STORE where the tile spans the other dimensions. Offsets stay affine for every line
+start (they are block-aligned), which is all the device addresses; within a line the elements
+are consecutive as before.
+
+The output is always ``dense`` and unpadded (tile-major or not), written by STOREs as
+``acc_bits`` integers.
 """
 
 from __future__ import annotations
@@ -40,7 +50,9 @@ class DramLayout:
     ``order`` lists the array dimensions outermost first: tensor dimension numbers for
     ``dense``, index names for ``gather``. ``low`` is, per tensor dimension (``dense`` only),
     the coordinate stored at position 0 (negative where the tensor is padded before), and
-    ``extents`` the stored extent of each array dimension in ``order``.
+    ``extents`` the extent of each array dimension in ``order``. ``line_block`` > 1 makes the
+    region tile-major (module docstring): it stores `stored_shape`, the last dimension of
+    ``order`` cut into blocks of ``line_block`` elements, block number outermost.
     """
 
     tensor: str
@@ -50,10 +62,23 @@ class DramLayout:
     order: tuple[int | str, ...]
     extents: tuple[int, ...]
     low: tuple[int, ...] = ()
+    line_block: int = 1
+
+    def __post_init__(self) -> None:
+        if self.line_block < 1 or (self.line_block > 1 and not self.extents):
+            raise ValueError(f"line_block {self.line_block} needs a dimension to cut")
+
+    @property
+    def stored_shape(self) -> tuple[int, ...]:
+        """The array as it lies in DRAM, outermost first."""
+        if self.line_block == 1:
+            return self.extents
+        *outer, last = self.extents
+        return (-(-last // self.line_block), *outer, self.line_block)
 
     @property
     def elements(self) -> int:
-        return math.prod(self.extents)
+        return math.prod(self.stored_shape)
 
     @property
     def nbytes(self) -> int:
@@ -69,14 +94,23 @@ class DramLayout:
             for d, e in zip(self.order, self.extents, strict=True)
         )
         pads = f" low={list(self.low)}" if any(self.low) else ""
+        if self.line_block > 1:
+            pads += f" tile-major/{self.line_block}"
         return (
             f"{self.tensor}: {self.kind}[{dims}]{pads} int{8 * self.elem_bytes} "
             f"@0x{self.base:x}..0x{self.end:x}"
         )
 
     def _dim_strides(self) -> list[int]:
-        strides, step = [0] * len(self.extents), 1
-        for position in reversed(range(len(self.extents))):
+        """Element distance per unit of each dimension of ``order``; tile-major, the last
+        one's holds between block starts only (``line_block`` of them are one block)."""
+        outer = self.extents[:-1] if self.line_block > 1 else self.extents
+        strides, step = [0] * len(self.extents), self.line_block
+        if self.line_block > 1:
+            strides[-1] = math.prod(outer)
+        else:
+            step = 1
+        for position in reversed(range(len(outer))):
             strides[position] = step
             step *= self.extents[position]
         return strides
@@ -104,6 +138,7 @@ class DramLayout:
             "order": list(self.order),
             "extents": list(self.extents),
             "low": list(self.low),
+            "line_block": self.line_block,
         }
 
     # ------------------------------------------------------------------ host side
@@ -123,13 +158,31 @@ class DramLayout:
             )
             padded[window] = array
             stored = padded.transpose(self.order)
+        stored = self._to_blocks(stored)
         return np.ascontiguousarray(stored).astype(f"<i{self.elem_bytes}").tobytes()
 
     def unpack(self, dram: bytes | bytearray | np.ndarray) -> np.ndarray:
         """A ``dense`` unpadded region read back, dimensions in tensor order, as int64."""
         raw = np.frombuffer(bytes(dram[self.base : self.end]), dtype=f"<i{self.elem_bytes}")
-        stored = raw.astype(np.int64).reshape(self.extents)
+        stored = self._from_blocks(raw.astype(np.int64).reshape(self.stored_shape))
         return stored.transpose(np.argsort(self.order))
+
+    def _to_blocks(self, array: np.ndarray) -> np.ndarray:
+        """``extents`` -> `stored_shape` (tile-major; unchanged otherwise)."""
+        if self.line_block == 1:
+            return array
+        blocks, size = self.stored_shape[0], self.line_block
+        padding = [(0, 0)] * (array.ndim - 1) + [(0, blocks * size - array.shape[-1])]
+        cut = np.pad(array, padding).reshape(*array.shape[:-1], blocks, size)
+        return np.moveaxis(cut, -2, 0)
+
+    def _from_blocks(self, stored: np.ndarray) -> np.ndarray:
+        """`stored_shape` -> ``extents``, the inverse of `_to_blocks`."""
+        if self.line_block == 1:
+            return stored
+        joined = np.moveaxis(stored, 0, -2)
+        joined = joined.reshape(*joined.shape[:-2], -1)
+        return joined[..., : self.extents[-1]]
 
 
 def gather(
@@ -159,11 +212,14 @@ def dense_layout(
     base: int,
     elem_bytes: int,
     innermost: str | None,
+    line_block: int = 1,
 ) -> DramLayout | None:
     """``dense`` layout whose innermost dimension gives index ``innermost`` stride 1.
 
     ``None`` if no permutation does (the index is scaled, repeated or shares its dimension
     with a coefficient other than 1). Padding covers every coordinate the accesses reach.
+    ``line_block`` > 1 asks for a tile-major layout, granted (else 1) where every access
+    names ``innermost``'s dimension by the bare index, so its line starts stay block-aligned.
     """
     low, high = [0] * len(shape), [extent - 1 for extent in shape]
     for access in accesses:
@@ -190,6 +246,10 @@ def dense_layout(
         home = homes.pop()
         order.remove(home)
         order.append(home)
+        if not all(access.dims[home].is_plain for access in accesses):
+            line_block = 1
+    else:
+        line_block = 1
     return DramLayout(
         tensor,
         "dense",
@@ -198,6 +258,7 @@ def dense_layout(
         tuple(order),
         tuple(extents[d] for d in order),
         tuple(low),
+        line_block,
     )
 
 
@@ -208,13 +269,23 @@ def gather_layout(
     base: int,
     elem_bytes: int,
     innermost: str | None,
+    line_block: int = 1,
 ) -> DramLayout:
-    """``gather`` layout of ``access`` with ``innermost`` (if the access uses it) last."""
+    """``gather`` layout of ``access`` with ``innermost`` (if the access uses it) last, and
+    tile-major by ``line_block`` if so."""
     order = [name for name in access.indices if name != innermost]
     if innermost in access.indices:
         order.append(innermost)
+    else:
+        line_block = 1
     return DramLayout(
-        tensor, "gather", base, elem_bytes, tuple(order), tuple(sizes[name] for name in order)
+        tensor,
+        "gather",
+        base,
+        elem_bytes,
+        tuple(order),
+        tuple(sizes[name] for name in order),
+        line_block=line_block,
     )
 
 
