@@ -7,18 +7,16 @@ cache, where Yosys and OpenSTA read them.
 
 Memories become real macro instances, as in a real flow: `map_memories` picks an array of
 macros for each ``$mem_v2`` cell (`macro_picker`) and writes a wrapper module that instantiates
-them, with the glue a memory compiler's user would write: write-row decode and per-column
-write enables (and the write masks on the macros that have them), and for stacked macros a
-registered row select and the read multiplexer. The wrapper replaces the ``$mem_v2`` cell, so
-its glue is mapped onto standard cells with the rest of the logic, and OpenSTA times every path
-into and out of the macros with their Liberty tables and counts their leakage. Their access
-power is the read and write energy of the same files, charged per access (`access_power_mw`:
-each port busy in ``accesses_per_cycle`` of the cycles, as for the OSU macros), because
-OpenSTA misreads those energies (`sta_liberty`).
+them with the decode, masking and read-multiplexing glue around them (`ihp_wrappers`). The
+wrapper replaces the ``$mem_v2`` cell, so its glue is mapped onto standard cells with the rest
+of the logic, and OpenSTA times every path into and out of the macros with their Liberty
+tables and counts their leakage. Their access power is the read and write energy of the same
+files, charged per access (`access_power_mw`: each port busy in ``accesses_per_cycle`` of the
+cycles, as for the OSU macros), because OpenSTA misreads those energies (`sta_liberty`).
 
 Not modelled: read-during-write transparency (the memories of `hw/` ask for none) and a
 synchronous or asynchronous reset of read data (none either); the macros' BIST ports are tied
-off and their ``*_DLY`` timing inputs tied high, as the PDK's examples do.
+off and their ``*_DLY`` timing inputs tied high, as the macros' data sheets require.
 """
 
 from __future__ import annotations
@@ -33,6 +31,7 @@ from pathlib import Path
 
 from tensorforge.errors import ToolError
 from tensorforge.fpga import liberty
+from tensorforge.fpga.ihp_wrappers import MASK_BUFFER, stub_verilog, wrapper_verilog
 from tensorforge.fpga.macro_picker import FlopCost, MacroArray, MacroType, MemoryChoice, pick
 from tensorforge.fpga.memories import MEM_V2_PARAMETERS, MemoryCell, MemoryMapping
 from tensorforge.fpga.technology import Technology
@@ -54,9 +53,6 @@ DONT_USE = (
     "sg13g2_sdfrbpq_1", "sg13g2_sdfrbpq_2",
 )
 FLIP_FLOP = "sg13g2_dfrbpq_1"
-# Drives one write-enable group's bits of a macro's write mask (what buffering after
-# placement would put there: ABC never sees the macro pins an enable fans out to).
-MASK_BUFFER = "sg13g2_buf_4"
 MULTIPLEXER = "sg13g2_mux2_1"
 # Where the clock-to-output delay of a macro is read for the report (OpenSTA uses the tables).
 NOMINAL_SLEW_NS = 0.1
@@ -243,7 +239,7 @@ def map_memories(memories: list[MemoryCell], run_dir: Path, top: str,
     if not mapped:
         return MemoryMapping(choices=tuple(choices))
     used = sorted({array.macro.cell for _, array in mapped})
-    stubs = [stub_verilog(models[cell]) for cell in used]
+    stubs = [stub_verilog(cell, models[cell].pins) for cell in used]
     stubs.append(f"(* blackbox *)\nmodule {MASK_BUFFER}(A, X);\n  input A;\n  output X;\n"
                  f"endmodule\n")
     (run_dir / MACRO_STUBS).write_text("\n".join(stubs))
@@ -251,7 +247,7 @@ def map_memories(memories: list[MemoryCell], run_dir: Path, top: str,
     unset = " ".join(f"-unset {p}" for p in MEM_V2_PARAMETERS)
     for index, (memory, array) in enumerate(mapped):
         module = f"tf_ihp_mem{index}"
-        wrappers.append(wrapper_verilog(module, memory, array, models[array.macro.cell]))
+        wrappers.append(wrapper_verilog(module, memory, array, models[array.macro.cell].pins))
         commands.append(f"setparam -type {module} {unset} {top}/{memory.name}")
     (run_dir / MEMORY_WRAPPERS).write_text("\n".join(wrappers))
     commands[1:1] = [f"read_verilog {MEMORY_WRAPPERS}"]
@@ -292,139 +288,6 @@ def _macro_entry(instance: str, array: MacroArray, model: MacroModel,
         "setup_ns": model.setup_ns, "read_pj": macro.read_pj, "write_pj": macro.write_pj,
         "leakage_mw": array.leakage_nw * 1e-6, "dynamic_mw": float(f"{dynamic_mw:.6g}"),
     }
-
-
-def stub_verilog(model: MacroModel) -> str:
-    """The macro as an empty module, for Yosys to keep its instances as cells."""
-    names = ", ".join(pin for pin, _, _ in model.pins)
-    lines = [f"(* blackbox *)\nmodule {model.macro.cell}({names});"]
-    for pin, direction, width in model.pins:
-        bus = f" [{width - 1}:0]" if width > 1 else ""
-        lines.append(f"  {direction}{bus} {pin};")
-    lines.append("endmodule\n")
-    return "\n".join(lines)
-
-
-def _zero_pad(signal: str, width: int, to: int) -> str:
-    return signal if width >= to else f"{{{{{to - width}{{1'b0}}}}, {signal}}}"
-
-
-def _slice(signal: str, low: int, width: int) -> str:
-    return f"{signal}[{low + width - 1}:{low}]"
-
-
-def wrapper_verilog(module: str, memory: MemoryCell, array: MacroArray,
-                    model: MacroModel) -> str:
-    """A module with the ports of ``memory``'s ``$mem_v2`` cell, built from ``array``.
-
-    Two-port macros write through port A and read through port B (one copy of the array per
-    read port); a one-port macro does both through port A, at the shared address.
-    """
-    request = memory.request()
-    reads, bits, abits = request.read_ports, request.bits, memory.integer("ABITS")
-    macro = array.macro
-    mbits, maddr = macro.bits, macro.address_bits
-    padded = array.cols * mbits
-    out = [
-        f"module {module}(RD_CLK, RD_EN, RD_ARST, RD_SRST, RD_ADDR, RD_DATA, "
-        f"WR_CLK, WR_EN, WR_ADDR, WR_DATA);",
-        f"  input [{reads - 1}:0] RD_CLK, RD_EN, RD_ARST, RD_SRST;",
-        f"  input [{reads * abits - 1}:0] RD_ADDR;",
-        f"  output [{reads * bits - 1}:0] RD_DATA;",
-        "  input [0:0] WR_CLK;",
-        f"  input [{bits - 1}:0] WR_EN, WR_DATA;",
-        f"  input [{abits - 1}:0] WR_ADDR;",
-        f"  wire [{padded - 1}:0] din = {_zero_pad('WR_DATA', bits, padded)};",
-        f"  wire [{padded - 1}:0] mask = {_zero_pad('WR_EN', bits, padded)};",
-    ]
-
-    def low_address(signal: str) -> str:
-        return _slice(signal, 0, maddr) if abits >= maddr else _zero_pad(signal, abits, maddr)
-
-    def row_hit(signal: str, row: int) -> str:
-        return f"({signal}[{abits - 1}:{maddr}] == {row})" if array.rows > 1 else "1'b1"
-
-    for col in range(array.cols):
-        out.append(f"  wire wcol{col} = |{_slice('mask', col * mbits, mbits)};")
-    for row in range(array.rows):
-        for col in range(array.cols):
-            out.append(f"  wire we_{row}_{col} = {row_hit('WR_ADDR', row)} & wcol{col};")
-    for port in range(reads):
-        address = f"ra{port}"
-        out.append(f"  wire [{abits - 1}:0] {address} = "
-                   f"{_slice('RD_ADDR', port * abits, abits)};")
-        for row in range(array.rows):
-            out.append(f"  wire re_{port}_{row} = RD_EN[{port}] & {row_hit(address, row)};")
-            out.append(f"  wire [{padded - 1}:0] dout_{port}_{row};")
-            for col in range(array.cols):
-                name = f"m_{port}_{row}_{col}"
-                pins = _instance_pins(request.macro_ports, port, row, col, mbits, low_address)
-                if macro.bit_mask:
-                    pins["A_BM"] = _write_mask(out, name, request, col * mbits, mbits)
-                out.append(_instance(model, name, pins))
-        data = _slice("RD_DATA", port * bits, bits)
-        if array.rows == 1:
-            out.append(f"  assign {data} = {_slice(f'dout_{port}_0', 0, bits)};")
-            continue
-        select_bits = abits - maddr
-        out += [f"  reg [{select_bits - 1}:0] row_{port};",
-                f"  always @(posedge RD_CLK[{port}]) if (RD_EN[{port}]) "
-                f"row_{port} <= {address}[{abits - 1}:{maddr}];"]
-        choice = _slice(f"dout_{port}_{array.rows - 1}", 0, bits)
-        for row in reversed(range(array.rows - 1)):
-            choice = f"(row_{port} == {row}) ? {_slice(f'dout_{port}_{row}', 0, bits)} : {choice}"
-        out.append(f"  assign {data} = {choice};")
-    out.append("endmodule\n")
-    return "\n".join(out)
-
-
-def _instance_pins(ports: int, port: int, row: int, col: int, mbits: int,
-                   low_address) -> dict[str, str]:
-    write, read = f"we_{row}_{col}", f"re_{port}_{row}"
-    din = _slice("din", col * mbits, mbits)
-    dout = _slice(f"dout_{port}_{row}", col * mbits, mbits)
-    if ports == 1:
-        return {"A_CLK": "WR_CLK[0]", "A_MEN": f"{write} | {read}", "A_WEN": write,
-                "A_REN": read, "A_ADDR": low_address("WR_ADDR"), "A_DIN": din, "A_DOUT": dout}
-    return {"A_CLK": "WR_CLK[0]", "A_MEN": write, "A_WEN": write, "A_REN": "1'b0",
-            "A_ADDR": low_address("WR_ADDR"), "A_DIN": din,
-            "B_CLK": f"RD_CLK[{port}]", "B_MEN": read, "B_WEN": "1'b0", "B_REN": read,
-            "B_ADDR": low_address(f"ra{port}"), "B_DOUT": dout}
-
-
-def _write_mask(out: list[str], name: str, request, low: int, width: int) -> str:
-    """The write-mask connection of macro ``name`` (bits ``low`` up of the line).
-
-    A column written by one enable signal needs no mask: its ``*_WEN`` is that enable, so the
-    mask is tied high. Otherwise each enable signal drives its bits of this macro's mask
-    through a buffer of its own; where the signals are unknown, every bit is its own.
-    """
-    groups = request.enable_groups[low:low + width]
-    if len(set(groups)) == 1:
-        return f"{{{width}{{1'b1}}}}"
-    if not groups:
-        return _slice("mask", low, width)
-    wires: dict[int, str] = {}
-    for offset, group in enumerate(groups):
-        if group not in wires:
-            wires[group] = f"{name}_bm{len(wires)}"
-            out += [f"  wire {wires[group]};",
-                    f"  {MASK_BUFFER} {wires[group]}_buf (.A(mask[{low + offset}]), "
-                    f".X({wires[group]}));"]
-    bits = [wires[groups[offset]] if offset < len(groups) else "1'b0"
-            for offset in range(width)]
-    return "{" + ", ".join(reversed(bits)) + "}"
-
-
-def _instance(model: MacroModel, name: str, wanted: dict[str, str]) -> str:
-    """One macro instance: ``wanted`` connections, other inputs tied off (``*_DLY`` high)."""
-    connections = []
-    for pin, direction, width in model.pins:
-        if pin in wanted:
-            connections.append(f".{pin}({wanted[pin]})")
-        elif direction == "input":
-            connections.append(f".{pin}({width}'b{'1' if pin.endswith('_DLY') else '0'})")
-    return f"  {model.macro.cell} {name} (" + ", ".join(connections) + ");"
 
 
 def technology() -> Technology:

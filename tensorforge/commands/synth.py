@@ -95,12 +95,14 @@ def _print_table(summary: dict[str, Any], source: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    cached = " (from the result store)" if summary["cached"] else ""
-    table = Table(title=f"{summary['flow']} synthesis of {summary['top']} in {source}{cached}")
+    # The source path goes in the caption, where a long one may wrap without splitting the
+    # note on where the result came from.
+    table = Table(title=f"{summary['flow']} synthesis of {summary['top']}", caption=str(source))
     table.add_column("metric")
     table.add_column("value", justify="right")
     for name, value in _rows(summary):
         table.add_row(name, value)
+    table.add_row("result", "from the result store" if summary["cached"] else "synthesized now")
     Console().print(table)
 
 
