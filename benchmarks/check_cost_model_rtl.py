@@ -42,8 +42,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 #: The calibration programs, grouped by configuration (one simulator process each).
-PLAN = {name: [c for c in calibration_cases() if c.config_name == name]
+PLAN = {name: [c for c in calibration_cases() if c.config_name == name and not c.dram_latency]
         for name in CALIBRATION_CONFIGS}
+#: Values tried for the memory system's terms (`cost_model.RTL_DRAM_TERMS`).
+IN_FLIGHT = (2.0, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 8.0, 16.0)
+ROUND_TRIPS = (0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0)
 
 
 #: Where each latency term of `CostParameters` comes from (printed under the table).
@@ -325,6 +328,41 @@ def write_section(lines: list[str]) -> None:
     REPORT.write_text(text)
 
 
+def _unit_error(outcomes, unit: str, prefix: str, in_flight: float, round_trip: float
+                ) -> float:
+    """Mean relative error of the model's ``unit`` cycles against the RTL's busy counter with
+    the memory system's ``prefix`` (read or write) terms set to these values."""
+    errors = []
+    for o in outcomes:
+        parameters = dataclasses.replace(
+            rtl_parameters(o.case.dram_latency),
+            **{f"{prefix}_bursts_in_flight": in_flight,
+               f"{prefix}_round_trip_cycles": round_trip})
+        model = evaluate_mapping(o.case.workload(), o.case.resolve_mapping(), o.case.config,
+                                 parameters)
+        errors.append(abs(model[f"{unit}_cycles"] / getattr(o.rtl, f"{unit}_busy") - 1))
+    return float(np.mean(errors))
+
+
+def fit_dram_terms(jobs: int = 1) -> dict[str, float]:
+    """Bursts in flight and round trip of reads and of writes: the grid values whose LOAD and
+    STORE cycles have the least mean relative error against the RTL's busy counters over the
+    calibration programs at every latency, 0 included (stored RTL results are reused)."""
+    from tensorforge.dse.fidelity import validate
+
+    outcomes = validate(calibration_cases(), jobs=jobs, progress=print)
+    terms = {}
+    for unit, prefix in (("load", "read"), ("store", "write")):
+        scores = {(f, r): _unit_error(outcomes, unit, prefix, f, r)
+                  for f in IN_FLIGHT for r in ROUND_TRIPS}
+        (in_flight, round_trip), score = min(scores.items(), key=lambda item: item[1])
+        print(f"{unit}: {in_flight} bursts in flight, round trip {round_trip} cycles: "
+              f"mean |error| of {unit} cycles {score:.1%}")
+        terms[f"{prefix}_bursts_in_flight"] = in_flight
+        terms[f"{prefix}_round_trip_cycles"] = round_trip
+    return terms
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency", type=int, default=0,
@@ -333,7 +371,12 @@ def main() -> None:
                         help="write the table into docs/cost_model.md")
     parser.add_argument("--only", nargs="*", default=(),
                         help="only the configurations whose name contains one of these")
+    parser.add_argument("--dram", action="store_true",
+                        help="fit the memory system's terms (RTL_DRAM_TERMS) and stop")
     args = parser.parse_args()
+    if args.dram:
+        print(f"RTL_DRAM_TERMS = {fit_dram_terms()}")
+        return
     commit = rtl_commit()
     print(f"RTL at {commit}; DRAM latency {args.latency} cycles")
     comparisons = []

@@ -111,6 +111,22 @@ class CostParameters:
     # it accepts one (the compute unit's gate overlaps its run)
     fetch_request_cycles: int = 3  # per fetched chunk beyond its beats and DRAM latency:
     # REQUEST, the address handshake, the first beat's response (`fetch_cycles`)
+    read_bursts_in_flight: float = 16.0  # read bursts the load unit and the DRAM together
+    # keep in flight: a LOAD row's burst is spaced at least (latency + round trip) / this
+    read_round_trip_cycles: float = 0.0  # a read burst's cycles beyond the DRAM latency
+    # from its address to the data that frees its slot
+    write_bursts_in_flight: float = 16.0  # the same for STORE bursts awaiting their B response
+    write_round_trip_cycles: float = 0.0
+
+    def read_burst_cycles(self) -> float:
+        """The least spacing of LOAD row bursts that the bursts in flight allow."""
+        return (self.dram_latency_cycles + self.read_round_trip_cycles) / (
+            self.read_bursts_in_flight)
+
+    def write_burst_cycles(self) -> float:
+        """The least spacing of STORE row bursts that the bursts in flight allow."""
+        return (self.dram_latency_cycles + self.write_round_trip_cycles) / (
+            self.write_bursts_in_flight)
 
 
 def fetch_cycles(config: AcceleratorConfig, p: CostParameters) -> float:
@@ -123,10 +139,18 @@ def fetch_cycles(config: AcceleratorConfig, p: CostParameters) -> float:
             + per_chunk) / per_chunk
 
 
+#: Bursts in flight and round trips of the simulated memory system (the DMA units with the
+#: RTL bench's DRAM model), fitted by `benchmarks/check_cost_model_rtl.py --dram` on the
+#: calibration programs at 16, 32 and 48 cycles of DRAM latency (LOAD and STORE busy
+#: counters); the held-out programs never enter the fit.
+RTL_DRAM_TERMS = {"read_bursts_in_flight": 5.0, "read_round_trip_cycles": 2.0,
+                  "write_bursts_in_flight": 4.0, "write_round_trip_cycles": 6.0}
+
+
 def rtl_parameters(dram_latency: int = 0) -> CostParameters:
     """The parameters under which the model describes the RTL on a simulated DRAM that adds
-    ``dram_latency`` cycles per burst (`tensorforge.sim.rtl_jobs.DramTiming`)."""
-    return CostParameters(dram_latency_cycles=dram_latency)
+    ``dram_latency`` cycles per burst (`tensorforge.sim.rtl_jobs`)."""
+    return CostParameters(dram_latency_cycles=dram_latency, **RTL_DRAM_TERMS)
 
 
 @dataclass(frozen=True)
@@ -352,9 +376,10 @@ def _evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
         count = steps // periods[row]
         sweeps = count // keys
         runs = transfers(g, spec, lines[spec.role], padded=True)
-        cycles = sweeps * (sums["rows"] * p.line_write_cycles + sums["beats"]
-                           + (sums["lines"] - sums["rows"])) + count * runs * (
-            p.issue_cycles + p.load_fixed_cycles + p.dram_latency_cycles)
+        cycles = _row_stream(sweeps * sums["rows"], sweeps * sums["beats"], count * runs,
+                             p.line_write_cycles, p, store=False) + (
+            sweeps * (sums["lines"] - sums["rows"])
+            + count * runs * (p.issue_cycles + p.load_fixed_cycles))
         load_cycles.append(cycles)
         loads.append(count)
         load_instructions.append(runs)
@@ -363,9 +388,9 @@ def _evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
     out = sweep_sums(g, space.operand("C"), acc_bytes, bus)
     stores = steps // periods[2]
     store_instructions = transfers(g, space.operand("C"), lines["C"], padded=False)
-    store_cycles = (out["rows"] * p.acc_read_cycles + out["beats"]
-                    + stores * store_instructions
-                    * (p.issue_cycles + p.store_fixed_cycles + p.dram_latency_cycles))
+    store_cycles = (_row_stream(out["rows"], out["beats"], stores * store_instructions,
+                                p.acc_read_cycles, p, store=True)
+                    + stores * store_instructions * (p.issue_cycles + p.store_fixed_cycles))
     write_bytes = out["elements"] * acc_bytes
 
     mac_steps = np.prod(g.total_blocks, axis=1)
@@ -446,6 +471,21 @@ def _evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
                + schedule.extra["transfers"]})
 
 
+def _row_stream(rows: np.ndarray, beats: np.ndarray, instructions: np.ndarray,
+                per_row: float, p: CostParameters, *, store: bool) -> np.ndarray:
+    """Cycles a DMA unit takes to stream ``rows`` rows of ``beats`` beats in all, moved by
+    ``instructions`` LOADs or STOREs: a beat a cycle plus ``per_row``, or, when the DRAM's
+    latency outlasts the bursts in flight, one row burst every `read_burst_cycles` /
+    `write_burst_cycles`; and one DRAM latency per instruction. A LOAD's rows wait for its
+    first data, then stream: the latency adds. A STORE's data leaves at once and only the
+    last burst's response waits: the latency hides under a bound that includes it."""
+    if store:
+        return np.maximum(rows * per_row + beats + instructions * p.dram_latency_cycles,
+                          rows * p.write_burst_cycles())
+    return (np.maximum(rows * per_row + beats, rows * p.read_burst_cycles())
+            + instructions * p.dram_latency_cycles)
+
+
 def _distinct_tile_costs(space: LayerSpace, p: CostParameters, valid: np.ndarray,
                          reload_step: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """`_tile_costs`, priced once per distinct row: the chunks of a batch's boundary steps
@@ -476,11 +516,12 @@ def _tile_costs(space: LayerSpace, p: CostParameters, valid: np.ndarray,
         elem_bytes = config.precision.acc_bytes if store else config.precision.in_bytes
         sums = sweep_sums(g, spec, elem_bytes, config.dma.bus_bytes)
         count = transfers(g, spec, tile_lines(g, spec), padded=not store)
-        fixed = (p.issue_cycles + p.dram_latency_cycles
-                 + (p.store_fixed_cycles if store else p.load_fixed_cycles))
-        rows = sums["rows"] * (p.acc_read_cycles if store else p.line_write_cycles)
+        fixed = p.issue_cycles + (p.store_fixed_cycles if store else p.load_fixed_cycles)
+        stream = _row_stream(sums["rows"], sums["beats"], count,
+                             p.acc_read_cycles if store else p.line_write_cycles, p,
+                             store=store)
         pads = 0 if store else sums["lines"] - sums["rows"]
-        costs[spec.role] = (rows + sums["beats"] + pads + count * fixed, count)
+        costs[spec.role] = (stream + pads + count * fixed, count)
     loops = _micro_loops(g, space)
     steps = np.prod(g.total_blocks, axis=1)
     costs["MAC"] = (steps * _step_cycles(space.step, loops, reload_step) + loops.instructions

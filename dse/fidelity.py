@@ -37,6 +37,12 @@ from tensorforge.store import ResultStore
 logger = logging.getLogger(__name__)
 
 STORE_KIND = "fidelity_rtl"
+#: The held-out agreement as last measured (`tensorforge validate --write`), shipped with the
+#: package so sweep reports can quote it without running the RTL.
+SUMMARY_FILE = "fidelity_summary.json"
+#: The modules whose code decides the model's cycles: a summary made with other code is stale.
+MODEL_MODULES = ("tensorforge.dse.cost_model", "tensorforge.dse.cost_steps",
+                 "tensorforge.dse.cost_geometry", "tensorforge.dse.cost_space")
 #: How reports name the model whose cycles they quote.
 MODEL_NAME = "analytical cost model (dse/cost_model.py)"
 #: The held-out targets of issue 14: the sweep's model must meet them on programs it never saw.
@@ -231,3 +237,40 @@ class Agreement:
         return (self.mean_abs_error <= TARGET_MEAN_ERROR
                 and self.max_abs_error <= TARGET_MAX_ERROR
                 and self.spearman >= TARGET_SPEARMAN)
+
+
+def summary(outcomes: Sequence[CaseOutcome], *, commit: str) -> dict:
+    """The agreement per set, with what it was measured on (`SUMMARY_FILE`'s content)."""
+    from tensorforge.hashing import source_digest
+    from tensorforge.sim.rtl_run import hardware_digest
+
+    sets = {}
+    for split in sorted({o.case.split for o in outcomes}):
+        sets[split] = vars(Agreement.of([o for o in outcomes if o.case.split == split]))
+    return {"model": MODEL_NAME, "rtl_commit": commit, "hardware_digest": hardware_digest(),
+            "model_digest": source_digest(*MODEL_MODULES), "sets": sets}
+
+
+def load_summary() -> dict | None:
+    """The shipped summary, or None where none was written yet."""
+    import json
+    from importlib import resources
+
+    path = resources.files("tensorforge.dse") / "data" / SUMMARY_FILE
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+
+
+def stale_reasons(measured: dict) -> list[str]:
+    """Why a summary no longer describes this code: the hardware or the model changed since."""
+    from tensorforge.hashing import source_digest
+    from tensorforge.sim.rtl_run import hardware_digest
+
+    reasons = []
+    if measured.get("hardware_digest") != hardware_digest():
+        reasons.append("hw/ changed since it was measured")
+    if measured.get("model_digest") != source_digest(*MODEL_MODULES):
+        reasons.append("the cost model changed since it was measured")
+    return reasons

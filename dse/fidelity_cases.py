@@ -116,11 +116,18 @@ CALIBRATION_PROGRAMS = {
 }
 
 
+#: The unit terms are measured on ideal DRAM; the bursts in flight and round trips of the
+#: memory system (`cost_model.RTL_DRAM_TERMS`) on the same programs at these latencies.
+CALIBRATION_LATENCIES = (0, 16, 32, 48)
+
+
 def calibration_cases() -> list[FidelityCase]:
-    """The programs of ``benchmarks/check_cost_model_rtl.py`` (default mappings, ideal DRAM)."""
+    """The programs of ``benchmarks/check_cost_model_rtl.py`` (default mappings) at every
+    `CALIBRATION_LATENCIES` DRAM latency."""
     return [
-        FidelityCase(f"cal-{name}-{kind}-{sizes}", CALIBRATION, name,
-                     CALIBRATION_CONFIGS[name], kind, sizes)
+        FidelityCase(f"cal-{name}-{kind}-{sizes}/lat{latency}", CALIBRATION, name,
+                     CALIBRATION_CONFIGS[name], kind, sizes, dram_latency=latency)
+        for latency in CALIBRATION_LATENCIES
         for name, programs in CALIBRATION_PROGRAMS.items() for kind, sizes in programs
     ]
 

@@ -15,11 +15,13 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from tensorforge.dse.fidelity import (
+    SUMMARY_FILE,
     TARGET_MAX_ERROR,
     TARGET_MEAN_ERROR,
     TARGET_SPEARMAN,
     Agreement,
     CaseOutcome,
+    summary,
 )
 from tensorforge.dse.fidelity_cases import CALIBRATION, HELD_OUT
 
@@ -134,4 +136,14 @@ def write(outcomes: Sequence[CaseOutcome], directory: Path, *, commit: str) -> P
     plot(outcomes, directory / PLOT_NAME)
     path = directory / "fidelity.md"
     path.write_text(markdown(outcomes, commit=commit))
+    return path
+
+
+def write_summary(outcomes: Sequence[CaseOutcome], *, commit: str) -> Path:
+    """Write `SUMMARY_FILE` beside the package's other data (a source checkout's dse/data)."""
+    import json
+
+    path = Path(__file__).resolve().parent / "data" / SUMMARY_FILE
+    path.write_text(json.dumps(summary(outcomes, commit=commit), indent=1, sort_keys=True)
+                    + "\n")
     return path

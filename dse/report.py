@@ -189,6 +189,7 @@ def render_markdown(
             ],
         )
         lines.append("")
+    lines += fidelity_section(spec.description())
     if synthesis:
         lines += _synthesis_section(synthesis)
     lines += ["## Hypervolume per trial", ""]
@@ -216,6 +217,59 @@ def render_markdown(
             "![Hypervolume](hypervolume.png)",
         ]
     return "\n".join(lines) + "\n"
+
+
+def fidelity_section(description: dict[str, Any]) -> list[str]:
+    """Which model made each figure of the tables, and how far it was from the RTL and from
+    synthesis on designs it was not fitted on (its held-out error), or that it was never
+    checked."""
+    lines = ["## Where the figures come from, and their held-out error", ""]
+    evaluator, hardware = description["evaluator"], description["hardware_model"]
+    if evaluator.startswith("first-order"):
+        lines.append(f"- latency (cycles): `{evaluator}`, a first-order model never checked "
+                     "against the RTL.")
+    else:
+        lines.append(f"- latency (cycles): `{evaluator}` on {_cycle_fidelity()}")
+    if hardware.startswith("synthesis"):
+        lines.append(f"- area, clock, power: `{hardware}`, {_synthesis_fidelity()}")
+    else:
+        lines.append(f"- area, clock, power: `{hardware}`, first-order 45 nm constants "
+                     "(Horowitz), never checked against this project's synthesis; "
+                     "`--hardware-model synthesis` is the fit to it.")
+    lines += ["- energy: per-event energies of the 45 nm `EnergyTable` "
+              "(`dse/cost_model.py`), not yet checked against workload-driven power.", ""]
+    return lines
+
+
+def _cycle_fidelity() -> str:
+    from tensorforge.dse.fidelity import load_summary, stale_reasons
+
+    measured = load_summary()
+    if measured is None or "held-out" not in measured["sets"]:
+        return "the analytical cost model; its held-out error was not measured yet " \
+               "(`tensorforge validate --write`)."
+    held = measured["sets"]["held-out"]
+    stale = stale_reasons(measured)
+    return (f"the analytical cost model (`dse/cost_model.py`): against RTL cycles on "
+            f"{held['count']} held-out programs, mean |error| {held['mean_abs_error']:.1%}, "
+            f"max {held['max_abs_error']:.1%}, Spearman {held['spearman']:.3f} "
+            f"(docs/fidelity.md, RTL at {measured['rtl_commit']})"
+            + (f"; **stale: {', '.join(stale)}**." if stale else "."))
+
+
+def _synthesis_fidelity() -> str:
+    from tensorforge.dse.area_power import load_fit
+
+    fit = load_fit()
+    rows = [r for r in fit.errors.get("accelerator", []) if not r.get("alone")]
+    if not rows:
+        return f"fitted to {fit.technology}; no whole accelerator was held out."
+    worst = {q: max(abs(r["relative_error"][q]) for r in rows)
+             for q in ("area_um2", "dynamic_mw", "critical_path_ns")}
+    return (f"fitted to {fit.technology}: on {len(rows)} held-out whole accelerators, "
+            f"largest error area {worst['area_um2']:.1%}, dynamic power "
+            f"{worst['dynamic_mw']:.1%}, critical path {worst['critical_path_ns']:.1%} "
+            "(docs/cost_model.md).")
 
 
 def spec_reference(result: SweepResult) -> tuple[float, ...]:

@@ -6,7 +6,8 @@ accelerators, asks the cost model for the same programs under the same DRAM timi
 prints the agreement: mean and max |error|, Spearman and Kendall rank correlation, per set.
 RTL results are kept in the result store by content hash, so a second run only re-evaluates
 the model; ``--jobs`` runs configurations in parallel. ``--write`` regenerates
-docs/fidelity.md and its scatter plot; ``--check`` exits 1 when the held-out set misses the
+docs/fidelity.md and its scatter plot, and (for the whole set) the summary that sweep reports
+quote (``dse/data/fidelity_summary.json``); ``--check`` exits 1 when the held-out set misses the
 targets (mean <= 5%, max <= 10%, Spearman >= 0.98).
 """
 
@@ -108,6 +109,9 @@ def run(args: argparse.Namespace) -> int:
         directory = root / "docs"
     if directory is not None:
         path = fidelity_report.write(outcomes, directory, commit=rtl_commit())
+        print(f"wrote {path}", file=sys.stderr)
+    if args.write and args.which == "all" and not args.only:
+        path = fidelity_report.write_summary(outcomes, commit=rtl_commit())
         print(f"wrote {path}", file=sys.stderr)
     if args.json:
         print(json.dumps({

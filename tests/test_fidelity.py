@@ -1,0 +1,135 @@
+"""The fidelity harness: its program sets, its statistics, and the cost model against the RTL
+on the held-out CI sample."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tensorforge.dse.fidelity import (
+    TARGET_MAX_ERROR,
+    TARGET_MEAN_ERROR,
+    Agreement,
+    CaseOutcome,
+    RtlMeasurement,
+    model_prediction,
+    validate,
+)
+from tensorforge.dse.fidelity_cases import (
+    CI_SAMPLE_SIZE,
+    FidelityCase,
+    calibration_cases,
+    ci_sample,
+    coverage,
+    design_space_triples,
+    held_out_cases,
+)
+from tensorforge.store import ResultStore
+
+
+def _program(case: FidelityCase) -> tuple:
+    return (case.config.to_json(), case.kind, case.sizes, case.mapping, case.dram_latency)
+
+
+def test_held_out_set_covers_the_design_space():
+    """Every intrinsic x legal dataflow x interconnect, >= 60 programs, non-square and one-row
+    arrays, odd bank counts, random and default mappings, several DRAM latencies."""
+    cases = held_out_cases()
+    assert len(cases) >= 60
+    assert coverage(cases) == design_space_triples()
+    shapes = {(c.config.array.rows, c.config.array.cols) for c in cases}
+    assert any(r != c and min(r, c) > 1 for r, c in shapes)
+    assert any(min(r, c) == 1 for r, c in shapes)
+    assert {3, 5, 7} <= {c.config.scratchpad.banks for c in cases}
+    assert len({c.mapping for c in cases}) >= 3
+    assert len({c.dram_latency for c in cases}) >= 4
+    kinds = {c.kind for c in cases}
+    assert {"conv_stride2_pad1", "conv_pad1", "depthwise", "ttm", "mttkrp"} <= kinds
+    assert len({c.name for c in cases}) == len(cases)
+
+
+def test_held_out_set_shares_no_program_with_the_calibration_set():
+    calibration = {_program(c) for c in calibration_cases()}
+    assert not calibration & {_program(c) for c in held_out_cases()}
+    # nor a workload at the same sizes: the held-out programs are new shapes
+    assert not {(c.kind, c.sizes) for c in calibration_cases()} & {
+        (c.kind, c.sizes) for c in held_out_cases()}
+
+
+def test_ci_sample_is_held_out_and_built_by_the_regression_suite():
+    """Its configurations are the regression suite's, so it costs no extra Verilator build."""
+    sample = ci_sample()
+    assert len(sample) == CI_SAMPLE_SIZE
+    assert set(sample) <= set(held_out_cases())
+    from test_rtl_regression import SUITE  # tests/ is on sys.path (pytest's prepend mode)
+
+    for case in sample:
+        assert SUITE[case.config_name][0] == case.config, case.config_name
+
+
+def test_every_program_compiles_and_is_priced():
+    """The model prices each program (finite cycles, at least the ideal MAC steps)."""
+    for case in [*calibration_cases(), *held_out_cases()]:
+        mapping = case.resolve_mapping()
+        row = model_prediction(case.workload(), mapping, case.config, case.dram_latency)
+        assert math.isfinite(row["accelerator_cycles"]), case.name
+        assert row["accelerator_cycles"] >= row["mac_steps"], case.name
+
+
+def _outcome(rtl: int, model: float, name: str = "p") -> CaseOutcome:
+    case = held_out_cases()[0]
+    measurement = RtlMeasurement(cycles=rtl, match=True, load_busy=0, compute_busy=0,
+                                 store_busy=0, instructions=1, sim_seconds=0.0)
+    return CaseOutcome(FidelityCase(name, case.split, case.config_name, case.config, case.kind,
+                                    case.sizes), measurement,
+                       {"accelerator_cycles": model}, cached=False)
+
+
+def test_agreement_by_hand():
+    """Errors +10%, -20%, 0, +5%: mean |error| 8.75%, max 20% (on the second), bias -1.25%;
+    the model orders the four as the RTL does (rank correlations 1)."""
+    outcomes = [_outcome(100, 110, "a"), _outcome(1000, 800, "b"), _outcome(50, 50, "c"),
+                _outcome(400, 420, "d")]
+    a = Agreement.of(outcomes)
+    assert a.count == 4
+    assert a.mean_abs_error == pytest.approx(0.0875)
+    assert a.max_abs_error == pytest.approx(0.20)
+    assert a.worst == "b"
+    assert a.bias == pytest.approx(-0.0125)
+    assert a.spearman == pytest.approx(1.0) and a.kendall == pytest.approx(1.0)
+    assert not a.meets_targets()  # 20% is over the 10% max
+    swapped = Agreement.of([_outcome(100, 300, "a"), _outcome(200, 150, "b"),
+                            _outcome(300, 310, "c")])
+    assert swapped.spearman == pytest.approx(0.5)  # ranks (3, 1, 2) against (1, 2, 3)
+
+
+def _ci_outcomes(tmp_path: Path) -> list[CaseOutcome]:
+    outcomes = validate(list(ci_sample()), store=ResultStore(tmp_path / "fidelity.sqlite"))
+    for o in outcomes:
+        assert o.rtl.match, f"{o.case.name}: RTL output differs from numpy"
+    return outcomes
+
+
+@pytest.mark.rtl
+def test_ci_sample_agrees_with_rtl_as_measured(tmp_path):
+    """A guard on the model's agreement as last measured on the held-out CI sample
+    (docs/fidelity.md): it must not get worse than this while the targets below are open."""
+    outcomes = _ci_outcomes(tmp_path)
+    errors = np.array([abs(o.error) for o in outcomes])
+    worst = outcomes[int(np.argmax(errors))].case.name
+    assert errors.mean() <= 0.30, f"mean |error| {errors.mean():.1%}"
+    assert errors.max() <= 1.20, f"max |error| {errors.max():.1%} on {worst}"
+    assert Agreement.of(outcomes).spearman >= 0.95
+
+
+@pytest.mark.rtl
+@pytest.mark.xfail(strict=True, reason="issue 14 targets not met yet: the model's LOAD/STORE "
+                   "and MAC instruction counts differ from the compiled programs' on random "
+                   "mappings (docs/fidelity.md)")
+def test_ci_sample_meets_the_targets(tmp_path):
+    """Issue 14's gate: no held-out CI program above 10% |error|, mean at most 5%."""
+    errors = np.array([abs(o.error) for o in _ci_outcomes(tmp_path)])
+    assert errors.max() <= TARGET_MAX_ERROR and errors.mean() <= TARGET_MEAN_ERROR
