@@ -28,8 +28,8 @@ from tensorforge.compiler.mappers import best_mapping, default_mapping
 from tensorforge.compiler.mapping import Mapping
 from tensorforge.compiler.workload import Workload, parse_workload
 from tensorforge.config import AcceleratorConfig
-from tensorforge.sim.rtl_jobs import DramTiming
-from tensorforge.sim.rtl_run import RtlCase, RunOptions, accelerator_model, run_programs_on_rtl
+from tensorforge.memory import MemorySystem
+from tensorforge.sim.rtl_run import RtlCase, RunOptions, run_programs_on_rtl, simulation_model
 
 CONFIG = AcceleratorConfig.from_dict({
     "intrinsic": "gemm",
@@ -105,7 +105,7 @@ def main() -> None:
     args = parser.parse_args()
 
     started = time.perf_counter()
-    model = accelerator_model(CONFIG)
+    model = simulation_model(CONFIG)
     print(f"config: {CONFIG.describe()}")
     print(f"DRAM: latency {args.latency} cycles, bandwidth "
           f"{args.bandwidth or CONFIG.dma.bus_bytes} B/cycle; model "
@@ -115,7 +115,9 @@ def main() -> None:
     for name, case in zip(names, cases, strict=True):
         print(f"{name}: tiles {dict(case.mapping.tiles)}, order {case.mapping.order}"
               + (f", groups {case.mapping.groups}" if case.mapping.groups else ""))
-    options = RunOptions(timing=DramTiming(args.latency, args.bandwidth), seed=args.seed)
+    memory = MemorySystem.preset("ideal").with_overrides(latency=args.latency,
+                                                         bandwidth=args.bandwidth)
+    options = RunOptions(memory=memory, seed=args.seed)
     results = run_programs_on_rtl(CONFIG, cases, options)
     _table(names, results)
     for name, result in zip(names, results, strict=True):

@@ -1,11 +1,17 @@
 """Drive the generated accelerator from cocotb: DRAM image in, program started, counters out.
 
-`AcceleratorDriver` is the host of one simulated accelerator (top level
-`tensorforge.hw.accelerator.Accelerator`): the clock and reset, the DRAM (`DramModel` on
-``m_axi``) and an `AxiLiteMaster` on the control registers (``s_axil``), whose addresses come
-from `tensorforge.hw.registers.REGISTERS` by name. `run` executes one `ProgramJob` the way
-software on a real SoC would: reset, place the image, write ``insn_addr``/``insn_count``,
-write 1 to ``control``, wait for ``irq`` (STATUS.done) with a cycle limit, read the counters.
+`AcceleratorDriver` is the host of one simulated accelerator inside the simulation top
+(`tensorforge.sim.sim_top`: the accelerator as instance ``accel`` beside a Verilog DRAM): the
+clock and reset, the DRAM, and an `AxiLiteMaster` on the control registers (``s_axil``),
+whose addresses come from `tensorforge.hw.registers.REGISTERS` by name. `run` executes one
+`ProgramJob` the way software on a real SoC would: reset, place the image, write
+``insn_addr``/``insn_count``, write 1 to ``control``, wait for ``irq`` (STATUS.done) with a
+cycle limit, read the counters.
+
+The DRAM is the job's ``dram_model``: ``fast``, the Verilog DRAM (`FastDram`), so that while
+the program runs no Python runs per cycle: the clock is cocotb's C++ one and the wait is one
+trigger (``irq``, a refused write, or the cycle limit as a timer); or ``reference``,
+cocotbext-axi's slave on the top-level ``m_axi`` ports (`DramModel`, Python every cycle).
 
 Nothing a program does can hang the bench: the wait ends at the cycle limit, or at once when
 the DRAM refuses a write outside the program's output region. The outcome then records what
@@ -18,16 +24,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, Event, First, RisingEdge
+from cocotb.triggers import ClockCycles, Event, First, RisingEdge, Timer
 from cocotb.utils import get_sim_time
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
 from tensorforge.hw.registers import COUNTERS, register
 from tensorforge.sim.activity import ToggleCounter
 from tensorforge.sim.dram_model import DramModel
+from tensorforge.sim.fast_dram import FastDram
 from tensorforge.sim.rtl_jobs import JobOutcome, ProgramJob
+from tensorforge.sim.sim_top import ACCELERATOR_INSTANCE
 
 CLOCK_PERIOD_NS = 10
 RESET_CYCLES = 4
@@ -65,13 +72,22 @@ def in_flight(dut) -> dict[str, dict[str, Any]]:
 
 
 class AcceleratorDriver:
-    """The host side of one accelerator instance in a cocotb test (see the module docstring)."""
+    """The host side of one accelerator instance in a cocotb test (see the module docstring).
+
+    ``ram_bytes`` sizes the reference model's memory (the largest job's).
+    """
 
     def __init__(self, dut, ram_bytes: int) -> None:
         self.dut = dut
-        Clock(dut.clk, CLOCK_PERIOD_NS, unit="ns").start()
+        self.accelerator = getattr(dut, ACCELERATOR_INSTANCE)
+        self.ram_bytes = ram_bytes
+        # The C++ clock: no Python runs on its edges.
+        Clock(dut.clk, CLOCK_PERIOD_NS, unit="ns", impl="gpi").start()
         dut.rst.value = 1
-        self.dram = DramModel(dut, ram_bytes)
+        dut.dram_reference.value = 0
+        self.bus_bytes = len(dut.m_axi__rdata) // 8
+        self.fast = FastDram(dut, self.bus_bytes)
+        self.reference: DramModel | None = None  # built for the first job that wants it
         bus = AxiLiteBus.from_prefix(dut, "s_axil", bus_separator="__")
         self.host = AxiLiteMaster(bus, dut.clk, dut.rst)
 
@@ -98,47 +114,71 @@ class AcceleratorDriver:
     def cycle(self) -> int:
         return int(get_sim_time("ns") // CLOCK_PERIOD_NS)
 
-    async def wait_done(self, max_cycles: int) -> tuple[bool, int]:
-        """Wait for ``irq`` at most ``max_cycles``; returns ``(finished, cycles waited)``.
+    def _violations(self, job: ProgramJob) -> list[tuple[int, int]]:
+        if job.dram_model == "reference":
+            return [(v.address, v.length) for v in self.reference.memory.violations]
+        return self.fast.violations()
+
+    async def wait_done(self, job: ProgramJob) -> tuple[bool, int]:
+        """Wait for ``irq`` at most ``job.max_cycles``; returns ``(finished, cycles waited)``.
 
         A refused DRAM write ends the wait at once (unfinished): the program is wrong and what
         it does next is noise.
         """
-        stop = Event()
-
-        async def on_irq() -> None:
-            await RisingEdge(self.dut.irq)
-            stop.set()
-
-        self.dram.memory.on_violation = stop.set
-        watcher = cocotb.start_soon(on_irq())
+        limit = Timer(job.max_cycles * CLOCK_PERIOD_NS, unit="ns")
         begin = self.cycle()
-        await First(stop.wait(), ClockCycles(self.dut.clk, max_cycles))
-        watcher.cancel()
-        self.dram.memory.on_violation = None
-        finished = str(self.dut.irq.value) == "1" and not self.dram.memory.violations
+        if job.dram_model == "reference":
+            stop = Event()
+            memory = self.reference.memory
+            memory.on_violation = stop.set
+            await First(stop.wait(), RisingEdge(self.dut.irq), limit)
+            memory.on_violation = None
+        else:
+            await First(RisingEdge(self.dut.irq), RisingEdge(self.dut.dram_violation), limit)
+        finished = str(self.dut.irq.value) == "1" and not self._violations(job)
         return finished, self.cycle() - begin
+
+    async def _prepare(self, job: ProgramJob, image: bytes, directory: Path) -> None:
+        """Reset the accelerator with the job's image in the job's DRAM."""
+        self.dut.rst.value = 1
+        if job.dram_model == "reference":
+            if self.reference is None:
+                self.reference = DramModel(self.dut, self.ram_bytes)
+            self.dut.dram_reference.value = 1
+            self.reference.memory.load(image, job.writable, job.ram_bytes)
+            await self.reset()
+            self.reference.set_memory(job.memory)
+        else:
+            self.dut.dram_reference.value = 0
+            self.fast.configure(job.memory, job.writable, job.ram_bytes)
+            await self.fast.load(image, job.ram_bytes, directory / f"{job.name}.in.hex")
+            await self.reset()
+
+    async def _dram_after(self, job: ProgramJob, length: int, directory: Path) -> bytes:
+        if job.dram_model == "reference":
+            return self.reference.read(0, length)
+        return await self.fast.dump(length, directory / f"{job.name}.out.hex")
 
     async def run(self, job: ProgramJob, directory: Path) -> JobOutcome:
         """Run one job; the DRAM afterwards goes to ``job.output_image(directory)``."""
         image = (directory / job.image).read_bytes()
-        self.dram.memory.load(image, job.writable, job.ram_bytes)
-        await self.reset()
-        self.dram.set_timing(job.timing)
-        toggles = ToggleCounter(self.dut, job.ports) if job.activity else None
+        await self._prepare(job, image, directory)
+        toggles = ToggleCounter(self.accelerator, job.ports) if job.activity else None
 
         await self.start(job.instruction_base, job.instruction_count)
         started = time.perf_counter()
         if toggles is not None:
             toggles.start()
-        finished, waited = await self.wait_done(job.max_cycles)
+        finished, waited = await self.wait_done(job)
         if toggles is not None:
             toggles.stop()
         wall = time.perf_counter() - started
-        held = {} if finished else in_flight(self.dut)
+        held = {} if finished else in_flight(self.accelerator)
+        violations = self._violations(job)
         status = await self.read_register("status")
         counters = await self.counters()
-        job.output_image(directory).write_bytes(self.dram.read(0, len(image)))
+        after = await self._dram_after(job, len(image), directory)
+        job.output_image(directory).write_bytes(after)
         return JobOutcome(
             name=job.name,
             finished=finished,
@@ -146,7 +186,7 @@ class AcceleratorDriver:
             status=status,
             waited_cycles=waited,
             wall_seconds=wall,
-            violations=[(v.address, v.length) for v in self.dram.memory.violations],
+            violations=violations,
             in_flight=held,
             toggles=toggles.toggles if toggles is not None else {},
             activity_cycles=toggles.cycles if toggles is not None else 0,

@@ -8,12 +8,17 @@ size, so a stray write would silently land inside the image):
 * a write outside the program's *writable* ranges (its output region) is refused, answered
   SLVERR, and recorded as a `WriteViolation` the driver turns into an error naming the STORE.
 
-Timing (`DramTiming`) is added with cocotbext-axi pause generators, the library's own knob
+Timing (`MemorySystem`) is added with cocotbext-axi pause generators, the library's own knob
 for back-pressure. A generator is advanced once per rising clock edge, so besides deciding the
 pause it also samples the handshakes of that edge: the read one delays each burst's data by
 ``latency`` cycles after its AR handshake and paces R beats to ``bandwidth``; the write one
 paces W beats and holds each B response ``latency`` cycles after the burst's last W beat.
-An ideal `DramTiming` installs nothing: the stock slave answers as fast as it can.
+A memory without latency at full bus rate installs none: the stock slave answers as fast
+as it can. The outstanding-burst limit sets the slave's AR, AW and B queue limits (the stock
+ones hold two), so the slave takes about that many bursts before it answers the first.
+
+This is the reference model: it is slow (Python every cycle), and the Verilog DRAM of the
+simulation top (`tensorforge.sim.sim_top`, ``axi_dram.v``) is checked against it.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from dataclasses import dataclass
 
 from cocotbext.axi import AxiBus, AxiSlave
 
-from tensorforge.sim.rtl_jobs import DramTiming
+from tensorforge.memory import MemorySystem
 
 #: Bytes past the image (rounded up to a bus beat) that still answer OKAY: bursts are
 #: bus-aligned, so the last beat of the image may reach a little past its end.
@@ -106,18 +111,18 @@ class _TokenBucket:
         return self.tokens >= 1.0 - 1e-9
 
 
-def _read_pauses(bus, timing: DramTiming, bus_bytes: int) -> Iterator[bool]:
+def _read_pauses(bus, memory: MemorySystem, bus_bytes: int) -> Iterator[bool]:
     """Pause decisions of the R channel; samples AR and R handshakes at each edge.
 
     A burst whose AR handshake is at edge ``c`` may present data from edge ``c + 1 + latency``
     (edge ``c + 1`` is when the stock slave would first drive it).
     """
-    bucket = _TokenBucket(timing.beats_per_cycle(bus_bytes))
+    bucket = _TokenBucket(memory.beats_per_cycle(bus_bytes))
     bursts: deque[list[int]] = deque()  # [cycle its data may start, beats left]
     cycle = 0
     while True:
         if _fired(bus.ar, "ar"):
-            bursts.append([cycle + 1 + timing.latency, int(bus.ar.arlen.value) + 1])
+            bursts.append([cycle + 1 + memory.latency, int(bus.ar.arlen.value) + 1])
         beat = _fired(bus.r, "r")
         if beat and bursts:
             bursts[0][1] -= 1
@@ -128,21 +133,21 @@ def _read_pauses(bus, timing: DramTiming, bus_bytes: int) -> Iterator[bool]:
         cycle += 1
 
 
-def _write_pauses(bus, timing: DramTiming, bus_bytes: int) -> Iterator[bool]:
+def _write_pauses(bus, memory: MemorySystem, bus_bytes: int) -> Iterator[bool]:
     """Pause decisions of the W channel (pacing); B is held by `_response_pauses`."""
-    bucket = _TokenBucket(timing.beats_per_cycle(bus_bytes))
+    bucket = _TokenBucket(memory.beats_per_cycle(bus_bytes))
     while True:
         bucket.tick(_fired(bus.w, "w"))
         yield not bucket.ready
 
 
-def _response_pauses(bus, timing: DramTiming) -> Iterator[bool]:
+def _response_pauses(bus, memory: MemorySystem) -> Iterator[bool]:
     """Pause decisions of the B channel: each response waits ``latency`` after its last beat."""
     responses: deque[int] = deque()  # cycle each pending response may go
     cycle = 0
     while True:
         if _fired(bus.w, "w") and _high(bus.w.wlast):
-            responses.append(cycle + 2 + timing.latency)
+            responses.append(cycle + 2 + memory.latency)
         if _fired(bus.b, "b") and responses:
             responses.popleft()
         yield not (responses and responses[0] <= cycle)
@@ -157,22 +162,26 @@ class DramModel:
         self.bus_bytes = len(self.bus.read.r.rdata) // 8
         self.memory = GuardedMemory(size)
         self.slave = AxiSlave(self.bus, dut.clk, dut.rst, target=self.memory)
-        self.timing = DramTiming()
+        self.system = MemorySystem.preset("ideal")
 
-    def set_timing(self, timing: DramTiming) -> None:
-        """Install (or, for ideal timing, remove) the pause generators; call after a reset."""
-        self.timing = timing
+    def set_memory(self, system: MemorySystem) -> None:
+        """Install (or, for a memory with no latency at bus rate, remove) the pause generators
+        and set the queue limits; call after a reset."""
+        self.system = system
         read_if, write_if = self.slave.read_if, self.slave.write_if
+        limit = -1 if system.outstanding is None else system.outstanding  # -1: no limit
+        for queue in (read_if.ar_channel, write_if.aw_channel, write_if.b_channel):
+            queue.queue_occupancy_limit = limit
         channels = (read_if.r_channel, write_if.w_channel, write_if.b_channel)
-        if timing.ideal:
+        if system.latency == 0 and system.beats_per_cycle(self.bus_bytes) >= 1:
             for channel in channels:
                 channel.clear_pause_generator()
                 channel.pause = False
             return
         read_bus, write_bus = self.bus.read, self.bus.write
-        read_if.r_channel.set_pause_generator(_read_pauses(read_bus, timing, self.bus_bytes))
-        write_if.w_channel.set_pause_generator(_write_pauses(write_bus, timing, self.bus_bytes))
-        write_if.b_channel.set_pause_generator(_response_pauses(write_bus, timing))
+        read_if.r_channel.set_pause_generator(_read_pauses(read_bus, system, self.bus_bytes))
+        write_if.w_channel.set_pause_generator(_write_pauses(write_bus, system, self.bus_bytes))
+        write_if.b_channel.set_pause_generator(_response_pauses(write_bus, system))
 
     def read(self, address: int, length: int) -> bytes:
         return bytes(self.memory.data[address : address + length])

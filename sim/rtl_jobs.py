@@ -17,45 +17,24 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tensorforge.errors import ConfigError
+from tensorforge.memory import MemorySystem
 
 #: The environment variable that names ``jobs.json`` for the bench.
 JOBS_ENV = "TENSORFORGE_RTL_JOBS"
 JOBS_FILE = "jobs.json"
 
+#: The DRAM models a bench can put behind the accelerator: ``fast``, the AXI memory in the
+#: Verilog of the simulation top (`tensorforge.sim.sim_top`), and ``reference``,
+#: cocotbext-axi's `AxiSlave` in Python (`tensorforge.sim.dram_model`), which the fast one is
+#: checked against.
+DRAM_MODELS = ("fast", "reference")
 
-@dataclass(frozen=True)
-class DramTiming:
-    """How slow the simulated DRAM is, on top of cocotbext-axi's ideal `AxiRam` timing.
 
-    ``latency``: cycles added between a read burst's address handshake and its first data beat,
-    and between a write burst's last data beat and its response. Bursts are pipelined: the
-    latency of one burst overlaps the data of the one before.
-    ``bandwidth``: bytes per cycle each direction (read, write) may move; ``None`` is one full
-    bus beat per cycle. A rate below the bus width spaces the beats out (a token bucket that
-    earns ``bandwidth / bus_bytes`` beats per cycle).
-    """
-
-    latency: int = 0
-    bandwidth: float | None = None
-
-    def __post_init__(self) -> None:
-        if isinstance(self.latency, bool) or not isinstance(self.latency, int) or self.latency < 0:
-            raise ConfigError(f"DRAM latency must be 0 or more cycles, not {self.latency!r}")
-        if self.bandwidth is not None and not self.bandwidth > 0:
-            raise ConfigError(
-                f"DRAM bandwidth must be a positive number of bytes per cycle, not "
-                f"{self.bandwidth!r}"
-            )
-
-    @property
-    def ideal(self) -> bool:
-        return self.latency == 0 and self.bandwidth is None
-
-    def beats_per_cycle(self, bus_bytes: int) -> float:
-        if self.bandwidth is None:
-            return 1.0
-        return min(1.0, self.bandwidth / bus_bytes)
+def DramTiming(latency: int = 0, bandwidth: float | None = None) -> MemorySystem:  # noqa: N802
+    """Deprecated: the memory `MemorySystem` now describes. This is the ideal memory with
+    ``latency`` and ``bandwidth`` (what ``DramTiming(latency, bandwidth)`` meant), for callers
+    not yet moved to ``MemorySystem.preset("ideal").with_overrides(...)``."""
+    return MemorySystem.preset("ideal").with_overrides(latency=latency, bandwidth=bandwidth)
 
 
 @dataclass(frozen=True)
@@ -65,7 +44,8 @@ class ProgramJob:
     ``writable`` lists the ``[start, end)`` byte ranges the program's STOREs may write (its
     output region); a write anywhere else ends the run with an error naming the instruction.
     ``ram_bytes`` is the simulated DRAM size (the image plus a guard region); reads or writes
-    past it answer SLVERR. ``ports`` are the accelerator's input ports and their widths, for
+    past it answer SLVERR. ``memory`` paces the DRAM; ``dram_model`` names the model that
+    serves it (`DRAM_MODELS`). ``ports`` are the accelerator's input ports and their widths, for
     toggle counting when ``activity`` is set. ``config`` is the `AcceleratorConfig` as a dict.
     """
 
@@ -77,7 +57,8 @@ class ProgramJob:
     writable: tuple[tuple[int, int], ...]
     ram_bytes: int
     max_cycles: int
-    timing: DramTiming = field(default_factory=DramTiming)
+    memory: MemorySystem = field(default_factory=MemorySystem)
+    dram_model: str = "fast"
     activity: bool = False
     ports: tuple[tuple[str, int], ...] = ()
 
@@ -87,7 +68,7 @@ class ProgramJob:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ProgramJob:
         values = dict(data)
-        values["timing"] = DramTiming(**values["timing"])
+        values["memory"] = MemorySystem.from_dict(values["memory"])
         values["writable"] = tuple(tuple(pair) for pair in values["writable"])
         values["ports"] = tuple(tuple(pair) for pair in values["ports"])
         return cls(**values)

@@ -21,7 +21,7 @@ import shutil
 import tempfile
 from collections.abc import Mapping as MappingType
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -33,13 +33,28 @@ from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import SimulationError
 from tensorforge.hashing import stable_hash
 from tensorforge.isa import INSTRUCTION_BYTES, Compute, Instruction, Load, Store, encode_program
+from tensorforge.memory import DEFAULT_MEMORY, MemorySystem
 from tensorforge.paths import cache_subdir
 from tensorforge.sim.activity import PortActivity, input_ports
 from tensorforge.sim.axi_traffic import bus_traffic, dram_rows
 from tensorforge.sim.dram_model import ram_size
 from tensorforge.sim.program_result import RtlResult, first_mismatches
 from tensorforge.sim.rtl_diagnosis import explain
-from tensorforge.sim.rtl_jobs import JOBS_ENV, DramTiming, JobOutcome, ProgramJob, write_jobs
+from tensorforge.sim.rtl_jobs import (
+    DRAM_MODELS,
+    JOBS_ENV,
+    JobOutcome,
+    ProgramJob,
+    write_jobs,
+)
+from tensorforge.sim.sim_top import (
+    DRAM_CAPACITY_BYTES,
+    MAX_OUTSTANDING,
+    PATH_BYTES,
+    SIM_TOP,
+    WRITABLE_RANGES,
+    sim_top_verilog,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -85,16 +100,17 @@ def accelerator_verilog(config: AcceleratorConfig) -> str:
 
 
 @functools.cache
-def accelerator_model(config: AcceleratorConfig, waves: bool = False):
-    """The Verilator model of ``Accelerator(config)`` (built once, then from the disk cache)."""
-    from tensorforge.hw.accelerator import TOP_NAME
+def simulation_model(config: AcceleratorConfig, waves: bool = False):
+    """The Verilator model of the simulation top of ``Accelerator(config)``: the accelerator
+    and both DRAMs (`tensorforge.sim.sim_top`); built once, then from the disk cache."""
     from tensorforge.sim.rtl_harness import build_model
 
-    return build_model(accelerator_verilog(config), top=TOP_NAME, waves=waves)
+    return build_model(sim_top_verilog(config, accelerator_verilog(config)), top=SIM_TOP,
+                       waves=waves)
 
 
 def default_cycle_limit(config: AcceleratorConfig, instructions: Sequence[Instruction],
-                        timing: DramTiming) -> int:
+                        memory: MemorySystem) -> int:
     """A limit no correct run reaches: 20x a serial estimate of every step and beat, + 20k."""
     beats = rows = steps = 0
     for instruction in instructions:
@@ -105,9 +121,9 @@ def default_cycle_limit(config: AcceleratorConfig, instructions: Sequence[Instru
                          for _, size in dram_rows(config, instruction))
         elif isinstance(instruction, Compute):
             steps += instruction.outer * instruction.inner
-    per_beat = 1 / timing.beats_per_cycle(config.dma.bus_bytes)
+    per_beat = 1 / memory.beats_per_cycle(config.dma.bus_bytes)
     step_cycles = steps * (config.blocks["A"].lines + config.blocks["B"].lines + 4)
-    serial = (step_cycles + beats * per_beat + rows * (timing.latency + 8)
+    serial = (step_cycles + beats * per_beat + rows * (memory.latency + 8)
               + 50 * len(instructions))
     return int(20 * serial) + 20_000
 
@@ -117,7 +133,7 @@ class RtlCase:
     """One program to run: a workload, its mapping (None: the default) and its inputs.
 
     ``program`` replaces compilation with a ready `Program` (of this workload), e.g. one a
-    test has edited.
+    test has edited; ``memory`` replaces the run's `RunOptions.memory` for this case.
     """
 
     workload: Workload
@@ -125,18 +141,34 @@ class RtlCase:
     inputs: MappingType[str, np.ndarray] | None = None
     seed: int = 0
     program: Program | None = None
+    memory: MemorySystem | None = None
 
 
 @dataclass(frozen=True)
 class RunOptions:
-    """How to run: DRAM timing, cycle limit, waveform, activity, where the files go."""
+    """How to run: the memory, its model, cycle limit, waveform, activity, where files go.
 
-    timing: DramTiming = field(default_factory=DramTiming)
+    ``memory`` defaults to `DEFAULT_MEMORY` (a realistic DRAM, not the ideal one).
+    ``dram_model`` is ``"fast"`` (the Verilog DRAM of the simulation top: no Python per
+    cycle) or ``"reference"`` (cocotbext-axi's slave, the model the fast one is checked
+    against; ~30x slower).
+    """
+
+    memory: MemorySystem = DEFAULT_MEMORY
+    dram_model: str = "fast"
     max_cycles: int | None = None
     waves: bool = False
     activity: bool = False
     test_dir: Path | None = None
     seed: int = 0
+    timing: InitVar[MemorySystem | None] = None  # deprecated name of ``memory``
+
+    def __post_init__(self, timing: MemorySystem | None) -> None:
+        if timing is not None:
+            object.__setattr__(self, "memory", timing)
+        if self.dram_model not in DRAM_MODELS:
+            raise SimulationError(
+                f"dram_model must be one of {', '.join(DRAM_MODELS)}, not {self.dram_model!r}")
 
 
 @dataclass(frozen=True)
@@ -147,7 +179,30 @@ class _Image:
     instructions: tuple[Instruction, ...]
     instruction_base: int
     writable: tuple[tuple[int, int], ...]
-    timing: DramTiming | None = None  # None: the run's
+    memory: MemorySystem | None = None  # None: the run's
+
+
+def _check_fast_dram(job: ProgramJob, directory: Path) -> None:
+    """Raise `SimulationError` for a job the Verilog DRAM cannot serve (sizes are build-time
+    constants of `tensorforge.sim.sim_top`); the reference model has no such limits."""
+    problems = []
+    if job.ram_bytes > DRAM_CAPACITY_BYTES:
+        problems.append(f"its DRAM image needs {job.ram_bytes:,} B, more than the "
+                        f"{DRAM_CAPACITY_BYTES:,} B the Verilog DRAM holds")
+    outstanding = job.memory.outstanding
+    if outstanding is not None and outstanding > MAX_OUTSTANDING:
+        problems.append(f"{outstanding} bursts outstanding is more than the Verilog DRAM's "
+                        f"{MAX_OUTSTANDING}")
+    if len(job.writable) > WRITABLE_RANGES:
+        problems.append(f"{len(job.writable)} writable ranges is more than the Verilog DRAM "
+                        f"checks ({WRITABLE_RANGES})")
+    longest = len(str(directory / f"{job.name}.out.hex").encode())
+    if longest > PATH_BYTES:
+        problems.append(f"its run directory's path is {longest} B long, over {PATH_BYTES} B")
+    if problems:
+        raise SimulationError(f"the fast DRAM model cannot run {job.name}: "
+                              f"{'; '.join(problems)}. Run it with "
+                              f"RunOptions(dram_model='reference').")
 
 
 def _execute(config: AcceleratorConfig, images: Sequence[_Image], options: RunOptions
@@ -157,17 +212,20 @@ def _execute(config: AcceleratorConfig, images: Sequence[_Image], options: RunOp
     Returns per image its job, outcome and DRAM afterwards; the run directory (None when it
     was a temporary one, removed after a clean run without waveform); the waveform.
     """
-    model = accelerator_model(config, options.waves)
+    model = simulation_model(config, options.waves)
     own_directory = options.test_dir is None
     directory = Path(tempfile.mkdtemp(prefix="tensorforge-rtl-run-")) if own_directory else Path(
-        options.test_dir)
+        options.test_dir).resolve()
     directory.mkdir(parents=True, exist_ok=True)
     ports = ()
     if options.activity:
-        ports = tuple(input_ports(model.verilog_path.read_text(), model.top).items())
+        from tensorforge.hw.accelerator import TOP_NAME
+
+        ports = tuple(input_ports(accelerator_verilog(config), TOP_NAME).items())
     jobs = []
     for index, item in enumerate(images):
         name = f"program{index}"
+        memory = item.memory or options.memory
         (directory / f"{name}.in.bin").write_bytes(item.image)
         jobs.append(ProgramJob(
             name=name,
@@ -178,11 +236,14 @@ def _execute(config: AcceleratorConfig, images: Sequence[_Image], options: RunOp
             writable=item.writable,
             ram_bytes=ram_size(len(item.image), config.dma.bus_bytes),
             max_cycles=options.max_cycles or default_cycle_limit(
-                config, item.instructions, item.timing or options.timing),
-            timing=item.timing or options.timing,
+                config, item.instructions, memory),
+            memory=memory,
+            dram_model=options.dram_model,
             activity=options.activity,
             ports=ports,
         ))
+        if options.dram_model == "fast":
+            _check_fast_dram(jobs[-1], directory)
     jobs_file = write_jobs(directory, jobs)
     results = model.run(bench_path(), test_dir=directory, extra_env={JOBS_ENV: str(jobs_file)},
                         seed=options.seed)
@@ -213,7 +274,8 @@ def _compile(case: RtlCase, config: AcceleratorConfig) -> tuple[Program, dict, _
     inputs = dict(case.inputs) if case.inputs is not None else case.workload.random_inputs(
         np.random.default_rng(case.seed))
     image = _Image(bytes(program.pack_inputs(inputs)), tuple(program.instructions),
-                   program.instruction_base, ((program.output.base, program.output.end),))
+                   program.instruction_base, ((program.output.base, program.output.end),),
+                   case.memory)
     return program, inputs, image
 
 
@@ -281,8 +343,8 @@ def run_on_rtl(
     *,
     inputs: MappingType[str, np.ndarray] | None = None,
     seed: int = 0,
-    dram_latency: int = 0,
-    dram_bandwidth: float | None = None,
+    memory: MemorySystem = DEFAULT_MEMORY,
+    dram_model: str = "fast",
     max_cycles: int | None = None,
     waves: bool = False,
     activity: bool = False,
@@ -291,13 +353,13 @@ def run_on_rtl(
     """Compile ``workload`` for ``config`` (default mapping if None), run it on the RTL, check it.
 
     ``inputs`` default to ``workload.random_inputs(np.random.default_rng(seed))``.
-    ``dram_latency`` (cycles) and ``dram_bandwidth`` (bytes per cycle per direction, None: one
-    bus beat per cycle) slow the simulated DRAM (`DramTiming`). ``max_cycles`` bounds the run
+    ``memory`` is the DRAM's timing (default `DEFAULT_MEMORY`, realistic DDR3), served by the
+    ``dram_model`` (`RunOptions`). ``max_cycles`` bounds the run
     (default: `default_cycle_limit`). ``waves`` records a waveform (``result.waveform``);
     ``activity`` counts input-port toggles for `tensorforge.sim.activity.estimate_power`.
     """
     options = RunOptions(
-        timing=DramTiming(latency=dram_latency, bandwidth=dram_bandwidth),
+        memory=memory, dram_model=dram_model,
         max_cycles=max_cycles, waves=waves, activity=activity, test_dir=test_dir, seed=seed,
     )
     return run_programs_on_rtl(config, [RtlCase(workload, mapping, inputs, seed)], options)[0]
@@ -307,18 +369,18 @@ def run_on_rtl(
 class RawProgram:
     """A hand-written program: instructions placed after ``dram`` (16-byte aligned).
 
-    ``writable`` are the byte ranges its STOREs may write; ``timing`` overrides the run's.
+    ``writable`` are the byte ranges its STOREs may write; ``memory`` overrides the run's.
     """
 
     instructions: tuple[Instruction, ...]
     dram: bytes = b""
     writable: tuple[tuple[int, int], ...] = ()
-    timing: DramTiming | None = None
+    memory: MemorySystem | None = None
 
     def image(self) -> _Image:
         base = -(-len(self.dram) // INSTRUCTION_BYTES) * INSTRUCTION_BYTES
         image = bytes(self.dram).ljust(base, b"\0") + encode_program(list(self.instructions))
-        return _Image(image, tuple(self.instructions), base, tuple(self.writable), self.timing)
+        return _Image(image, tuple(self.instructions), base, tuple(self.writable), self.memory)
 
 
 def run_instructions_on_rtl(

@@ -14,10 +14,10 @@ import pytest
 
 from tensorforge.compiler.workload import parse_workload
 from tensorforge.config import AcceleratorConfig
-from tensorforge.errors import ConfigError, SimulationError
+from tensorforge.errors import SimulationError
 from tensorforge.isa import Buffer, Compute, Finish, Load, Store
+from tensorforge.memory import MemorySystem
 from tensorforge.sim.axi_traffic import bus_traffic, fetch_bytes
-from tensorforge.sim.rtl_jobs import DramTiming
 
 CONFIG = AcceleratorConfig.from_dict({
     "intrinsic": "gemm",
@@ -26,6 +26,10 @@ CONFIG = AcceleratorConfig.from_dict({
     "dma": {"bus_bits": 64, "max_burst": 16},
 })
 GEMM = parse_workload("C[i,j] += A[i,k] * B[k,j]", "i=12,j=10,k=9", name="gemm")
+# Timing tests start from the ideal memory and slow one thing down at a time.
+IDEAL = MemorySystem.preset("ideal")
+TIMINGS = [IDEAL, IDEAL.with_overrides(latency=7), IDEAL.with_overrides(bandwidth=4)]  # 4 B:
+# half a beat per cycle on the 64-bit bus
 
 # An isolated LOAD keeps the pipelined load unit busy for a fixed command cost plus every beat
 # at the DRAM's rate (`LoadUnit.beats_per_cycle` at most): rows' bursts are issued while
@@ -37,14 +41,6 @@ LOAD_FIXED = 5
 
 
 # ------------------------------------------------------------------ pure Python
-
-
-def test_dram_timing_rejects_nonsense():
-    with pytest.raises(ConfigError, match="latency"):
-        DramTiming(latency=-1)
-    with pytest.raises(ConfigError, match="bandwidth"):
-        DramTiming(bandwidth=0)
-    assert DramTiming().ideal and DramTiming(bandwidth=4).beats_per_cycle(8) == 0.5
 
 
 def test_bus_traffic_counts_beats_and_fetch():
@@ -78,11 +74,10 @@ def test_load_busy_follows_rows_beats_and_dram_latency():
 
     dram = bytes(range(256)) * 2
     shapes = [(Buffer.SPAD, 1), (Buffer.SPAD, 4), (Buffer.SPAD, 12), (Buffer.ACC, 3)]
-    timings = [DramTiming(), DramTiming(latency=7), DramTiming(bandwidth=4)]  # 4 B = 1/2 beat
-    cases = [(buffer, rows, timing) for buffer, rows in shapes for timing in timings]
+    cases = [(buffer, rows, timing) for buffer, rows in shapes for timing in TIMINGS]
     programs = [
         RawProgram((Load(buffer=buffer, rows=rows, row_len=4, stride=64), Finish()), dram,
-                   timing=timing)
+                   memory=timing)
         for buffer, rows, timing in cases
     ]
     runs = run_instructions_on_rtl(CONFIG, programs)
@@ -114,17 +109,17 @@ def test_store_busy_follows_beats_not_rows():
     # An isolated STORE streams (`StoreUnit`): lines are read ahead, AW bursts go out ahead of
     # their W beats and B responses are awaited once, at the end. On an ideal DRAM it is busy
     # for `StoreUnit.fixed_cycles` plus one cycle per W beat; rows cost nothing of their own.
-    # A DRAM's B latency is paid at least once and at most once per burst, plus the cycle
-    # its pause generator acts late (cocotbext-axi's slave queues only two B responses, then
-    # stops taking W beats). A slower DRAM cannot take beats faster than its bandwidth.
+    # A DRAM's B latency is paid at least once and at most once per burst, plus one cycle
+    # per burst for the reference model, whose pause generator acts a cycle late (these runs
+    # use the fast model, `tests/test_fast_dram.py` holds the two together). A slower DRAM
+    # cannot take beats faster than its bandwidth.
     dram = bytes([0xA5]) * 512
     shapes = [(1, 4, 0), (12, 4, 0), (9, 2, 0), (6, 4, 4), (3, 3, 12)]  # rows, row_len, start
-    timings = [DramTiming(), DramTiming(latency=7), DramTiming(bandwidth=4)]  # 4 B = 1/2 beat
-    cases = [(shape, timing) for shape in shapes for timing in timings]
+    cases = [(shape, timing) for shape in shapes for timing in TIMINGS]
     stride = 8  # elements: rows 32 B apart, each row its own bursts
     programs = [
         RawProgram((Store(rows=rows, row_len=row_len, stride=stride, dram_addr=64 + start),
-                    Finish()), dram, writable=((64, 512),), timing=timing)
+                    Finish()), dram, writable=((64, 512),), memory=timing)
         for (rows, row_len, start), timing in cases
     ]
     runs = run_instructions_on_rtl(CONFIG, programs)
@@ -157,9 +152,10 @@ def test_slow_dram_costs_cycles_not_correctness(tmp_path):
 
     seed = 11
     fast, = run_programs_on_rtl(CONFIG, [RtlCase(GEMM, seed=seed)],
-                                RunOptions(test_dir=tmp_path / "fast", seed=seed))
+                                RunOptions(memory=IDEAL, test_dir=tmp_path / "fast", seed=seed))
     slow, = run_programs_on_rtl(CONFIG, [RtlCase(GEMM, seed=seed)], RunOptions(
-        timing=DramTiming(latency=30, bandwidth=2), test_dir=tmp_path / "slow", seed=seed))
+        memory=IDEAL.with_overrides(latency=30, bandwidth=2), test_dir=tmp_path / "slow",
+        seed=seed))
     assert fast.match and slow.match, f"seed {seed}"
     assert fast.traffic_consistent and slow.traffic_consistent
     assert slow.load_busy > fast.load_busy + 30 * 9  # every LOAD row waits 30 cycles more
@@ -226,12 +222,17 @@ def test_zero_operands_toggle_the_read_data_less_than_random_ones():
 def test_zero_operands_draw_less_power_than_random_ones():
     from tensorforge.hw.accelerator import TOP_NAME
     from tensorforge.sim.activity import estimate_power
-    from tensorforge.sim.rtl_run import RtlCase, RunOptions, accelerator_model, run_programs_on_rtl
+    from tensorforge.sim.rtl_run import (
+        RtlCase,
+        RunOptions,
+        accelerator_verilog,
+        run_programs_on_rtl,
+    )
 
     zeros = {name: np.zeros(GEMM.shapes[name], dtype=np.int64) for name in GEMM.input_names}
     quiet, busy = run_programs_on_rtl(
         CONFIG, [RtlCase(GEMM, inputs=zeros), RtlCase(GEMM, seed=5)], RunOptions(activity=True))
-    verilog = accelerator_model(CONFIG).verilog_path.read_text()
+    verilog = accelerator_verilog(CONFIG)
     low = estimate_power(verilog, TOP_NAME, quiet.activity, quiet.cycles)
     high = estimate_power(verilog, TOP_NAME, busy.activity, busy.cycles)
     assert low.area_um2 == high.area_um2 > 0

@@ -8,6 +8,11 @@ them the sweep's cost model's cycles for the same program and DRAM timing (``mod
 with ``model_error``: model / RTL - 1; its held-out error is in docs/fidelity.md). ``--power``
 also records the run's switching activity and synthesizes the design with it (area, power,
 energy). A result that differs from numpy prints the first differing elements and exits 1.
+
+The DRAM is `tensorforge.memory.DEFAULT_MEMORY` (DDR3 behind an FPGA controller: 32 cycles of
+latency) unless ``--memory`` or the ``--dram-*`` overrides say otherwise: the cycles and the
+utilization a user reads should be those of a memory that exists, and ``--memory ideal``
+shows what the accelerator alone can do.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import json
 import sys
 
 from tensorforge.commands.hwflags import add_hardware_arguments, config_from_args
+from tensorforge.commands.memflags import add_memory_arguments, memory_from_args
 from tensorforge.commands.workload_args import add_workload_arguments, workload_from_args
 
 
@@ -29,10 +35,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_workload_arguments(parser)
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    parser.add_argument("--dram-latency", type=int, default=0, metavar="CYCLES",
-                        help="cycles DRAM adds before each burst's data (default 0)")
-    parser.add_argument("--dram-bandwidth", type=float, default=None, metavar="BYTES",
-                        help="DRAM bytes per cycle each way (default: one bus beat per cycle)")
     parser.add_argument("--max-cycles", type=int, default=None,
                         help="stop the run after this many cycles (default: generous)")
     parser.add_argument("--waves", action="store_true",
@@ -43,6 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="clock period for --power (default 10 ns)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     add_hardware_arguments(parser)
+    add_memory_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -69,6 +72,8 @@ def _print_table(summary: dict, power: dict | None) -> None:
          f"{summary['dram_bytes_read']:,} / {summary['dram_bytes_written']:,}"),
         ("simulated cycles per second", f"{summary['sim_cycles_per_second']:,.0f}"),
     ]
+    if "memory" in summary:
+        rows.insert(1, ("DRAM", summary["memory"]["name"]))
     if power is not None:
         rows += [
             ("area (um^2)", f"{power['area_um2']:,.0f}"),
@@ -98,21 +103,22 @@ def run(args: argparse.Namespace) -> int:
 
     workload = workload_from_args(args)
     config = config_from_args(args)
+    memory = memory_from_args(args)
     mapping = resolve_mapping(workload, config, args.mapping)
     result = run_on_rtl(
-        workload, config, mapping, seed=args.seed, dram_latency=args.dram_latency,
-        dram_bandwidth=args.dram_bandwidth, max_cycles=args.max_cycles, waves=args.waves,
-        activity=args.power,
+        workload, config, mapping, seed=args.seed, memory=memory, max_cycles=args.max_cycles,
+        waves=args.waves, activity=args.power,
     )
     summary = result.to_dict()
-    summary.update(model_summary(workload, mapping, config, args.dram_latency, result.cycles))
+    summary["memory"] = {"name": memory.describe(), **memory.to_dict()}
+    summary.update(model_summary(workload, mapping, config, memory.latency, result.cycles))
     power = None
     if args.power:
         from tensorforge.hw.accelerator import TOP_NAME
         from tensorforge.sim.activity import estimate_power
-        from tensorforge.sim.rtl_run import accelerator_model
+        from tensorforge.sim.rtl_run import accelerator_verilog
 
-        verilog = accelerator_model(config).verilog_path.read_text()
+        verilog = accelerator_verilog(config)
         power = estimate_power(verilog, TOP_NAME, result.activity, result.cycles,
                                clock_ns=args.clock_ns).to_dict()
         summary["power"] = power
