@@ -270,15 +270,12 @@ def _run_flow(
     seconds["sta"] = round(sta.run.seconds, 3)
 
     power = sta.power_mw
-    if mapping.power_from_sta:
-        macro_power = sta.macro_power_mw.internal + sta.macro_power_mw.switching
-    else:  # analytical macros: their access power is the technology's own estimate
-        macro_power = mapping.dynamic_mw
+    if mapping.dynamic_mw:  # the macros' accesses, which OpenSTA does not count
         power = PowerReport(
-            internal=_round6(power.internal + macro_power),
+            internal=_round6(power.internal + mapping.dynamic_mw),
             switching=power.switching,
             leakage=power.leakage,
-            total=_round6(power.total + macro_power),
+            total=_round6(power.total + mapping.dynamic_mw),
         )
     logic_area = stat.area or 0.0
     access = mapping.access_ns
@@ -298,7 +295,7 @@ def _run_flow(
         logic_area_um2=logic_area,
         macro_area_um2=mapping.area_um2,
         macro_access_ns=max((m["access_ns"] for m in mapping.macros), default=0.0),
-        macro_power_mw=_round6(macro_power),
+        macro_power_mw=_round6(mapping.dynamic_mw),
         macros=list(mapping.macros),
         tech=options.tech,
         macro_leakage_mw=_round6(mapping.leakage_mw),

@@ -263,7 +263,6 @@ def map_memories(memories: list[MemoryCell], run_dir: Path, top: str,
         leakage_mw=sum(array.leakage_nw for _, array in mapped) * 1e-6,
         dynamic_mw=sum(access_power_mw(array, accesses_per_cycle, clock_ns)
                        for _, array in mapped),
-        power_from_sta=False,
     )
 
 

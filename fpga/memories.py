@@ -119,9 +119,8 @@ class MemoryMapping:
     are read by OpenSTA next to the standard cells. ``macros`` has one report entry per mapped
     memory, ``choices`` one per memory (macros or flip-flops, and why). ``area_um2`` and
     ``leakage_mw`` are the macros' own; ``access_ns`` is a floor for the critical path where
-    OpenSTA cannot see into the macros' timing (0 where it can). ``dynamic_mw`` is their
-    access power where the technology estimates it itself (``power_from_sta`` False); where
-    the macros' Liberty files have power tables OpenSTA reports it in its ``Macro`` group.
+    OpenSTA cannot see into the macros' timing (0 where it can), ``dynamic_mw`` their access
+    power (OpenSTA counts their leakage from their Liberty files, not their accesses).
     """
 
     yosys_commands: tuple[str, ...] = ()
@@ -132,4 +131,3 @@ class MemoryMapping:
     leakage_mw: float = 0.0
     access_ns: float = 0.0
     dynamic_mw: float = 0.0
-    power_from_sta: bool = True

@@ -29,6 +29,7 @@ SCRIPT_FILE = "sta.tcl"
 _ARRIVAL = re.compile(r"^\s*(-?[\d.]+(?:[eE][-+]?\d+)?)\s+data arrival time", re.MULTILINE)
 _SLACK = re.compile(r"^\s*(-?[\d.]+(?:[eE][-+]?\d+)?)\s+slack \((MET|VIOLATED)\)", re.MULTILINE)
 _NUMBER = r"(-?[\d.]+(?:[eE][-+]?\d+)?)"
+_POWER_TOTAL = re.compile(rf"^Total\s+{_NUMBER}\s+{_NUMBER}\s+{_NUMBER}\s+{_NUMBER}", re.MULTILINE)
 _POWER_UNIT = re.compile(r"\((W|Watts|mW|uW|nW)\)")
 _TO_MILLIWATTS = {"W": 1e3, "Watts": 1e3, "mW": 1.0, "uW": 1e-3, "nW": 1e-6}
 
@@ -49,7 +50,6 @@ class StaResult:
     slack_ns: float
     power_mw: PowerReport
     run: ToolRun
-    macro_power_mw: PowerReport = PowerReport(0.0, 0.0, 0.0, 0.0)
 
 
 def sta_script(
@@ -111,9 +111,7 @@ def run_sta(script: str, *, run_dir: Path, clock_ns: float, timeout_s: float) ->
     if errors:
         raise ToolError("sta", f"reported {len(errors)} error(s), first: {errors[0]}", log)
     critical_path_ns, slack_ns = parse_timing(log, clock_ns)
-    has_macros = re.search(r"^Macro\s", log, re.MULTILINE) is not None
-    macros = parse_power(log, group="Macro") if has_macros else StaResult.macro_power_mw
-    return StaResult(critical_path_ns, slack_ns, parse_power(log), run, macros)
+    return StaResult(critical_path_ns, slack_ns, parse_power(log), run)
 
 
 def parse_timing(log: str, clock_ns: float) -> tuple[float, float]:
@@ -131,13 +129,12 @@ def parse_timing(log: str, clock_ns: float) -> tuple[float, float]:
     return float(arrival[1]), float(slack[1])
 
 
-def parse_power(log: str, group: str = "Total") -> PowerReport:
-    """One row of ``report_power`` (``Total``, or a group such as ``Macro``), in mW."""
+def parse_power(log: str) -> PowerReport:
+    """The ``Total`` row of ``report_power``, converted to mW."""
     start = log.rfind("Internal")
-    row = re.compile(rf"^{group}\s+{_NUMBER}\s+{_NUMBER}\s+{_NUMBER}\s+{_NUMBER}", re.MULTILINE)
-    total = row.search(log, max(start, 0))
+    total = _POWER_TOTAL.search(log, max(start, 0))
     if start < 0 or total is None:
-        raise ToolError("sta", f"the power report has no {group} row", log)
+        raise ToolError("sta", "the power report has no Total row", log)
     header = log[start:total.start()]
     unit = _POWER_UNIT.search(header)
     scale = _TO_MILLIWATTS[unit[1]] if unit else _TO_MILLIWATTS["W"]

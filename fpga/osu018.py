@@ -79,7 +79,6 @@ def map_memories(memories: list[MemoryCell], run_dir: Path, top: str,
         leakage_mw=sum(m.leakage_nw for _, m in macros) * 1e-6,
         access_ns=round(max(m.access_ns + m.setup_ns for _, m in macros), 6),
         dynamic_mw=sum(m.dynamic_mw(accesses_per_cycle, clock_ns) for _, m in macros),
-        power_from_sta=False,
     )
 
 
