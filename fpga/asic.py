@@ -121,7 +121,8 @@ class AsicReport(SynthesisReport):
 
     @classmethod
     def _decode(cls, values: dict[str, Any]) -> dict[str, Any]:
-        return {**values, "power_mw": PowerReport(**values["power_mw"])}
+        # Reports stored before there was a choice of technology were all OSU 0.18 um.
+        return {"tech": "osu018", **values, "power_mw": PowerReport(**values["power_mw"])}
 
     def summary(self) -> dict[str, Any]:
         """The flat, stable JSON view the CLI prints (the first six keys are a contract)."""

@@ -171,3 +171,13 @@ def test_cli_tech_flag(workspace, tmp_path, capsys):
         assert result["tech"] == tech
         keys[tech] = result["key"]
     assert keys["ihp-sg13g2"] != keys["osu018"]  # the technology is part of the cache key
+
+
+def test_reports_stored_before_technologies_read_as_osu():
+    from tensorforge.fpga.asic import AsicReport
+
+    stored = {"top": "m", "clock_ns": 10.0, "activity": 0.1, "area_um2": 1.0, "cells": 1,
+              "critical_path_ns": 1.0, "slack_ns": 9.0,
+              "power_mw": {"internal": 1.0, "switching": 1.0, "leakage": 0.0, "total": 2.0}}
+    assert AsicReport.from_payload(stored).tech == "osu018"
+    assert AsicReport.from_payload({**stored, "tech": "ihp-sg13g2"}).tech == "ihp-sg13g2"
