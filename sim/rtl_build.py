@@ -56,11 +56,27 @@ DEFAULT_BUILD_OPTIONS: tuple[str, ...] = ("-Wno-fatal", "-Wno-lint", "-Wno-style
 OPTIMIZATION_MAKE_VARIABLES = {"OPT_FAST": "-O2", "OPT_SLOW": "-O0"}
 
 
-def cocotb_runner() -> Any:
-    """cocotb's Verilator runner (imported late: the import costs ~0.2 s)."""
+def cocotb_runner(public_flat_rw: bool = True) -> Any:
+    """cocotb's Verilator runner (imported late: the import costs ~0.2 s).
+
+    cocotb builds every model with ``--public-flat-rw`` (every signal reachable through VPI),
+    which keeps Verilator from optimizing the design: the 8x8 accelerator simulates ~2.5x
+    slower with it. ``public_flat_rw=False`` drops the option (the build then names what is
+    public in a Verilator configuration file, see `build_into_cache`).
+    """
     from cocotb_tools.runner import get_runner
 
-    return get_runner("verilator")
+    runner = get_runner("verilator")
+    if not public_flat_rw:
+        build_command = runner._build_command  # the runner offers no switch for it
+
+        def without_public_flat_rw() -> list:
+            commands = build_command()
+            commands[0] = [arg for arg in commands[0] if arg != "--public-flat-rw"]
+            return commands
+
+        runner._build_command = without_public_flat_rw
+    return runner
 
 
 @contextlib.contextmanager
@@ -119,17 +135,14 @@ def model_key(
     build_options: Sequence[str],
     trace_format: str | None,
     install: VerilatorInstall,
+    public: str | None = None,
 ) -> str:
     """The cache key of a model: everything that changes the compiled binary."""
-    return stable_hash(
-        _CACHE_FORMAT,
-        verilog_text,
-        top,
-        list(build_options),
-        trace_format,
-        install.version,
-        importlib.metadata.version("cocotb"),
-    )
+    parts = [_CACHE_FORMAT, verilog_text, top, list(build_options), trace_format,
+             install.version, importlib.metadata.version("cocotb")]
+    if public is not None:  # keeps the keys of models built before the option existed
+        parts.append(public)
+    return stable_hash(*parts)
 
 
 def _compile(
@@ -139,18 +152,23 @@ def _compile(
     build_options: Sequence[str],
     trace_format: str | None,
     install: VerilatorInstall,
+    public: str | None = None,
 ) -> float:
     """Run Verilator and make in ``staging``; return the seconds it took."""
     source = staging / f"{top}.v"
     source.write_text(verilog_text)
+    sources = [source]
+    if public is not None:
+        sources.append(staging / "public.vlt")
+        sources[-1].write_text(public)
     build_log = staging / "build.log"
     # cocotb's runner adds --trace (VCD) for waves=True; --trace-fst switches the format.
     options = [*build_options, *(["--trace-fst"] if trace_format == "fst" else [])]
     started = time.perf_counter()
     try:
         with _environment({"MAKEFLAGS": _makeflags(install)}):
-            cocotb_runner().build(
-                sources=[source],
+            cocotb_runner(public_flat_rw=public is None).build(
+                sources=sources,
                 hdl_toplevel=top,
                 build_args=options,
                 build_dir=staging,
@@ -185,12 +203,16 @@ def build_into_cache(
     build_options: Sequence[str],
     trace_format: str | None,
     install: VerilatorInstall,
+    public: str | None = None,
 ) -> tuple[Path, str, bool]:
     """The model directory for this design, compiling it unless it is cached.
 
+    ``public`` is None for cocotb's default, every signal public (``--public-flat-rw``), or
+    the text of a Verilator configuration file (``public_flat_rw -module ... -var ...``
+    lines) naming the only signals cocotb may reach: the rest is optimized freely.
     Returns ``(directory, key, was_built)``; the directory holds the ``MANIFEST``.
     """
-    key = model_key(verilog_text, top, build_options, trace_format, install)
+    key = model_key(verilog_text, top, build_options, trace_format, install, public)
     cache = cache_subdir("verilator")
     directory = cache / f"{top}-{key}"
     if (directory / MANIFEST).is_file():
@@ -201,13 +223,15 @@ def build_into_cache(
             return directory, key, False
         staging = Path(tempfile.mkdtemp(prefix=f".{top}-{key}.", dir=cache))
         try:
-            seconds = _compile(staging, verilog_text, top, build_options, trace_format, install)
+            seconds = _compile(staging, verilog_text, top, build_options, trace_format, install,
+                               public)
             manifest = {
                 "top": top,
                 "key": key,
                 "build_seconds": round(seconds, 3),
                 "build_options": list(build_options),
                 "trace_format": trace_format,
+                "public": "all" if public is None else "listed in public.vlt",
                 "verilator": install.version,
             }
             _prune(staging)

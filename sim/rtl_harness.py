@@ -238,18 +238,21 @@ def build_model(
     top: str = "top",
     build_options: Sequence[str] = DEFAULT_BUILD_OPTIONS,
     waves: bool | None = None,
+    public: str | None = None,
 ) -> RtlModel:
     """The Verilator model of ``design``, built now or found in the cache.
 
     ``design`` is an Amaranth ``wiring.Component`` (converted with ``top`` as module name), a
     ``Path`` of a Verilog file, or Verilog text; ``top`` names the top module. ``waves`` (or
-    ``$WAVES``) builds a tracing model, cached under its own key.
+    ``$WAVES``) builds a tracing model, cached under its own key. ``public`` limits what cocotb
+    can reach to the signals a Verilator configuration text names (`build_into_cache`); the
+    default leaves every signal public.
     """
     install = ensure_verilator_env()
     trace_format = _trace_format(install) if waves_requested(waves) else None
     verilog_text = design_verilog(design, top)
     directory, key, was_built = build_into_cache(
-        verilog_text, top, build_options, trace_format, install
+        verilog_text, top, build_options, trace_format, install, public
     )
     manifest = read_manifest(directory)
     return RtlModel(

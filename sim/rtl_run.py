@@ -51,6 +51,7 @@ from tensorforge.sim.sim_top import (
     DRAM_CAPACITY_BYTES,
     MAX_OUTSTANDING,
     PATH_BYTES,
+    PUBLIC_SIGNALS,
     SIM_TOP,
     WRITABLE_RANGES,
     sim_top_verilog,
@@ -106,7 +107,7 @@ def simulation_model(config: AcceleratorConfig, waves: bool = False):
     from tensorforge.sim.rtl_harness import build_model
 
     return build_model(sim_top_verilog(config, accelerator_verilog(config)), top=SIM_TOP,
-                       waves=waves)
+                       waves=waves, public=PUBLIC_SIGNALS)
 
 
 def default_cycle_limit(config: AcceleratorConfig, instructions: Sequence[Instruction],
