@@ -63,6 +63,7 @@ the DRAM latency is an assumption about the memory outside the accelerator.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -81,6 +82,7 @@ from tensorforge.dse.cost_space import (
     movement_hops,
 )
 from tensorforge.dse.cost_steps import Middle, boundary_schedule, pressure, timeline
+from tensorforge.dse.cost_transfers import COUNTS
 from tensorforge.dse.evaluate import TECH_45NM, Technology
 from tensorforge.hw.controller import Controller
 from tensorforge.isa import INSTRUCTION_BYTES
@@ -321,11 +323,16 @@ def _overlapped(steps: np.ndarray, t: _Periodic) -> np.ndarray:
 
 def evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
              parameters: CostParameters = CostParameters(),
-             energy: EnergyTable | None = None) -> CostBatch:
+             energy: EnergyTable | None = None, *, exact: bool = False) -> CostBatch:
     """Cycles, energy and counts of ``n`` mappings of ``space``.
 
     ``tiles``: ``n x D`` int, elements per tile of each device index (clipped to the size).
     ``order``: ``n x D`` int, a permutation of ``0..D-1`` per row, outermost tile loop first.
+    ``exact`` takes each tile transfer's LOAD/STORE instructions, bytes, beats and bursts
+    from the code generator (`cost_transfers`: what the program does, about a millisecond per
+    new tile shape); otherwise from the closed-form geometry (`cost_geometry.transfers`,
+    `sweep_sums`: row-major runs, one burst a row; fast enough to rank the hundreds of
+    thousands of mappings a search tries). Reported figures use ``exact``.
     """
     tiles = np.atleast_2d(np.asarray(tiles, dtype=I64))
     order = np.atleast_2d(np.asarray(order, dtype=I64))
@@ -334,9 +341,9 @@ def evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
                          f"n x {space.dims} ({', '.join(space.names)})")
     energy = energy or energy_table(space.config)
     if len(tiles) <= SLICE_ROWS:
-        return _evaluate(space, tiles, order, parameters, energy)
+        return _evaluate(space, tiles, order, parameters, energy, exact)
     return _concatenate([_evaluate(space, tiles[at:at + SLICE_ROWS], order[at:at + SLICE_ROWS],
-                                   parameters, energy)
+                                   parameters, energy, exact)
                          for at in range(0, len(tiles), SLICE_ROWS)])
 
 
@@ -353,7 +360,7 @@ def _concatenate(parts: list[CostBatch]) -> CostBatch:
 
 
 def _evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
-              parameters: CostParameters, energy: EnergyTable) -> CostBatch:
+              parameters: CostParameters, energy: EnergyTable, exact: bool) -> CostBatch:
     """`evaluate` on one slice of mappings."""
     config, step, p = space.config, space.step, parameters
     g = Geometry(space, tiles)
@@ -368,29 +375,27 @@ def _evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
     steps, *periods = reload_periods(g, space, order)
     bus = config.dma.bus_bytes
     in_bytes, acc_bytes = config.precision.in_bytes, config.precision.acc_bytes
-    load_cycles, read_bytes, loads, spad_written = [], np.zeros(n, dtype=I64), [], np.zeros(n)
+    load_cycles, read_bytes, loads, spad_written = [], np.zeros(n), [], np.zeros(n)
     load_instructions = []  # per LOAD event of A, B
     for row, spec in enumerate(space.operands[:2]):
-        sums = sweep_sums(g, spec, in_bytes, bus)
+        sums = _sweep_counts(space, g, spec, g.tile, legal, exact)
         keys = np.prod(g.count[:, list(spec.indices)], axis=1)
         count = steps // periods[row]
         sweeps = count // keys
-        runs = transfers(g, spec, lines[spec.role], padded=True)
-        cycles = _row_stream(sweeps * sums["rows"], sweeps * sums["beats"], count * runs,
-                             p.line_write_cycles, p, store=False) + (
-            sweeps * (sums["lines"] - sums["rows"])
-            + count * runs * (p.issue_cycles + p.load_fixed_cycles))
+        runs = sums["instructions"] / keys
+        program = {k: sweeps * v for k, v in sums.items()}
+        cycles = _stream(program, p, store=False) + program["instructions"] * (
+            p.issue_cycles + p.load_fixed_cycles)
         load_cycles.append(cycles)
         loads.append(count)
         load_instructions.append(runs)
-        read_bytes = read_bytes + sweeps * sums["elements"] * in_bytes
-        spad_written = spad_written + sweeps * sums["lines"] * config.spad_line_bytes
-    out = sweep_sums(g, space.operand("C"), acc_bytes, bus)
+        read_bytes = read_bytes + program["elements"] * in_bytes
+        spad_written = spad_written + program["lines"] * config.spad_line_bytes
+    out = _sweep_counts(space, g, space.operand("C"), g.tile, legal, exact)
     stores = steps // periods[2]
-    store_instructions = transfers(g, space.operand("C"), lines["C"], padded=False)
-    store_cycles = (_row_stream(out["rows"], out["beats"], stores * store_instructions,
-                                p.acc_read_cycles, p, store=True)
-                    + stores * store_instructions * (p.issue_cycles + p.store_fixed_cycles))
+    store_instructions = out["instructions"] / np.maximum(stores, 1)
+    store_cycles = _stream(out, p, store=True) + out["instructions"] * (
+        p.issue_cycles + p.store_fixed_cycles)
     write_bytes = out["elements"] * acc_bytes
 
     mac_steps = np.prod(g.total_blocks, axis=1)
@@ -430,7 +435,8 @@ def _evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
     # by one, the rest at the mean step cost of the periodic overlap
     def tile_costs(valid: np.ndarray, owners: np.ndarray
                    ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        return _distinct_tile_costs(space, p, valid, reload_step[owners])
+        return _distinct_tile_costs(space, p, valid, g.tile[owners], reload_step[owners],
+                                    exact)
 
     middle = Middle(np.array(periods).T, per_load, load_instructions, per_step_compute,
                      loops.instructions, per_store, store_instructions)
@@ -471,57 +477,91 @@ def _evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
                + schedule.extra["transfers"]})
 
 
-def _row_stream(rows: np.ndarray, beats: np.ndarray, instructions: np.ndarray,
-                per_row: float, p: CostParameters, *, store: bool) -> np.ndarray:
-    """Cycles a DMA unit takes to stream ``rows`` rows of ``beats`` beats in all, moved by
-    ``instructions`` LOADs or STOREs: a beat a cycle plus ``per_row``, or, when the DRAM's
-    latency outlasts the bursts in flight, one row burst every `read_burst_cycles` /
-    `write_burst_cycles`; and one DRAM latency per instruction. A LOAD's rows wait for its
-    first data, then stream: the latency adds. A STORE's data leaves at once and only the
+def _sweep_counts(space: LayerSpace, g: Geometry, spec, tiles: np.ndarray,
+                  legal: np.ndarray, exact: bool) -> dict[str, np.ndarray]:
+    """`cost_transfers.COUNTS` summed over one pass through every distinct tile of the
+    operand: per index its full tiles and its remainder, each combination weighted by how
+    often it occurs, each measured on the code generator (`LayerSpace.transfer_counter`);
+    or, not ``exact``, the closed-form geometry's (`_closed_form_counts`)."""
+    if not exact:
+        return _closed_form_counts(space, g, spec)
+    uses = tuple(spec.indices)
+    n = len(tiles)
+    total = {k: np.zeros(n) for k in COUNTS}
+    variants = [(False,)] * len(uses) if g.single else [(False, True)] * len(uses)
+    for remainder in itertools.product(*variants):
+        valid, weight = g.tile.copy(), np.ones(n)
+        for position, rem in zip(uses, remainder, strict=True):
+            if rem:
+                valid[:, position] = g.rem[:, position]
+            else:
+                weight = weight * (1 if g.single else g.count[:, position] - 1)
+        counts = space.transfer_counter.batch(spec.role, uses, space.names, tiles, valid,
+                                              legal & (weight > 0))
+        for k in COUNTS:
+            total[k] = total[k] + weight * counts[k]
+    return total
+
+
+def _closed_form_counts(space: LayerSpace, g: Geometry, spec) -> dict[str, np.ndarray]:
+    """The counts of `_sweep_counts` by the closed-form geometry: LOAD/STORE instructions
+    per run of a tile's innermost lines (`cost_geometry.transfers`), rows, beats and lines
+    of row-major regions (`cost_geometry.sweep_sums`), one burst per row."""
+    config, store = space.config, spec.role == "C"
+    elem_bytes = config.precision.acc_bytes if store else config.precision.in_bytes
+    sums = sweep_sums(g, spec, elem_bytes, config.dma.bus_bytes)
+    keys = np.prod(g.count[:, list(spec.indices)], axis=1)
+    runs = transfers(g, spec, tile_lines(g, spec), padded=not store)
+    return {"instructions": keys * runs, "elements": sums["elements"], "beats": sums["beats"],
+            "bursts": sums["rows"], "rows": sums["rows"],
+            "lines": sums["rows"] if store else sums["lines"]}
+
+
+def _stream(c: dict[str, np.ndarray], p: CostParameters, *, store: bool) -> np.ndarray:
+    """Cycles a DMA unit streams the ``rows``, ``beats`` and ``bursts`` of ``c``'s
+    ``instructions``: a beat a cycle plus a per-row cost, or, when the DRAM's latency outlasts
+    the bursts in flight, one burst every `read_burst_cycles` / `write_burst_cycles`; one
+    DRAM latency per instruction; a LOAD's zero lines a cycle each. A LOAD's rows wait for
+    its first data, then stream: the latency adds. A STORE's data leaves at once and only its
     last burst's response waits: the latency hides under a bound that includes it."""
+    latency = c["instructions"] * p.dram_latency_cycles
     if store:
-        return np.maximum(rows * per_row + beats + instructions * p.dram_latency_cycles,
-                          rows * p.write_burst_cycles())
-    return (np.maximum(rows * per_row + beats, rows * p.read_burst_cycles())
-            + instructions * p.dram_latency_cycles)
+        return np.maximum(c["rows"] * p.acc_read_cycles + c["beats"] + latency,
+                          c["bursts"] * p.write_burst_cycles())
+    return (np.maximum(c["rows"] * p.line_write_cycles + c["beats"],
+                       c["bursts"] * p.read_burst_cycles())
+            + (c["lines"] - c["rows"]) + latency)
 
 
 def _distinct_tile_costs(space: LayerSpace, p: CostParameters, valid: np.ndarray,
-                         reload_step: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+                         tiles: np.ndarray, reload_step: np.ndarray, exact: bool = True
+                         ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """`_tile_costs`, priced once per distinct row: the chunks of a batch's boundary steps
     repeat (tiles on a block grid, chunks of 1, 2, 4, ... blocks), so most rows are copies."""
     _, step_code = np.unique(reload_step, return_inverse=True)
-    weights = [1]  # mixed radix: 0 <= valid <= size per index, then the reload step's code
-    for size in space.sizes:
-        weights.append(weights[-1] * (int(size) + 1))
-    if weights[-1] * (int(step_code.max(initial=0)) + 1) >= 2 ** 62:  # keys would overflow
-        return _tile_costs(space, p, valid, reload_step)
-    key = valid @ np.array(weights[:-1], dtype=I64) + step_code.reshape(-1) * weights[-1]
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    costs = _tile_costs(space, p, valid[first], reload_step[first])
+    key = np.concatenate([valid, tiles, step_code.reshape(-1, 1)], axis=1)
+    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    costs = _tile_costs(space, p, valid[first], tiles[first], reload_step[first], exact)
     inverse = inverse.reshape(-1)
     return {role: (c[inverse], m[inverse]) for role, (c, m) in costs.items()}
 
 
-def _tile_costs(space: LayerSpace, p: CostParameters, valid: np.ndarray,
-                reload_step: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def _tile_costs(space: LayerSpace, p: CostParameters, valid: np.ndarray, tiles: np.ndarray,
+                reload_step: np.ndarray, exact: bool = True
+                ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """``(cycles, instructions)`` of LOADing A and B, COMPUTE (``"MAC"``) and STOREing C for
     one tile step (or chunk) of ``valid`` (``n x D``) elements per index, by the same terms
-    as the whole program's (the first MAC's wait for a drained array not included)."""
+    as the whole program's (the first MAC's wait for a drained array not included);
+    ``tiles`` are the mappings' tiles, which decide how the lines lie in the buffers."""
     g = Geometry(space, valid, sizes=valid)
-    config = space.config
+    everywhere = np.ones(len(valid), dtype=bool)
     costs = {}
     for spec in space.operands:
         store = spec.role == "C"
-        elem_bytes = config.precision.acc_bytes if store else config.precision.in_bytes
-        sums = sweep_sums(g, spec, elem_bytes, config.dma.bus_bytes)
-        count = transfers(g, spec, tile_lines(g, spec), padded=not store)
+        sums = _sweep_counts(space, g, spec, tiles, everywhere, exact)
         fixed = p.issue_cycles + (p.store_fixed_cycles if store else p.load_fixed_cycles)
-        stream = _row_stream(sums["rows"], sums["beats"], count,
-                             p.acc_read_cycles if store else p.line_write_cycles, p,
-                             store=store)
-        pads = 0 if store else sums["lines"] - sums["rows"]
-        costs[spec.role] = (stream + pads + count * fixed, count)
+        costs[spec.role] = (_stream(sums, p, store=store) + sums["instructions"] * fixed,
+                            sums["instructions"])
     loops = _micro_loops(g, space)
     steps = np.prod(g.total_blocks, axis=1)
     costs["MAC"] = (steps * _step_cycles(space.step, loops, reload_step) + loops.instructions
@@ -539,9 +579,10 @@ def mapping_arrays(space: LayerSpace, tiles: dict[str, int], order: tuple[str, .
 
 def evaluate_mapping(workload, mapping, config: AcceleratorConfig,
                      parameters: CostParameters = CostParameters()) -> dict[str, float]:
-    """The cost model's numbers for one `compiler.mapping.Mapping` of ``workload``."""
+    """The cost model's numbers for one `compiler.mapping.Mapping` of ``workload``, with the
+    code generator's exact transfer counts (``evaluate(..., exact=True)``)."""
     from tensorforge.dse.cost_space import build_space
 
     space = build_space(workload, mapping.choice, config, mapping.groups)
     tiles, order = mapping_arrays(space, mapping.tile_sizes, mapping.order)
-    return evaluate(space, tiles, order, parameters).row(0)
+    return evaluate(space, tiles, order, parameters, exact=True).row(0)

@@ -114,6 +114,13 @@ class LayerSpace:
             mask[row, list(spec.indices)] = True
         return mask
 
+    @cached_property
+    def transfer_counter(self):
+        """The code generator's LOAD/STORE counts of this space's tiles (`cost_transfers`)."""
+        from tensorforge.dse.cost_transfers import TransferCounter
+
+        return TransferCounter(self.workload, self.choice, self.groups, self.config)
+
     def describe(self) -> str:
         fused = f" fused {[list(g) for g in self.groups]}" if self.groups else ""
         return f"{self.choice.describe()}{fused}"

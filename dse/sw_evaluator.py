@@ -70,17 +70,18 @@ class SoftwareSearchEvaluator:
         except MappingError:
             fallback = None
         if fallback is not None and (not result.found or fallback.cycles < result.cycles):
-            numbers = evaluate_mapping(workload, fallback.mapping, config)
+            numbers = evaluate_mapping(workload, fallback.mapping, config, space.parameters)
             return _metrics(fallback, numbers, result.evaluations + 1, library=True)
         if not result.found:
             raise MappingError(
                 f"no legal mapping of {workload.text} found on {config.describe()} in "
                 f"{self.budget} evaluations, and the library has none"
             )
-        best = space.from_mapping(result.mapping)
-        if best is None:
+        if space.from_mapping(result.mapping) is None:
             raise MappingError("the search returned a mapping outside its own space")
-        numbers = space.cost(best, 0).row(0)
+        # the search ranks by the closed-form transfer counts; what the layer reports is the
+        # chosen mapping priced with the program's own counts (the model docs/fidelity.md checks)
+        numbers = evaluate_mapping(workload, result.mapping, config, space.parameters)
         return _metrics(result, numbers, result.evaluations, library=False)
 
 
@@ -91,8 +92,8 @@ def _model_digest() -> str:
 
 def _metrics(found, numbers: dict, evaluations: int, *, library: bool) -> LayerMetrics:
     return LayerMetrics(
-        cycles=int(found.cycles),
-        energy_pj=float(found.energy_pj),
+        cycles=int(numbers["cycles"]),
+        energy_pj=float(numbers["energy_pj"]),
         mapping=found.mapping.to_dict(),
         details={k: float(numbers[k]) for k in DETAILS}
         | {"evaluations": float(evaluations), "library": float(library)},

@@ -70,7 +70,7 @@ def test_counts_equal_the_functional_simulator(text, sizes, config, tilings):
                 continue
             image = program.pack_inputs(workload.random_inputs(rng))
             stats = run_program(config, list(program.instructions), image)
-            model = evaluate(space, *mapping_arrays(space, tiles, order))
+            model = evaluate(space, *mapping_arrays(space, tiles, order), exact=True)
             assert model.legal[0]
             assert model.mac_steps[0] == stats.mac_steps
             assert model.zero_steps[0] == stats.zero_steps
@@ -86,16 +86,18 @@ def one_tile_gemm(m: int, n: int, k: int):
     choice = next(c for c in tensorize_choices(workload, "gemm")
                   if dict(c.indices) == {"i": "i", "k": "k", "j": "j"})
     space = build_space(workload, choice, config)
-    return config, space, evaluate(space, *mapping_arrays(space, workload.sizes, ("i", "j", "k")))
+    return config, space, evaluate(space, *mapping_arrays(space, workload.sizes, ("i", "j", "k")),
+                                   exact=True)
 
 
 def test_one_tile_by_hand():
     """4x4x4 GEMM on a 4x4 array, one tile, 64-bit bus, 2 banks, everything serial."""
     config, space, result = one_tile_gemm(4, 4, 4)
     p = CostParameters()
-    # LOAD A (and B): 4 rows of 4 int8 = one beat each; one instruction: its issue, fixed
-    # cost and one DRAM latency (later rows' bursts overlap earlier rows' data)
-    load = (4 * p.line_write_cycles + 4 * 1 + p.issue_cycles + p.load_fixed_cycles
+    # LOAD A (and B): 4 rows of 4 int8, back to back in the tile-major layout, so one run of
+    # 16 bytes = two beats of one burst (hw/load_unit.py); one instruction: its issue, fixed
+    # cost and one DRAM latency
+    load = (4 * p.line_write_cycles + 2 + p.issue_cycles + p.load_fixed_cycles
             + p.dram_latency_cycles)
     # STORE C: 4 rows of 4 int32 = 16 bytes = two beats each; one instruction
     store = (4 * p.acc_read_cycles + 4 * 2 + p.issue_cycles + p.store_fixed_cycles
@@ -305,7 +307,8 @@ def test_split_steps_follow_the_program(config):
     workload = parse_workload("C[i,j] += A[i,k] * B[k,j]", "i=16,j=16,k=16")
     mapping = default_mapping(workload, config)
     space = build_space(workload, mapping.choice, config)
-    model = evaluate(space, *mapping_arrays(space, mapping.tile_sizes, mapping.order))
+    model = evaluate(space, *mapping_arrays(space, mapping.tile_sizes, mapping.order),
+                     exact=True)
     program = generate(workload, mapping, config).instructions
     macs = sum(isinstance(i, Compute) and i.mode is ComputeMode.MAC for i in program)
     transfers = sum(isinstance(i, Load | Store) for i in program)
@@ -345,9 +348,10 @@ def test_pricing_distinct_rows_once_changes_nothing():
     rng = np.random.default_rng(3)
     pool = rng.integers(1, layer.sizes + 1, size=(40, layer.dims))
     valid = pool[rng.integers(0, len(pool), 500)]
+    tiles = np.minimum(layer.sizes, valid * rng.integers(1, 3, size=(500, 1)))
     reload_step = rng.choice([4.0, 6.5], size=500)
-    once = cost_model._distinct_tile_costs(layer, CostParameters(), valid, reload_step)
-    every = cost_model._tile_costs(layer, CostParameters(), valid, reload_step)
+    once = cost_model._distinct_tile_costs(layer, CostParameters(), valid, tiles, reload_step)
+    every = cost_model._tile_costs(layer, CostParameters(), valid, tiles, reload_step)
     assert once.keys() == every.keys()
     for role in every:
         for got, want in zip(once[role], every[role], strict=True):

@@ -1,0 +1,149 @@
+"""The LOAD/STORE instructions of a tile transfer, counted by the code generator itself.
+
+How many instructions, bytes, beats and AXI bursts one tile transfer takes follows from the
+DRAM layout (tile-major or not, dense or gathered), the buffer's line order, which runs lie
+back to back and so coalesce into one long transfer (`compiler.codegen._coalesce`), which
+rows are widened to a whole block, where zero lines pad a window, and how the DMA cuts runs
+into bursts (`hw.dma_rows.transfer_runs`, `hw.axi.plan_bursts`). These rules have no closed
+form worth keeping in step by hand, so the cost model does not restate them: `TransferCounter`
+runs the code generator's own ``_load``/``_store`` for one tile (into a recorder instead of a
+program) and measures what it emitted. Each distinct (operand, tile, valid extents) is
+measured once and cached, so a search that prices thousands of mappings over the same few
+hundred tile shapes pays the code generator only on the first sight of each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from tensorforge.compiler.workload import Workload
+from tensorforge.config import AcceleratorConfig
+from tensorforge.errors import MappingError
+
+COUNTS = ("instructions", "elements", "beats", "bursts", "rows", "lines")
+
+
+@dataclass(frozen=True)
+class TransferCounts:
+    """One tile transfer: LOAD/STORE ``instructions`` (zero-line LOADs included), DRAM
+    ``elements`` moved (a widened row's padding included), bus ``beats`` and AXI ``bursts``,
+    DRAM ``rows`` (one per line of data) and buffer ``lines`` (data and zero lines)."""
+
+    instructions: int = 0
+    elements: int = 0
+    beats: int = 0
+    bursts: int = 0
+    rows: int = 0
+    lines: int = 0
+
+
+class _Recorder:
+    """Stands in for `compiler.tokens.Emitter`: keeps the instructions, ignores the tokens."""
+
+    def __init__(self) -> None:
+        self.instructions = []
+
+    def begin(self, unit: int) -> int:
+        return 0
+
+    def add(self, unit: int, kind, **values) -> None:
+        self.instructions.append(kind(**values))
+
+    def end(self, reads=(), writes=()) -> None:
+        pass
+
+
+def _measure(instructions, config: AcceleratorConfig) -> TransferCounts:
+    from tensorforge.hw.axi import plan_bursts
+    from tensorforge.hw.dma_rows import transfer_runs
+    from tensorforge.isa import Buffer, Load
+
+    bus, burst = config.dma.bus_bytes, config.dma.max_burst
+    elements = beats = bursts = rows = lines = 0
+    for i in instructions:
+        to_acc = not isinstance(i, Load) or i.buffer is Buffer.ACC
+        line_elems = config.acc_line_elems if to_acc else config.spad_line_elems
+        elem_bytes = config.precision.acc_bytes if to_acc else config.precision.in_bytes
+        runs = transfer_runs(i.dram_addr, i.rows, i.row_len, i.stride, line_elems, elem_bytes)
+        for start, length in runs:
+            plan = plan_bursts(start, length, bus, burst)
+            bursts += len(plan)
+            beats += sum(count for _, count in plan)
+        data_rows = i.rows if min(i.row_len, line_elems) else 0
+        elements += data_rows * min(i.row_len, line_elems)
+        rows += data_rows
+        lines += i.rows + (i.pad_before + i.pad_after if isinstance(i, Load) else 0)
+    return TransferCounts(len(instructions), elements, beats, bursts, rows, lines)
+
+
+class TransferCounter:
+    """Counts of one layer space's tile transfers (`count`), cached per distinct tile."""
+
+    def __init__(self, workload: Workload, choice, groups, config: AcceleratorConfig) -> None:
+        from tensorforge.compiler.lowering import Lowering
+
+        self.lowering = Lowering(workload, groups, choice.stage)
+        self.choice, self.config = choice, config
+        self.device = self.lowering.device
+        self.cache: dict[tuple, TransferCounts] = {}
+
+    def count(self, role: str, tiles: dict[str, int], valid: dict[str, int]) -> TransferCounts:
+        """One transfer of ``role``'s tile (``tiles`` elements per device index) holding
+        ``valid`` elements per index (a remainder tile or a chunk has fewer)."""
+        from tensorforge.compiler import codegen
+        from tensorforge.compiler.tiling import build_tiling
+
+        tiling = build_tiling(self.device, self.choice, tiles, self.config)
+        layouts, _, _ = codegen._layouts(self.lowering, tiling, self.config, True)
+        recorder = _Recorder()
+        walker = codegen._Walker(self.device, tiling, layouts, self.config, recorder, True)
+        origin = dict.fromkeys(self.device.sizes, 0)
+        if role == "C":
+            walker._store(0, origin, valid)
+        else:
+            walker._load(role, 0, origin, valid)
+        return _measure(recorder.instructions, self.config)
+
+    def batch(self, role: str, uses: tuple[int, ...], names: tuple[str, ...],
+              tiles: np.ndarray, valid: np.ndarray, legal: np.ndarray) -> dict[str, np.ndarray]:
+        """`count` of every row of ``tiles``/``valid`` (``n x D``, columns in ``names``
+        order; ``uses`` the columns of the operand's indices), measured once per distinct
+        tile of the operand; zeros where ``legal`` is False."""
+        key = np.concatenate([tiles[:, uses], valid[:, uses]], axis=1)
+        out = {name: np.zeros(len(tiles)) for name in COUNTS}
+        rows = np.flatnonzero(legal)
+        if not len(rows):
+            return out
+        distinct, first, inverse = np.unique(key[rows], axis=0, return_index=True,
+                                             return_inverse=True)
+        inverse = inverse.reshape(-1)
+        values = np.zeros((len(distinct), len(COUNTS)))
+        for d in range(len(distinct)):
+            group = (rows[first[d]],)  # the group's other rows are tried only if this fails
+            counts = (self._cached(role, distinct[d], names, tiles, valid, group)
+                      or self._cached(role, distinct[d], names, tiles, valid,
+                                      rows[inverse == d]))
+            if counts is not None:
+                values[d] = [getattr(counts, f.name) for f in fields(counts)]
+        for column, name in enumerate(COUNTS):
+            out[name][rows] = values[inverse, column]
+        return out
+
+    def _cached(self, role, key, names, tiles, valid, rows) -> TransferCounts | None:
+        """The counts of the operand tile ``key`` names, from the first of ``rows`` whose whole
+        tiling fits (another operand's tile may not); None when none does (illegal rows)."""
+        cache_key = (role, *key.tolist())
+        counts = self.cache.get(cache_key)
+        if counts is not None:
+            return counts
+        for row in rows:
+            try:
+                counts = self.count(role, dict(zip(names, map(int, tiles[row]), strict=True)),
+                                    dict(zip(names, map(int, valid[row]), strict=True)))
+            except MappingError:
+                continue
+            self.cache[cache_key] = counts
+            return counts
+        return None
