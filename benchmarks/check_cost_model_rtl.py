@@ -30,12 +30,12 @@ from tensorforge.dse.fidelity_cases import (
     TEXTS,
     FidelityCase,
     calibration_cases,
+    latency_only,
 )
 from tensorforge.hw.dataflow_plan import plan_for
 from tensorforge.isa import Compute, ComputeMode, Load, Store
 from tensorforge.paths import rtl_commit
 from tensorforge.sim.axi_traffic import dram_rows
-from tensorforge.sim.rtl_jobs import DramTiming
 from tensorforge.sim.rtl_run import RtlCase, RunOptions, run_programs_on_rtl
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,9 +44,8 @@ ROOT = Path(__file__).resolve().parent.parent
 #: The calibration programs, grouped by configuration (one simulator process each).
 PLAN = {name: [c for c in calibration_cases() if c.config_name == name and not c.dram_latency]
         for name in CALIBRATION_CONFIGS}
-#: Values tried for the memory system's terms (`cost_model.RTL_DRAM_TERMS`).
-IN_FLIGHT = (2.0, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 8.0, 16.0)
-ROUND_TRIPS = (0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0)
+#: Values tried for the round trips of `cost_model.RTL_DRAM_TERMS`.
+ROUND_TRIPS = (0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0)
 
 
 #: Where each latency term of `CostParameters` comes from (printed under the table).
@@ -163,9 +162,9 @@ def compare(cases: list[FidelityCase], latency: int = 0, seed: int = 1) -> list[
     workloads = [case.workload() for case in cases]
     mappings = [default_mapping(w, config) for w in workloads]
     rtl_cases = [RtlCase(w, m, seed=seed) for w, m in zip(workloads, mappings, strict=True)]
-    options = RunOptions(timing=DramTiming(latency=latency), seed=seed)
+    options = RunOptions(memory=latency_only(latency), seed=seed)
     results = run_programs_on_rtl(config, rtl_cases, options)
-    parameters = rtl_parameters(latency)
+    parameters = rtl_parameters(latency_only(latency), config)
     comparisons = []
     for case, workload, mapping, result in zip(cases, workloads, mappings, results,
                                                strict=True):
@@ -255,9 +254,9 @@ def controller_terms(latency: int = 0) -> list[str]:
               for mix in CONTROLLER_MIXES.values()]
     cases = [RtlCase(workload, mapping, program=dataclasses.replace(program, instructions=body))
              for body in bodies]
-    timing = DramTiming(latency=latency)
-    results = run_programs_on_rtl(config, cases, RunOptions(timing=timing))
-    parameters = rtl_parameters(latency)
+    memory = latency_only(latency)
+    results = run_programs_on_rtl(config, cases, RunOptions(memory=memory))
+    parameters = rtl_parameters(memory, config)
     parts = []
     for (name, mix), result in zip(CONTROLLER_MIXES.items(), results, strict=True):
         count = len(mix) * CONTROLLER_REPEATS
@@ -328,16 +327,13 @@ def write_section(lines: list[str]) -> None:
     REPORT.write_text(text)
 
 
-def _unit_error(outcomes, unit: str, prefix: str, in_flight: float, round_trip: float
-                ) -> float:
+def _unit_error(outcomes, unit: str, prefix: str, round_trip: float) -> float:
     """Mean relative error of the model's ``unit`` cycles against the RTL's busy counter with
-    the memory system's ``prefix`` (read or write) terms set to these values."""
+    the ``prefix`` (read or write) round trip set to ``round_trip``."""
     errors = []
     for o in outcomes:
-        parameters = dataclasses.replace(
-            rtl_parameters(o.case.dram_latency),
-            **{f"{prefix}_bursts_in_flight": in_flight,
-               f"{prefix}_round_trip_cycles": round_trip})
+        parameters = dataclasses.replace(rtl_parameters(o.case.memory(), o.case.config),
+                                         **{f"{prefix}_round_trip_cycles": round_trip})
         model = evaluate_mapping(o.case.workload(), o.case.resolve_mapping(), o.case.config,
                                  parameters)
         errors.append(abs(model[f"{unit}_cycles"] / getattr(o.rtl, f"{unit}_busy") - 1))
@@ -345,20 +341,19 @@ def _unit_error(outcomes, unit: str, prefix: str, in_flight: float, round_trip: 
 
 
 def fit_dram_terms(jobs: int = 1) -> dict[str, float]:
-    """Bursts in flight and round trip of reads and of writes: the grid values whose LOAD and
-    STORE cycles have the least mean relative error against the RTL's busy counters over the
-    calibration programs at every latency, 0 included (stored RTL results are reused)."""
+    """The round trips of read and of write bursts (`cost_model.RTL_DRAM_TERMS`; the bursts
+    in flight are the configuration's): the grid values whose LOAD and STORE cycles have the
+    least mean relative error against the RTL's busy counters over the calibration programs
+    at every latency (stored RTL results are reused)."""
     from tensorforge.dse.fidelity import validate
 
     outcomes = validate(calibration_cases(), jobs=jobs, progress=print)
     terms = {}
     for unit, prefix in (("load", "read"), ("store", "write")):
-        scores = {(f, r): _unit_error(outcomes, unit, prefix, f, r)
-                  for f in IN_FLIGHT for r in ROUND_TRIPS}
-        (in_flight, round_trip), score = min(scores.items(), key=lambda item: item[1])
-        print(f"{unit}: {in_flight} bursts in flight, round trip {round_trip} cycles: "
-              f"mean |error| of {unit} cycles {score:.1%}")
-        terms[f"{prefix}_bursts_in_flight"] = in_flight
+        scores = {r: _unit_error(outcomes, unit, prefix, r) for r in ROUND_TRIPS}
+        round_trip, score = min(scores.items(), key=lambda item: item[1])
+        print(f"{unit}: round trip {round_trip} cycles: mean |error| of {unit} cycles "
+              f"{score:.1%}")
         terms[f"{prefix}_round_trip_cycles"] = round_trip
     return terms
 

@@ -86,6 +86,7 @@ from tensorforge.dse.cost_transfers import COUNTS
 from tensorforge.dse.evaluate import TECH_45NM, Technology
 from tensorforge.hw.controller import Controller
 from tensorforge.isa import INSTRUCTION_BYTES
+from tensorforge.memory import MemorySystem
 
 I64 = np.int64
 
@@ -113,6 +114,8 @@ class CostParameters:
     # it accepts one (the compute unit's gate overlaps its run)
     fetch_request_cycles: int = 3  # per fetched chunk beyond its beats and DRAM latency:
     # REQUEST, the address handshake, the first beat's response (`fetch_cycles`)
+    beat_cycles: float = 1.0  # cycles a bus beat takes: above 1 where the DRAM's bandwidth is
+    # below the bus's (MemorySystem.beats_per_cycle)
     read_bursts_in_flight: float = 16.0  # read bursts the load unit and the DRAM together
     # keep in flight: a LOAD row's burst is spaced at least (latency + round trip) / this
     read_round_trip_cycles: float = 0.0  # a read burst's cycles beyond the DRAM latency
@@ -141,18 +144,26 @@ def fetch_cycles(config: AcceleratorConfig, p: CostParameters) -> float:
             + per_chunk) / per_chunk
 
 
-#: Bursts in flight and round trips of the simulated memory system (the DMA units with the
-#: RTL bench's DRAM model), fitted by `benchmarks/check_cost_model_rtl.py --dram` on the
-#: calibration programs at 16, 32 and 48 cycles of DRAM latency (LOAD and STORE busy
-#: counters); the held-out programs never enter the fit.
-RTL_DRAM_TERMS = {"read_bursts_in_flight": 5.0, "read_round_trip_cycles": 2.0,
-                  "write_bursts_in_flight": 4.0, "write_round_trip_cycles": 6.0}
+#: The round trips of a read and of a write burst beyond the DRAM latency (address to the
+#: data that frees its slot; last beat to the response), fitted by
+#: `benchmarks/check_cost_model_rtl.py --dram` on the calibration programs at 0, 16, 32 and
+#: 48 cycles of DRAM latency (LOAD and STORE busy counters, the Verilog DRAM of the RTL
+#: bench); the held-out programs never enter the fit.
+RTL_DRAM_TERMS = {"read_round_trip_cycles": 2.0, "write_round_trip_cycles": 6.0}
 
 
-def rtl_parameters(dram_latency: int = 0) -> CostParameters:
-    """The parameters under which the model describes the RTL on a simulated DRAM that adds
-    ``dram_latency`` cycles per burst (`tensorforge.sim.rtl_jobs`)."""
-    return CostParameters(dram_latency_cycles=dram_latency, **RTL_DRAM_TERMS)
+def rtl_parameters(memory: MemorySystem, config: AcceleratorConfig) -> CostParameters:
+    """The parameters under which the model describes ``config``'s RTL on ``memory``: its
+    latency, its bandwidth as cycles a bus beat, and as many bursts in flight as the DMA
+    (``dma.outstanding``) and the memory both allow."""
+    in_flight = config.dma.outstanding
+    if memory.outstanding is not None:
+        in_flight = min(in_flight, memory.outstanding)
+    return CostParameters(
+        dram_latency_cycles=memory.latency,
+        beat_cycles=1.0 / memory.beats_per_cycle(config.dma.bus_bytes),
+        read_bursts_in_flight=float(in_flight), write_bursts_in_flight=float(in_flight),
+        **RTL_DRAM_TERMS)
 
 
 @dataclass(frozen=True)
@@ -525,10 +536,11 @@ def _stream(c: dict[str, np.ndarray], p: CostParameters, *, store: bool) -> np.n
     its first data, then stream: the latency adds. A STORE's data leaves at once and only its
     last burst's response waits: the latency hides under a bound that includes it."""
     latency = c["instructions"] * p.dram_latency_cycles
+    beats = c["beats"] * p.beat_cycles
     if store:
-        return np.maximum(c["rows"] * p.acc_read_cycles + c["beats"] + latency,
+        return np.maximum(c["rows"] * p.acc_read_cycles + beats + latency,
                           c["bursts"] * p.write_burst_cycles())
-    return (np.maximum(c["rows"] * p.line_write_cycles + c["beats"],
+    return (np.maximum(c["rows"] * p.line_write_cycles + beats,
                        c["bursts"] * p.read_burst_cycles())
             + (c["lines"] - c["rows"]) + latency)
 

@@ -32,6 +32,7 @@ from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
 from tensorforge.dse.fidelity_cases import FidelityCase
 from tensorforge.hashing import stable_hash
+from tensorforge.memory import MemorySystem
 from tensorforge.store import ResultStore
 
 logger = logging.getLogger(__name__)
@@ -52,21 +53,21 @@ TARGET_SPEARMAN = 0.98
 
 
 def model_prediction(workload: Workload, mapping: Mapping, config: AcceleratorConfig,
-                     dram_latency: int = 0) -> dict[str, float]:
-    """The cost model's row for one mapping under a DRAM that adds ``dram_latency`` cycles per
-    burst, with ``accelerator_cycles``: its cycles without the host-side copy of a gathered or
-    im2col layout, which happens before the RTL starts counting."""
+                     memory: MemorySystem) -> dict[str, float]:
+    """The cost model's row for one mapping on ``memory``, with ``accelerator_cycles``: its
+    cycles without the host-side copy of a gathered or im2col layout, which happens before
+    the RTL starts counting."""
     from tensorforge.dse.cost_model import evaluate_mapping, rtl_parameters
 
-    row = evaluate_mapping(workload, mapping, config, rtl_parameters(dram_latency))
+    row = evaluate_mapping(workload, mapping, config, rtl_parameters(memory, config))
     row["accelerator_cycles"] = row["cycles"] - row["host_cycles"]
     return row
 
 
 def model_cycles(workload: Workload, mapping: Mapping, config: AcceleratorConfig,
-                 dram_latency: int = 0) -> float:
+                 memory: MemorySystem) -> float:
     """The cost model's accelerator cycles for exactly this program (see `model_prediction`)."""
-    return model_prediction(workload, mapping, config, dram_latency)["accelerator_cycles"]
+    return model_prediction(workload, mapping, config, memory)["accelerator_cycles"]
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ def _prepare(case: FidelityCase) -> _Prepared:
     image = hashlib.sha256(bytes(program.pack_inputs(inputs))).hexdigest()
     key = stable_hash(hardware_digest(), case.config.to_json(), image,
                       encode_program(list(program.instructions)).hex(),
-                      program.instruction_base, case.dram_latency)
+                      program.instruction_base, case.memory().to_dict())
     return _Prepared(case, key, program, inputs)
 
 
@@ -130,7 +131,6 @@ def _run_config(cases: Sequence[FidelityCase]) -> list[tuple[str, dict]]:
 
     A worker-process entry point: returns (key, measurement) pairs for the caller to store.
     """
-    from tensorforge.sim.rtl_jobs import DramTiming
     from tensorforge.sim.rtl_run import RtlCase, RunOptions, run_programs_on_rtl
 
     prepared = [_prepare(case) for case in cases]
@@ -140,7 +140,7 @@ def _run_config(cases: Sequence[FidelityCase]) -> list[tuple[str, dict]]:
         group = [p for p in prepared if p.case.dram_latency == latency]
         rtl_cases = [RtlCase(p.case.workload(), inputs=p.inputs, seed=p.case.seed,
                              program=p.program) for p in group]
-        options = RunOptions(timing=DramTiming(latency=latency), seed=group[0].case.seed)
+        options = RunOptions(memory=group[0].case.memory(), seed=group[0].case.seed)
         for p, result in zip(group, run_programs_on_rtl(config, rtl_cases, options),
                              strict=True):
             out.append((p.key, {
@@ -195,7 +195,7 @@ def validate(cases: Sequence[FidelityCase], *, jobs: int = 1,
         entry = stored[case.name]
         payload = entry.payload if entry is not None else fresh[p.key]
         model = model_prediction(case.workload(), p.program.mapping, case.config,
-                                 case.dram_latency)
+                                 case.memory())
         outcomes.append(CaseOutcome(case, RtlMeasurement(**payload), model, entry is not None))
     return outcomes
 

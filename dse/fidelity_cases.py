@@ -33,6 +33,7 @@ from tensorforge.compiler.workload import Workload, parse_workload
 from tensorforge.config import DATAFLOWS, AcceleratorConfig, Interconnect
 from tensorforge.errors import MappingError
 from tensorforge.intrinsics import Intrinsic
+from tensorforge.memory import MemorySystem
 
 CALIBRATION = "calibration"
 HELD_OUT = "held-out"
@@ -68,6 +69,11 @@ class FidelityCase:
     def workload(self) -> Workload:
         return parse_workload(TEXTS[self.kind], self.sizes, name=self.kind)
 
+    def memory(self) -> MemorySystem:
+        """The DRAM it runs on: ``dram_latency`` cycles, bus-rate bandwidth, no limit of its
+        own on bursts in flight (the DMA's ``dma.outstanding`` bounds them)."""
+        return latency_only(self.dram_latency)
+
     def resolve_mapping(self) -> Mapping:
         """The mapping this case runs (the default mapper's, or its seeded random one)."""
         from tensorforge.compiler.mappers import default_mapping, device_choices
@@ -86,6 +92,11 @@ class FidelityCase:
     def describe(self) -> str:
         return (f"{self.kind} {self.sizes} on {self.config_name}, {self.mapping} mapping, "
                 f"DRAM +{self.dram_latency}")
+
+
+def latency_only(latency: int) -> MemorySystem:
+    """A DRAM that adds ``latency`` cycles a burst and limits nothing else."""
+    return MemorySystem(latency=latency, bandwidth=None, outstanding=None)
 
 
 def accelerator(intrinsic: str, pe: tuple[int, int], link: str, dataflow: str, *,

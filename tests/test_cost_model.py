@@ -245,40 +245,6 @@ def test_illegal_tiles_are_infinite():
     assert np.isinf(result.cycles[0]) and np.isfinite(result.cycles[1])
 
 
-# The RTL regression suite's first configuration (tests/test_rtl_regression.py), so its
-# Verilator model is shared with those tests and built once.
-RTL_CONFIG = AcceleratorConfig.from_dict({
-    "intrinsic": "gemm",
-    "array": {"rows": 4, "cols": 4, "interconnect": "systolic", "dataflow": "ws"},
-    "scratchpad": {"capacity": 2048, "banks": 4, "accumulator": 1024},
-    "dma": {"bus_bits": 64, "max_burst": 16},
-})
-#: The model's stated accuracy against RTL cycles (docs/cost_model.md): |model / RTL - 1|.
-RTL_TOLERANCE = 0.25
-
-
-@pytest.mark.rtl
-def test_cycles_agree_with_rtl_within_the_stated_tolerance():
-    """Two GEMMs under their default mappings on a weight-stationary systolic array, where the
-    model's terms were measured: its cycles on an ideal DRAM (`rtl_parameters(0)`) against the
-    RTL's, each output checked against numpy (the whole table, output-stationary arrays and
-    a padded convolution included: docs/cost_model.md)."""
-    from tensorforge.compiler.mappers import default_mapping
-    from tensorforge.dse.cost_model import evaluate_mapping, rtl_parameters
-    from tensorforge.sim.rtl_run import RtlCase, run_programs_on_rtl
-
-    workloads = [parse_workload("C[i,j] += A[i,k] * B[k,j]", "i=16,j=16,k=16"),
-                 parse_workload("C[i,j] += A[i,k] * B[k,j]", "i=32,j=24,k=40")]
-    mappings = [default_mapping(w, RTL_CONFIG) for w in workloads]
-    results = run_programs_on_rtl(RTL_CONFIG, [RtlCase(w, m, seed=1) for w, m in
-                                               zip(workloads, mappings, strict=True)])
-    for workload, mapping, result in zip(workloads, mappings, results, strict=True):
-        assert result.match, workload
-        model = evaluate_mapping(workload, mapping, RTL_CONFIG, rtl_parameters(0))
-        ratio = model["cycles"] / result.cycles
-        assert abs(ratio - 1) <= RTL_TOLERANCE, (str(workload), model["cycles"], result.cycles)
-
-
 def os_config(intrinsic: str, pe: tuple[int, int], link: str) -> AcceleratorConfig:
     """Output-stationary configurations of the RTL regression suite (and of
     benchmarks/check_cost_model_rtl.py), so their Verilator models are shared."""
@@ -316,26 +282,6 @@ def test_split_steps_follow_the_program(config):
     assert model.extra["mac_instructions"][0] == macs
     assert model.extra["transfer_instructions"][0] == transfers
     assert evaluate_mapping(workload, mapping, config)["mac_steps"] == model.mac_steps[0]
-
-
-@pytest.mark.rtl
-@pytest.mark.parametrize("config", OS_GEMM, ids=["gemv-4x6", "dot-8"])
-def test_output_stationary_gemm_cycles_agree_with_rtl(config):
-    """gemm 16x16x16 under its default mapping on output-stationary arrays: few tile steps,
-    chunked boundary steps and more STOREs per step than the controller's dispatch window,
-    so the units mostly run one after another. The model's cycles on an ideal DRAM against
-    the RTL's, within the stated tolerance (the old model gave 0.61 and 0.56 of the RTL)."""
-    from tensorforge.compiler.mappers import default_mapping
-    from tensorforge.dse.cost_model import evaluate_mapping, rtl_parameters
-    from tensorforge.sim.rtl_run import RtlCase, run_programs_on_rtl
-
-    workload = parse_workload("C[i,j] += A[i,k] * B[k,j]", "i=16,j=16,k=16")
-    mapping = default_mapping(workload, config)
-    (result,) = run_programs_on_rtl(config, [RtlCase(workload, mapping, seed=1)])
-    assert result.match
-    model = evaluate_mapping(workload, mapping, config, rtl_parameters(0))
-    ratio = model["cycles"] / result.cycles
-    assert abs(ratio - 1) <= RTL_TOLERANCE, (model["cycles"], result.cycles)
 
 
 def test_pricing_distinct_rows_once_changes_nothing():

@@ -74,7 +74,7 @@ def test_every_program_compiles_and_is_priced():
     """The model prices each program (finite cycles, at least the ideal MAC steps)."""
     for case in [*calibration_cases(), *held_out_cases()]:
         mapping = case.resolve_mapping()
-        row = model_prediction(case.workload(), mapping, case.config, case.dram_latency)
+        row = model_prediction(case.workload(), mapping, case.config, case.memory())
         assert math.isfinite(row["accelerator_cycles"]), case.name
         assert row["accelerator_cycles"] >= row["mac_steps"], case.name
 

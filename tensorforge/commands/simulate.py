@@ -87,12 +87,12 @@ def _print_table(summary: dict, power: dict | None) -> None:
     Console().print(table)
 
 
-def model_summary(workload, mapping, config, dram_latency: int, rtl_cycles: int) -> dict:
+def model_summary(workload, mapping, config, memory, rtl_cycles: int) -> dict:
     """The sweep's cost model on the same program and DRAM timing: its cycles, which model
     made them, and their error against this run."""
     from tensorforge.dse.fidelity import MODEL_NAME, model_cycles
 
-    cycles = model_cycles(workload, mapping, config, dram_latency)
+    cycles = model_cycles(workload, mapping, config, memory)
     return {"model": MODEL_NAME, "model_cycles": cycles,
             "model_error": cycles / rtl_cycles - 1 if rtl_cycles else None}
 
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     )
     summary = result.to_dict()
     summary["memory"] = {"name": memory.describe(), **memory.to_dict()}
-    summary.update(model_summary(workload, mapping, config, memory.latency, result.cycles))
+    summary.update(model_summary(workload, mapping, config, memory, result.cycles))
     power = None
     if args.power:
         from tensorforge.hw.accelerator import TOP_NAME
