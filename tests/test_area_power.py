@@ -71,10 +71,7 @@ def config(rows=8, cols=8, capacity=64 * 1024, interconnect="systolic") -> Accel
 def test_shipped_model_is_monotone_and_picklable():
     model = pickle.loads(pickle.dumps(SynthesisAreaPower()))
     assert isinstance(model, AreaPowerModel)
-    try:
-        small = model(config())
-    except Exception as error:  # noqa: BLE001
-        pytest.skip(f"no shipped fit: {error}")
+    small = model(config())
     assert small.area_mm2 > 0 and small.clock_mhz > 0 and small.peak_power_w > 0
     assert model(config(16, 16)).area_mm2 > small.area_mm2
     assert model(config(capacity=128 * 1024)).area_mm2 > small.area_mm2
@@ -111,3 +108,40 @@ def test_clock_comes_from_whole_accelerators_when_they_were_synthesized():
     blocks_only = fit(synthetic_records())
     assert clock_period_ns(with_accelerators.components, config()) == pytest.approx(25.0)
     assert clock_period_ns(blocks_only.components, config()) == pytest.approx(2.0)
+
+
+def _held_out_accelerators() -> list[dict]:
+    """The shipped fit redone from the committed synthesis records: each whole accelerator
+    predicted by a fit that never saw it (`calibrate._held_out_accelerators`)."""
+    import json
+    from importlib import resources
+
+    records = json.loads((resources.files("tensorforge.dse") / "data"
+                          / "calibration_records.json").read_text())
+    rows = [r for r in fit(records).errors["accelerator"] if not r["alone"]]
+    assert len(rows) >= 5, "the committed records hold too few whole accelerators to hold out"
+    return rows
+
+
+def _power_error(row: dict) -> float:
+    measured = row["measured"]["dynamic_mw"] + row["measured"]["leakage_mw"]
+    predicted = row["predicted"]["dynamic_mw"] + row["predicted"]["leakage_mw"]
+    return abs(predicted / measured - 1)
+
+
+def test_shipped_fit_predicts_held_out_accelerators_area_and_power():
+    """Issue 14's gate on the committed records: held-out whole accelerators within 5% area
+    and 10% power (dynamic + leakage)."""
+    for row in _held_out_accelerators():
+        assert abs(row["relative_error"]["area_um2"]) <= 0.05, row["design"]
+        assert _power_error(row) <= 0.10, row["design"]
+
+
+@pytest.mark.xfail(strict=True, reason="gemm 2x8 (the only 8-bank accelerator of the "
+                   "records) misses its critical path by 11.1%: a bank-count term needs more "
+                   "than one such design (docs/cost_model.md); the IHP recalibration of issue "
+                   "12 replaces these records")
+def test_shipped_fit_predicts_held_out_accelerators_clock():
+    """Issue 14's gate: held-out whole accelerators within 10% critical path."""
+    for row in _held_out_accelerators():
+        assert abs(row["relative_error"]["critical_path_ns"]) <= 0.10, row["design"]
