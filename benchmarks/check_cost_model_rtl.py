@@ -55,8 +55,8 @@ TERMS = [
     "",
     "| term | value | origin |",
     "|---|---|---|",
-    "| LOAD: per row | 1 cycle a beat + `line_write_cycles` 0.1 | RTL: the LOAD fit above "
-    "(one-beat rows; `compiler/mappers.py` measured 0.1 of slack per row too) |",
+    "| LOAD: per row | the larger of its beats and its lines (a line written a cycle) | the "
+    "load unit's contract (hw/load_unit.py); RTL: the LOAD fit above |",
     "| LOAD: per instruction | `load_fixed_cycles` 5 + `issue_cycles` 1 | the same fit; "
     "`tests/test_rtl_run.py` measures LOAD_FIXED = 5 on an isolated LOAD |",
     "| STORE: per instruction | `store_fixed_cycles` 5 + `issue_cycles` 1 | RTL: the STORE "

@@ -22,16 +22,18 @@ from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import MappingError
 
-COUNTS = ("instructions", "elements", "beats", "bursts", "rows", "lines")
+COUNTS = ("instructions", "dram_instructions", "elements", "beats", "bursts", "rows", "lines")
 
 
 @dataclass(frozen=True)
 class TransferCounts:
-    """One tile transfer: LOAD/STORE ``instructions`` (zero-line LOADs included), DRAM
-    ``elements`` moved (a widened row's padding included), bus ``beats`` and AXI ``bursts``,
-    DRAM ``rows`` (one per line of data) and buffer ``lines`` (data and zero lines)."""
+    """One tile transfer: LOAD/STORE ``instructions`` (zero-line LOADs included), those that
+    touch DRAM (``dram_instructions``), DRAM ``elements`` moved (a widened row's padding
+    included), bus ``beats`` and AXI ``bursts``, DRAM ``rows`` (one per line of data) and
+    buffer ``lines`` (data and zero lines)."""
 
     instructions: int = 0
+    dram_instructions: int = 0
     elements: int = 0
     beats: int = 0
     bursts: int = 0
@@ -61,12 +63,13 @@ def _measure(instructions, config: AcceleratorConfig) -> TransferCounts:
     from tensorforge.isa import Buffer, Load
 
     bus, burst = config.dma.bus_bytes, config.dma.max_burst
-    elements = beats = bursts = rows = lines = 0
+    elements = beats = bursts = rows = lines = touching = 0
     for i in instructions:
         to_acc = not isinstance(i, Load) or i.buffer is Buffer.ACC
         line_elems = config.acc_line_elems if to_acc else config.spad_line_elems
         elem_bytes = config.precision.acc_bytes if to_acc else config.precision.in_bytes
         runs = transfer_runs(i.dram_addr, i.rows, i.row_len, i.stride, line_elems, elem_bytes)
+        touching += bool(runs)
         for start, length in runs:
             plan = plan_bursts(start, length, bus, burst)
             bursts += len(plan)
@@ -75,7 +78,7 @@ def _measure(instructions, config: AcceleratorConfig) -> TransferCounts:
         elements += data_rows * min(i.row_len, line_elems)
         rows += data_rows
         lines += i.rows + (i.pad_before + i.pad_after if isinstance(i, Load) else 0)
-    return TransferCounts(len(instructions), elements, beats, bursts, rows, lines)
+    return TransferCounts(len(instructions), touching, elements, beats, bursts, rows, lines)
 
 
 class TransferCounter:

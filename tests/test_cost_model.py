@@ -95,13 +95,11 @@ def test_one_tile_by_hand():
     config, space, result = one_tile_gemm(4, 4, 4)
     p = CostParameters()
     # LOAD A (and B): 4 rows of 4 int8, back to back in the tile-major layout, so one run of
-    # 16 bytes = two beats of one burst (hw/load_unit.py); one instruction: its issue, fixed
-    # cost and one DRAM latency
-    load = (4 * p.line_write_cycles + 2 + p.issue_cycles + p.load_fixed_cycles
-            + p.dram_latency_cycles)
-    # STORE C: 4 rows of 4 int32 = 16 bytes = two beats each; one instruction
-    store = (4 * p.acc_read_cycles + 4 * 2 + p.issue_cycles + p.store_fixed_cycles
-             + p.dram_latency_cycles)
+    # 16 bytes = two beats of one burst, written as 4 lines at a line a cycle
+    # (hw/load_unit.py); one instruction: its issue, fixed cost and one DRAM latency
+    load = max(2, 4) + p.issue_cycles + p.load_fixed_cycles + p.dram_latency_cycles
+    # STORE C: 4 rows of 4 int32 = 64 bytes = 8 beats, read as 4 lines; one instruction
+    store = max(8, 4) + p.issue_cycles + p.store_fixed_cycles + p.dram_latency_cycles
     # one MAC step: 4 beats while the 4 stationary lines load; A at line 0, B at line 4: the
     # same bank every cycle (2 banks) -> 4 conflict cycles, of which the RTL pays a share;
     # the instruction's fill and issue; no ZERO (the MAC's overwrite bit clears C), but the C
