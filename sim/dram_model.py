@@ -157,11 +157,11 @@ def _response_pauses(bus, memory: MemorySystem) -> Iterator[bool]:
 class DramModel:
     """The accelerator's DRAM: an `AxiSlave` on ``m_axi__*`` over a `GuardedMemory`."""
 
-    def __init__(self, dut, size: int, prefix: str = "m_axi") -> None:
+    def __init__(self, dut, size: int, clock, prefix: str = "m_axi") -> None:
         self.bus = AxiBus.from_prefix(dut, prefix, bus_separator="__")
         self.bus_bytes = len(self.bus.read.r.rdata) // 8
         self.memory = GuardedMemory(size)
-        self.slave = AxiSlave(self.bus, dut.clk, dut.rst, target=self.memory)
+        self.slave = AxiSlave(self.bus, clock, dut.rst, target=self.memory)
         self.system = MemorySystem.preset("ideal")
 
     def set_memory(self, system: MemorySystem) -> None:

