@@ -30,13 +30,6 @@ JOBS_FILE = "jobs.json"
 DRAM_MODELS = ("fast", "reference")
 
 
-def DramTiming(latency: int = 0, bandwidth: float | None = None) -> MemorySystem:  # noqa: N802
-    """Deprecated: the memory `MemorySystem` now describes. This is the ideal memory with
-    ``latency`` and ``bandwidth`` (what ``DramTiming(latency, bandwidth)`` meant), for callers
-    not yet moved to ``MemorySystem.preset("ideal").with_overrides(...)``."""
-    return MemorySystem.preset("ideal").with_overrides(latency=latency, bandwidth=bandwidth)
-
-
 @dataclass(frozen=True)
 class ProgramJob:
     """One program to run: its DRAM image, where its instructions are, what it may write.

@@ -21,7 +21,7 @@ import shutil
 import tempfile
 from collections.abc import Mapping as MappingType
 from collections.abc import Sequence
-from dataclasses import InitVar, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -163,11 +163,8 @@ class RunOptions:
     activity: bool = False
     test_dir: Path | None = None
     seed: int = 0
-    timing: InitVar[MemorySystem | None] = None  # deprecated name of ``memory``
 
-    def __post_init__(self, timing: MemorySystem | None) -> None:
-        if timing is not None:
-            object.__setattr__(self, "memory", timing)
+    def __post_init__(self) -> None:
         if self.dram_model not in DRAM_MODELS:
             raise SimulationError(
                 f"dram_model must be one of {', '.join(DRAM_MODELS)}, not {self.dram_model!r}")

@@ -86,6 +86,14 @@ def test_image_hex_round_trip():
         assert hex_to_image("// a comment\n@0\n" + text, bus_bytes) == image.ljust(size, b"\0")
 
 
+def test_an_unknown_dram_model_is_a_clear_error():
+    from tensorforge.sim.rtl_run import RunOptions
+
+    with pytest.raises(SimulationError, match="dram_model must be one of fast, reference, "
+                                              "not 'fastest'"):
+        RunOptions(dram_model="fastest")
+
+
 def _run_both(cases, memory=None):
     from tensorforge.sim.rtl_run import RunOptions, run_programs_on_rtl
 
