@@ -82,10 +82,12 @@ class Accelerator(wiring.Component):
         m.submodules.registers = registers = ControlRegisters()
         m.submodules.load = load = LoadUnit(config)
         m.submodules.compute = compute = self._compute_unit(config)
-        # a compute unit that reports retirement takes its next COMPUTE before it is idle
-        retiring = ("compute",) if "retired" in compute.signature.members else ()
-        m.submodules.controller = controller = Controller(config, retiring)
         m.submodules.store = store = StoreUnit(config)
+        units = {"load": load, "compute": compute, "store": store}
+        # a unit that reports retirement takes its next command before it is idle
+        retiring = tuple(name for name, unit in units.items()
+                         if "retired" in unit.signature.members)
+        m.submodules.controller = controller = Controller(config, retiring)
         m.submodules.scratchpad = scratchpad = Scratchpad(config)
         m.submodules.accumulator = accumulator = AccumulatorBuffer(config)
         m.submodules.read_arbiter = arbiter = AxiReadArbiter(config.dma.bus_bits)
@@ -96,7 +98,6 @@ class Accelerator(wiring.Component):
         forward(m, arbiter.bus, self.m_axi)
         forward(m, store.axi, self.m_axi)
 
-        units = {"load": load, "compute": compute, "store": store}
         for name, unit in units.items():
             wiring.connect(m, getattr(controller, f"{name}_cmd"), unit.cmd)
             m.d.comb += getattr(controller, f"{name}_idle").eq(unit.idle)

@@ -26,7 +26,7 @@ detection either; the testbench timeout catches it). A push onto a full counter 
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -67,13 +67,18 @@ class Controller(wiring.Component):
 
     A unit named in ``retiring`` may take its next command before it is idle: it pulses
     ``<unit>_retired`` once per command, in order, when that command's effects are complete.
-    Its gate then offers the next command at once and pushes the previous command's tokens
-    on its retire pulse (one command at a time may wait for it), so the unit can overlap the
-    tail of one command with the start of the next.
+    Its gate then offers the next command at once and pushes each command's tokens on its
+    retire pulse (up to ``retire_windows[unit]`` commands may wait for theirs), so the unit can
+    overlap the tail of one command with the start of the next, e.g. a DMA unit the DRAM
+    latency of one LOAD with the next LOADs.
     """
 
     queue_depth = 4
     gate_latency = 3
+    fetch_chunks = 16  # fetched chunks (max(16, bus bytes) each) held ahead of dispatch
+    # commands awaiting their retire pulse, per retiring unit: the DMA units keep several
+    # LOADs (STOREs) in flight; the compute unit overlaps one instruction with the next
+    retire_windows = {"load": 4, "compute": 1, "store": 4}
 
     def __init__(self, config: AcceleratorConfig, retiring: tuple[str, ...] = ()) -> None:
         self.config = config
@@ -160,77 +165,103 @@ class Controller(wiring.Component):
         return m
 
     def _fetch(self, m: Module, out) -> Signal:
-        """Fetch the program into ``out``; returns a signal that is high once fetch has stopped."""
+        """Fetch the program into ``out``; returns a signal that is high once fetch has stopped.
+
+        The program's bytes are read as long bursts (`BurstPlanner`) ahead of dispatch, into a
+        queue of ``fetch_chunks`` chunks. A burst is requested only when the queue has room
+        for every beat already requested and for it, so R beats never wait for dispatch (the
+        load unit's reads share the channel: they must not queue behind fetch data that waits
+        for the load unit). So a DRAM latency is paid once per ``fetch_chunks`` chunks, not
+        per chunk. Fetch reads exactly the program (whole beats); after a FINISH it drains
+        what is still in flight before it reports stopped.
+        """
         config = self.config
         bus_bytes = config.dma.bus_bytes
         chunk_bytes = max(INSTRUCTION_BYTES, bus_bytes)
         per_chunk = chunk_bytes // INSTRUCTION_BYTES
+        beats_per_chunk = chunk_bytes // bus_bytes
+        capacity = self.fetch_chunks * beats_per_chunk  # beats the queue can hold
         axi = self.fetch
-        planner = BurstPlanner(bus_bytes, config.dma.max_burst, "fetch", chunk_bytes // bus_bytes)
+        max_beats = ((1 << 32) * INSTRUCTION_BYTES + chunk_bytes) // bus_bytes
+        planner = BurstPlanner(bus_bytes, config.dma.max_burst, "fetch", max_beats)
         drive_fixed_fields(m, axi, "ar", config.dma.bus_bits)
+        m.submodules.fetched = fetched = SyncFIFOBuffered(
+            width=chunk_bytes * 8, depth=self.fetch_chunks
+        )
+
+        remaining = Signal(32)  # instructions still to dispatch
+        chunk = Signal(chunk_bytes * 8)  # beats of the chunk being received
+        assembling = Signal(range(beats_per_chunk + 1))
+        in_flight = Signal(range(capacity + 1))  # beats requested, not yet received
+        index = Signal(range(per_chunk))  # the next instruction's place in the head chunk
+        finished = Signal(init=1)
+        draining = Signal()
+        stop = Signal()
+
+        ar_waiting = Signal()  # ARVALID was offered and not yet taken
+        occupied = Signal(range(capacity + config.dma.max_burst + 1))
         m.d.comb += [
+            occupied.eq(fetched.r_level * beats_per_chunk + assembling + in_flight),
             axi.arid.eq(ReadId.FETCH),
             axi.araddr.eq(planner.address),
             axi.arlen.eq(planner.beats - 1),
+            # occupied only falls while ARVALID waits, so ARVALID never drops early; after a
+            # FINISH no new burst is offered
+            axi.arvalid.eq(
+                ~planner.empty & (ar_waiting | (~draining & (occupied + planner.beats <= capacity)))
+            ),
+            axi.rready.eq(1),
         ]
+        requested = axi.arvalid & axi.arready
+        m.d.sync += ar_waiting.eq(axi.arvalid & ~axi.arready)
+        received = axi.rvalid & axi.rready
+        with m.If(requested):
+            planner.advance(m)
+        m.d.sync += in_flight.eq(in_flight + Mux(requested, planner.beats, 0) - received)
+        with m.If(received):
+            if beats_per_chunk == 1:
+                m.d.comb += [fetched.w_data.eq(axi.rdata), fetched.w_en.eq(~draining)]
+            else:  # beats arrive low address first: shift them in from the top
+                whole = Cat(chunk[bus_bytes * 8 :], axi.rdata)
+                with m.If(assembling == beats_per_chunk - 1):
+                    m.d.comb += [fetched.w_data.eq(whole), fetched.w_en.eq(~draining)]
+                    m.d.sync += assembling.eq(0)
+                with m.Else():
+                    m.d.sync += [chunk.eq(whole), assembling.eq(assembling + 1)]
 
-        address = Signal(ADDR_BITS)
-        remaining = Signal(32)
-        chunk = Signal(chunk_bytes * 8)
-        beats_left = Signal(range(chunk_bytes // bus_bytes + 1))
-        index = Signal(range(per_chunk))
-        finished = Signal(init=1)
-        stop = Signal()
+        with m.If(self.start & ~self.busy):
+            address = self.insn_addr & ~(INSTRUCTION_BYTES - 1)
+            base = address & ~(chunk_bytes - 1)
+            end = address + (self.insn_count << (INSTRUCTION_BYTES.bit_length() - 1))
+            planner.start(m, base, (end - base + bus_bytes - 1) >> (bus_bytes.bit_length() - 1))
+            m.d.sync += [
+                remaining.eq(self.insn_count),
+                finished.eq(self.insn_count == 0),
+                index.eq(address[4 : 4 + (per_chunk - 1).bit_length()] if per_chunk > 1 else 0),
+            ]
 
-        with m.FSM():
-            with m.State("IDLE"):
-                with m.If(self.start & ~self.busy):
-                    m.d.sync += [
-                        address.eq(self.insn_addr & ~(INSTRUCTION_BYTES - 1)),
-                        remaining.eq(self.insn_count),
-                        finished.eq(self.insn_count == 0),
-                    ]
-                    with m.If(self.insn_count != 0):
-                        m.next = "REQUEST"
-            with m.State("REQUEST"):
-                base = address & ~(chunk_bytes - 1)
-                planner.start(m, base, chunk_bytes // bus_bytes)
+        with m.If(~finished & ~draining):
+            m.d.comb += [
+                out.valid.eq(fetched.r_rdy),
+                out.payload.eq(fetched.r_data.word_select(index, INSTRUCTION_BITS)),
+                stop.eq((out.payload[:2] == Opcode.FINISH) | (remaining == 1)),
+            ]
+            with m.If(out.valid & out.ready):
                 m.d.sync += [
-                    beats_left.eq(chunk_bytes // bus_bytes),
-                    index.eq(address[4 : 4 + (per_chunk - 1).bit_length()] if per_chunk > 1 else 0),
+                    remaining.eq(remaining - 1),
+                    index.eq(Mux(index == per_chunk - 1, 0, index + 1)),
                 ]
-                m.next = "RECEIVE"
-            with m.State("RECEIVE"):
-                m.d.comb += [axi.arvalid.eq(~planner.empty), axi.rready.eq(1)]
-                with m.If(axi.arvalid & axi.arready):
-                    planner.advance(m)
-                with m.If(axi.rvalid):
-                    if chunk_bytes == bus_bytes:
-                        m.d.sync += chunk.eq(axi.rdata)
-                    else:  # beats arrive low address first: shift them in from the top
-                        m.d.sync += chunk.eq(
-                            chunk[bus_bytes * 8 :] | (axi.rdata << ((chunk_bytes - bus_bytes) * 8))
-                        )
-                    m.d.sync += beats_left.eq(beats_left - 1)
-                    with m.If(beats_left == 1):
-                        m.next = "DISPATCH"
-            with m.State("DISPATCH"):
-                m.d.comb += [
-                    out.valid.eq(1),
-                    out.payload.eq(chunk.word_select(index, INSTRUCTION_BITS)),
-                    stop.eq((out.payload[:2] == Opcode.FINISH) | (remaining == 1)),
-                ]
-                with m.If(out.ready):
-                    m.d.sync += [
-                        address.eq(address + INSTRUCTION_BYTES),
-                        remaining.eq(remaining - 1),
-                        index.eq(Mux(index == per_chunk - 1, 0, index + 1)),
-                    ]
-                    with m.If(stop):
-                        m.d.sync += finished.eq(1)
-                        m.next = "IDLE"
-                    with m.Elif(index == per_chunk - 1):
-                        m.next = "REQUEST"
+                with m.If((index == per_chunk - 1) | stop):
+                    m.d.comb += fetched.r_en.eq(1)
+                with m.If(stop):
+                    m.d.sync += draining.eq(1)
+        with m.If(draining):
+            # what was read past a FINISH: requested bursts come in, nothing is kept
+            m.d.comb += fetched.r_en.eq(1)
+            with m.If(~axi.arvalid):
+                planner.start(m, Const(0, ADDR_BITS), 0)  # the rest of the program is not needed
+            with m.If(~fetched.r_rdy & (in_flight == 0) & (assembling == 0) & planner.empty):
+                m.d.sync += [draining.eq(0), finished.eq(1)]
         return finished
 
     def _gate(self, m: Module, unit: str, queue, pops: dict, pushes: dict):
@@ -249,7 +280,7 @@ class Controller(wiring.Component):
                 m.d.comb += ready.eq(0)
 
         if unit in self.retiring:
-            deferred, deferred_valid = self._deferred_pushes(m, unit, pushes)
+            deferred = self._deferred_pushes(m, unit, pushes)
         with m.FSM(name=f"{unit}_gate"):
             with m.State("TAKE"):
                 m.d.comb += [empty.eq(1), queue.r_en.eq(1)]
@@ -267,10 +298,10 @@ class Controller(wiring.Component):
                 with m.If(cmd.ready):
                     m.next = "RUN"
             with m.State("RUN"):
-                if unit in self.retiring:  # the slot frees (below) or is free: take the next
-                    with m.If(~deferred_valid | getattr(self, f"{unit}_retired")):
-                        m.d.sync += [deferred[flag].eq(getattr(flags, flag)) for flag in pushes]
-                        m.d.sync += deferred_valid.eq(1)
+                if unit in self.retiring:  # the tokens wait for the retire pulse: take the next
+                    deferred_room, defer = deferred
+                    with m.If(deferred_room):
+                        defer(Cat(getattr(flags, flag) for flag in pushes))
                         m.next = "TAKE"
                 else:
                     with m.If(idle):
@@ -279,13 +310,29 @@ class Controller(wiring.Component):
                         m.next = "TAKE"
         return waiting, empty
 
-    def _deferred_pushes(self, m: Module, unit: str, pushes: dict) -> tuple:
-        """A retiring unit's deferred slot: the push flags of the command it is finishing,
-        pushed on its retire pulse. Returns ``(flags, valid)``; RUN fills the slot."""
+    def _deferred_pushes(self, m: Module, unit: str, pushes: dict):
+        """A retiring unit's deferred pushes: the push flags of each command it took and has
+        not retired, oldest first, pushed on its retire pulses. Returns ``(room, defer)``:
+        whether RUN may add a command's flags this cycle (a slot is free or frees now), and
+        the action that adds them."""
         retired = getattr(self, f"{unit}_retired")
-        deferred = {flag: Signal(name=f"{unit}_deferred_{flag}") for flag in pushes}
-        deferred_valid = Signal(name=f"{unit}_deferred_valid")
-        with m.If(deferred_valid & retired):
-            m.d.comb += [push.eq(deferred[flag]) for flag, push in pushes.items()]
-            m.d.sync += deferred_valid.eq(0)
-        return deferred, deferred_valid
+        window = self.retire_windows[unit]
+        slots = [Signal(len(pushes), name=f"{unit}_deferred_{k}") for k in range(window)]
+        count = Signal(range(window + 1), name=f"{unit}_deferred_count")
+        retire = Signal(name=f"{unit}_retire")
+        added = Signal(name=f"{unit}_deferred_added")
+        m.d.comb += retire.eq(retired & (count != 0))
+        with m.If(retire):
+            m.d.comb += [push.eq(slots[0][k]) for k, push in enumerate(pushes.values())]
+            m.d.sync += [slots[k].eq(slots[k + 1]) for k in range(window - 1)]
+        m.d.sync += count.eq(count + added - retire)
+        room = (count != window) | retire
+
+        def defer(flags) -> None:
+            m.d.comb += added.eq(1)
+            at = count - retire  # where the flags land once the oldest has left
+            for k in range(window):
+                with m.If(at == k):
+                    m.d.sync += slots[k].eq(flags)
+
+        return room, defer

@@ -87,18 +87,22 @@ def byte_mask(m: Module, count, total: int, name: str) -> Signal:
     return mask
 
 
-def accept_command(m: Module, unit, insn, line, rows_left, row_addr):
-    """In a unit's IDLE state: take ``cmd`` and latch its tile fields; returns the handshake."""
+def accept_command(m: Module, unit, insn, line, rows_left, row_addr, settled=1, room=1):
+    """In a unit's IDLE state: take ``cmd`` (when there is ``room``) and latch its tile
+    fields; returns the handshake.
+
+    ``idle`` is ``settled``: a unit that takes its next command while the last one finishes
+    is idle only once nothing is left in flight."""
     payload = unit.cmd.payload
-    m.d.comb += [unit.idle.eq(1), unit.cmd.ready.eq(1)]
-    with m.If(unit.cmd.valid):
+    m.d.comb += [unit.idle.eq(settled), unit.cmd.ready.eq(room)]
+    with m.If(unit.cmd.valid & room):
         m.d.sync += [
             insn.eq(payload),
             line.eq(payload.line),
             rows_left.eq(payload.rows),
             row_addr.eq(payload.dram_addr),
         ]
-    return unit.cmd.valid
+    return unit.cmd.valid & room
 
 
 def expand_bytes(mask) -> Cat:

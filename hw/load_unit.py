@@ -41,15 +41,20 @@ class LoadUnit(wiring.Component):
     return in issue order), gathers their bytes and cuts them into lines, which a one-line
     output register writes.
 
-    Contract: one LOAD at a time; ``idle`` falls in the cycle after ``cmd`` is accepted and rises
-    once the last line is written. At most ``dma.outstanding`` read bursts are in flight (AR
-    sent, last R beat not yet taken), and the queue holds as many planned runs. R beats are
-    taken at ``beats_per_cycle`` = 1 and lines written at one per cycle, so with enough beats
-    in flight to cover the DRAM latency a LOAD is busy for about ``fixed_cycles`` plus the
-    larger of its beats and its lines: a contiguous LOAD of ``n`` bytes pays the latency once
-    per ``outstanding * max_burst`` beats, a strided one once per ``outstanding`` rows. Zero
-    lines take one cycle each. ``error`` is sticky: an R beat came back with a response other
-    than OKAY.
+    Contract: ``idle`` falls in the cycle after ``cmd`` is accepted and rises once every line
+    of every LOAD taken is written. The unit takes its next LOAD as soon as the last one's
+    runs are all planned (its bursts issued), while that one's data still comes in, and
+    pulses ``retired`` once per LOAD, in order, in the cycle its last line is written (a LOAD
+    ends with a run of its ``pad_after`` lines, maybe none, that carries the pulse). So a
+    stream of LOADs pays the DRAM latency about once, not once per LOAD, as far as the
+    controller's retire window lets it run ahead. At most ``dma.outstanding`` read bursts are
+    in flight (AR sent, last R beat not yet taken), and the queue holds as many runs. R beats
+    are taken at ``beats_per_cycle`` = 1 and lines written at one per cycle: behind a DRAM of
+    latency ``L``, an isolated LOAD is busy for about ``fixed_cycles + L`` plus the larger of
+    its beats and its lines, as long as ``outstanding`` bursts hold at least ``L`` beats
+    (``outstanding * max_burst`` for a contiguous run, ``outstanding`` rows' bursts for a
+    strided tile; fewer, and each ``outstanding`` bursts pay it again). Zero lines take one
+    cycle each. ``error`` is sticky: an R beat came back with a response other than OKAY.
     """
 
     beats_per_cycle = 1
@@ -62,6 +67,7 @@ class LoadUnit(wiring.Component):
             {
                 "cmd": In(stream.Signature(instruction_layout(Opcode.LOAD))),
                 "idle": Out(1),
+                "retired": Out(1),
                 "error": Out(1),
                 "axi": Out(axi_read_signature(config.dma.bus_bits)),
                 "spad_write": Out(spad_write_port(config)),
@@ -79,7 +85,7 @@ class LoadUnit(wiring.Component):
         max_elems = max(config.acc_line_elems, config.spad_line_elems)
 
         insn = Signal(instruction_layout(Opcode.LOAD))
-        line = Signal.like(insn.line)
+        line = Signal.like(insn.line)  # the next run's first line
         rows_left = Signal.like(insn.rows)
         row_addr = Signal(ADDR_BITS)
         to_acc = insn.buffer == Buffer.ACC
@@ -97,7 +103,10 @@ class LoadUnit(wiring.Component):
 
         runs_layout = data.StructLayout(
             {
-                "lines": unsigned(len(insn.rows)),
+                "line": unsigned(len(insn.line)),
+                "to_acc": unsigned(1),
+                "retires": unsigned(1),  # the LOAD's last run: it retires with its last line
+                "lines": unsigned(len(insn.rows)),  # 0: none (a LOAD's final marker)
                 "bytes": unsigned(len(row.bytes)),  # per line; 0: zero lines, no beats
                 "offset": unsigned(len(row.offset)),
                 "beats": unsigned(len(run.beats)),
@@ -125,18 +134,22 @@ class LoadUnit(wiring.Component):
         with m.If(address_sent):
             planner.advance(m)
 
-        def zero_lines(count, then: str) -> None:
-            with m.If(count == 0):
-                m.next = then
-            with m.Elif(runs.w_rdy):
-                m.d.comb += [runs.w_en.eq(1), runs.pushed.lines.eq(count)]
-                m.next = then
+        def push(lines, **fields) -> None:
+            m.d.comb += [
+                runs.w_en.eq(1),
+                runs.pushed.line.eq(line),
+                runs.pushed.to_acc.eq(to_acc),
+                runs.pushed.lines.eq(lines),
+            ]
+            m.d.comb += [getattr(runs.pushed, name).eq(value) for name, value in fields.items()]
+            m.d.sync += line.eq(line + lines)
 
-        self._cut_lines(m, runs, line, to_acc, line_bytes, spad_bits, acc_bits)
+        settled = Signal()
+        self._cut_lines(m, runs, settled, line_bytes, spad_bits, acc_bits)
 
         with m.FSM():
             with m.State("IDLE"):
-                with m.If(accept_command(m, self, insn, line, rows_left, row_addr)):
+                with m.If(accept_command(m, self, insn, line, rows_left, row_addr, settled)):
                     payload = self.cmd.payload
                     payload_acc = payload.buffer == Buffer.ACC
                     payload_line = Mux(payload_acc, config.acc_line_elems, config.spad_line_elems)
@@ -152,33 +165,34 @@ class LoadUnit(wiring.Component):
                     with m.Else():
                         m.next = "PAD_BEFORE"
             with m.State("PAD_BEFORE"):
-                zero_lines(insn.pad_before, "ROWS")
+                with m.If(runs.w_rdy):
+                    push(insn.pad_before)
+                    m.next = "ROWS"
             with m.State("ROWS"):
                 # Plan the next run in the cycle the current one's last burst goes out.
                 with m.If(run_planned):
                     with m.If(rows_left == 0):
                         m.next = "PAD_AFTER"
                     with m.Elif(runs.w_rdy):
-                        m.d.comb += [
-                            runs.w_en.eq(1),
-                            runs.pushed.lines.eq(Mux(whole, rows_left, 1)),
-                            runs.pushed.bytes.eq(row.bytes),
-                            runs.pushed.offset.eq(row.offset),
-                            runs.pushed.beats.eq(run.beats),
-                        ]
+                        push(
+                            Mux(whole, rows_left, 1),
+                            bytes=row.bytes,
+                            offset=row.offset,
+                            beats=run.beats,
+                        )
                         planner.start(m, row.aligned, run.beats)
                         m.d.sync += [
                             rows_left.eq(Mux(whole, 0, rows_left - 1)),
                             row_addr.eq(row_addr + (insn.stride << elem_shift)),
                         ]
             with m.State("PAD_AFTER"):
-                zero_lines(insn.pad_after, "DRAIN")
-            with m.State("DRAIN"):
-                with m.If(~runs.r_rdy & ~self._out_valid):
+                # every LOAD ends with this run (maybe of no lines): it retires the LOAD
+                with m.If(runs.w_rdy):
+                    push(insn.pad_after, retires=1)
                     m.next = "IDLE"
         return m
 
-    def _cut_lines(self, m, runs, line, to_acc, line_bytes, spad_bits, acc_bits) -> None:
+    def _cut_lines(self, m, runs, settled, line_bytes, spad_bits, acc_bits) -> None:
         """R beats -> a byte gatherer -> lines of the head run -> the output register.
 
         The gatherer holds ``have`` bytes of the head run, its first at bit 0. A beat is taken
@@ -195,10 +209,18 @@ class LoadUnit(wiring.Component):
         have = Signal(range(width + 1))
         taken = Signal.like(head.beats)  # beats of the head run taken so far
         lines_cut = Signal.like(head.lines)  # lines of the head run handed over so far
-        self._out_valid = out_valid = Signal()
+        out_valid = Signal()
         out_data = Signal(line_bytes * 8)
+        out_line = Signal.like(head.line)
+        out_acc = Signal()
+        out_writes = Signal()  # 0: a LOAD's final marker, nothing to write
+        out_retires = Signal()
         written = Signal()
         free = ~out_valid | written  # the output register can take a line this cycle
+        m.d.comb += [
+            settled.eq(~runs.r_rdy & ~out_valid),
+            self.retired.eq(written & out_retires),
+        ]
 
         beat_in = Signal()
         m.d.comb += [
@@ -226,11 +248,18 @@ class LoadUnit(wiring.Component):
         keep = expand_bytes(byte_mask(m, head.bytes, line_bytes, "load_keep"))
         cut = Signal()
         m.d.comb += cut.eq(runs.r_rdy & (merged_have >= head.bytes) & free)
-        run_done = cut & (lines_cut == head.lines - 1)
+        run_done = cut & ((head.lines == 0) | (lines_cut == head.lines - 1))
         with m.If(written):
-            m.d.sync += [out_valid.eq(0), line.eq(line + 1)]
+            m.d.sync += out_valid.eq(0)
         with m.If(cut):
-            m.d.sync += [out_valid.eq(1), out_data.eq(merged[: line_bytes * 8] & keep)]
+            m.d.sync += [
+                out_valid.eq(1),
+                out_data.eq(merged[: line_bytes * 8] & keep),
+                out_line.eq(head.line + lines_cut),
+                out_acc.eq(head.to_acc),
+                out_writes.eq(head.lines != 0),
+                out_retires.eq(head.retires & run_done),
+            ]
         with m.If(run_done):
             # the run's last line: whatever else its last beat held is not ours
             m.d.comb += runs.r_en.eq(1)
@@ -247,19 +276,17 @@ class LoadUnit(wiring.Component):
             with m.Else():
                 m.d.sync += [gathered.eq(merged), have.eq(merged_have)]
 
-        with m.If(out_valid):
-            with m.If(to_acc):
-                m.d.comb += [self.acc_write.req.valid.eq(1), written.eq(self.acc_write.req.ready)]
-            with m.Else():
-                m.d.comb += [
-                    self.spad_write.req.valid.eq(1),
-                    written.eq(self.spad_write.req.ready),
-                ]
+        with m.If(out_valid & ~out_writes):
+            m.d.comb += written.eq(1)
+        with m.Elif(out_valid & out_acc):
+            m.d.comb += [self.acc_write.req.valid.eq(1), written.eq(self.acc_write.req.ready)]
+        with m.Elif(out_valid):
+            m.d.comb += [self.spad_write.req.valid.eq(1), written.eq(self.spad_write.req.ready)]
         m.d.comb += [
-            self.spad_write.req.payload.addr.eq(line),
+            self.spad_write.req.payload.addr.eq(out_line),
             self.spad_write.req.payload.data.eq(out_data[:spad_bits]),
             self.spad_write.req.payload.mask.eq(-1),
-            self.acc_write.req.payload.addr.eq(line),
+            self.acc_write.req.payload.addr.eq(out_line),
             self.acc_write.req.payload.data.eq(out_data[:acc_bits]),
             self.acc_write.req.payload.mask.eq(-1),
         ]

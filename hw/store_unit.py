@@ -41,21 +41,25 @@ class StoreUnit(wiring.Component):
     bus beats (a beat may hold the end of one line and the start of the next) and sends the W
     beats of the bursts already addressed; B responses are counted as they come.
 
-    Contract: one STORE at a time; ``idle`` falls in the cycle after ``cmd`` is accepted and
-    rises only when every burst has its B response, so a later LOAD of the same bytes (ordered
-    by tokens) reads the stored data. W beats go out at ``beats_per_cycle`` = 1 with no gap
-    between lines or bursts, so on a DRAM that takes a beat per cycle a STORE of ``beats``
-    beats is busy for at most ``fixed_cycles + beats`` cycles: three cycles before the first
-    beat (line read, line and run queued, line packed and AW sent), the DRAM's B turnaround
-    after the last beat (two cycles on cocotbext-axi's slave) and one for ``idle`` to rise.
-    A DRAM's B latency is paid once per ``dma.outstanding`` bursts while it keeps that many
-    responses pending (once per burst on a DRAM that answers one burst at a time).
-    ``error`` is sticky: a B response other than OKAY.
+    Contract: ``idle`` falls in the cycle after ``cmd`` is accepted and rises only when every
+    burst of every STORE taken has its B response. The unit takes its next STORE as soon as
+    the last one's lines are all read (a STORE ends with a marker in the span queue), up to
+    ``stores_in_flight`` STOREs not yet retired, and pulses ``retired`` once per STORE, in
+    order, when its last burst's B response is in: a later LOAD of the same bytes (ordered by
+    tokens) reads the stored data, and a stream of STOREs pays the B latency about once. W
+    beats go out at ``beats_per_cycle`` = 1 with no gap between lines or bursts, so on a
+    DRAM that takes a beat per cycle an isolated STORE of ``beats`` beats is busy for at most
+    ``fixed_cycles + beats`` cycles: three cycles before the first beat (line read, line and
+    run queued, line packed and AW sent), the DRAM's B turnaround after the last beat (two
+    cycles on cocotbext-axi's slave) and one for ``idle`` to rise; a DRAM latency ``L`` adds
+    ``L`` once while ``dma.outstanding`` bursts cover it (once per burst on a DRAM that
+    answers one burst at a time). ``error`` is sticky: a B response other than OKAY.
     """
 
     beats_per_cycle = 1
     fixed_cycles = 6
     lines_ahead = 4
+    stores_in_flight = 4  # STOREs taken and not yet retired (awaiting B responses)
 
     def __init__(self, config: AcceleratorConfig) -> None:
         self.config = config
@@ -64,6 +68,7 @@ class StoreUnit(wiring.Component):
             {
                 "cmd": In(stream.Signature(instruction_layout(Opcode.STORE))),
                 "idle": Out(1),
+                "retired": Out(1),
                 "error": Out(1),
                 "axi": Out(axi_write_signature(config.dma.bus_bits)),
                 "acc_read": Out(acc_read_port(config)),
@@ -91,10 +96,19 @@ class StoreUnit(wiring.Component):
         run = RunGeometry(m, bus_bytes, row, whole, whole_elems << elem_shift, line_bytes)
 
         # Walker -> address stage: each run's span; walker -> data stage: each line.
-        span = data.StructLayout({"aligned": ADDR_BITS, "beats": len(run.beats)})
+        # A STORE's spans end with a marker (no beats, ``closes``): its bursts are all issued.
+        span = data.StructLayout(
+            {"aligned": ADDR_BITS, "beats": len(run.beats), "closes": 1}
+        )
         m.submodules.spans = spans = Queue(span, self.lines_ahead)
         lined = data.StructLayout(
-            {"data": line_bytes * 8, "offset": len(row.offset), "first": 1, "last": 1}
+            {
+                "data": line_bytes * 8,
+                "bytes": len(row.bytes),
+                "offset": len(row.offset),
+                "first": 1,
+                "last": 1,
+            }
         )
         m.submodules.lines = lines = Queue(lined, self.lines_ahead)
         # Address stage -> data stage: the beats of each burst whose AW has gone out.
@@ -108,18 +122,27 @@ class StoreUnit(wiring.Component):
             self._walk_row(m, row, run, whole, first_row, line, rows_left, row_addr,
                            insn.stride << elem_shift, spans)
         self._collect_line(m, row, whole, first_row, rows_left, lines)
-        sent = self._issue_addresses(m, planner, spans, bursts, outstanding)
-        self._send_beats(m, row, lines, bursts)
+        sent, closes = self._issue_addresses(m, planner, spans, bursts, outstanding)
+        self._send_beats(m, lines, bursts)
 
         response = self.axi.bvalid & self.axi.bready
         m.d.comb += self.axi.bready.eq(1)
         m.d.sync += outstanding.eq(outstanding + sent - response)
         with m.If(response & (self.axi.bresp != Response.OKAY)):
             m.d.sync += self.error.eq(1)
+        unanswered, retire = self._retire(m, sent, closes, response)
 
+        settled = Signal()
+        taken = Signal(range(self.stores_in_flight + 1))  # STOREs taken, not yet retired
+        accepted = Signal()
+        m.d.comb += settled.eq(~spans.r_rdy & planner.empty & ~unanswered)
+        m.d.sync += taken.eq(taken + accepted - retire)
         with m.FSM():
             with m.State("IDLE"):
-                with m.If(accept_command(m, self, insn, line, rows_left, row_addr)):
+                room = taken != self.stores_in_flight
+                with m.If(accept_command(m, self, insn, line, rows_left, row_addr, settled,
+                                         room)):
+                    m.d.comb += accepted.eq(1)
                     payload = self.cmd.payload
                     back_to_back = (payload.stride == payload.row_len) & (
                         payload.row_len <= config.acc_line_elems
@@ -133,12 +156,54 @@ class StoreUnit(wiring.Component):
             with m.State("ROWS"):
                 m.d.comb += walking.eq(1)
                 with m.If((rows_left == 0) | (row.bytes == 0)):
-                    m.next = "DRAIN"
-            with m.State("DRAIN"):
-                # Every run's span was taken and every burst answered, so every beat went out.
-                with m.If(~spans.r_rdy & planner.empty & (outstanding == 0)):
+                    m.next = "CLOSE"
+            with m.State("CLOSE"):
+                # every line is read: the next STORE may start while this one's bursts finish
+                m.d.comb += spans.pushed.closes.eq(1)
+                with m.If(spans.w_rdy):
+                    m.d.comb += spans.w_en.eq(1)
                     m.next = "IDLE"
         return m
+
+    def _retire(self, m, sent, closes, response):
+        """Pulse ``retired`` once a closed STORE's last burst has its B response. Returns
+        (whether any STORE has bursts unanswered or is not yet retired, the retire pulse).
+
+        B responses come in issue order, so one counter per STORE in flight suffices: ``tail``
+        counts the bursts of the STORE issuing, ``head`` those of the oldest unretired one.
+        There are ``stores_in_flight`` of them, and the unit takes no more STOREs than that
+        before the oldest retires, so the ``tail`` slot is always free.
+        """
+        slots = self.stores_in_flight
+        count = [Signal(range(self.outstanding + 1), name=f"store_unanswered_{k}")
+                 for k in range(slots)]
+        closed = [Signal(name=f"store_closed_{k}") for k in range(slots)]
+        head, tail = Signal(range(slots)), Signal(range(slots))
+        head_count = Signal.like(count[0])
+        head_closed = Signal()
+        for k in range(slots):
+            with m.If(head == k):
+                m.d.comb += [head_count.eq(count[k]), head_closed.eq(closed[k])]
+        retire = Signal()
+        m.d.comb += [
+            retire.eq(head_closed & (head_count == 0)),
+            self.retired.eq(retire),
+        ]
+        for k in range(slots):
+            grows = sent & (tail == k)
+            shrinks = response & (head == k)
+            m.d.sync += count[k].eq(count[k] + grows - shrinks)
+            with m.If(retire & (head == k)):
+                m.d.sync += closed[k].eq(0)
+            with m.If(closes & (tail == k)):
+                m.d.sync += closed[k].eq(1)
+        with m.If(retire):
+            m.d.sync += head.eq(Mux(head == slots - 1, 0, head + 1))
+        with m.If(closes):
+            m.d.sync += tail.eq(Mux(tail == slots - 1, 0, tail + 1))
+        unanswered = Signal()
+        m.d.comb += unanswered.eq(Cat(closed).any() | Cat(c != 0 for c in count).any())
+        return unanswered, retire
 
     def _walk_row(self, m, row, run, whole, first_row, line, rows_left, row_addr, stride_bytes,
                   spans) -> None:
@@ -161,33 +226,39 @@ class StoreUnit(wiring.Component):
             ]
 
     def _collect_line(self, m, row, whole, first_row, rows_left, lines) -> None:
-        """Queue each line the accumulator returns with its run's start lane and bounds."""
+        """Queue each line the accumulator returns with its row's bytes, its run's start lane
+        and whether it starts or ends its run."""
         read = self.acc_read
         # The read slot holds one line at a time (it takes a request only as its line is
-        # taken), so what is latched with the request still belongs to the line it returns.
+        # taken), so what is latched with the request still belongs to the line it returns,
+        # even if the next STORE has been taken meanwhile.
         start_lane = Signal.like(row.offset)
+        row_bytes = Signal.like(row.bytes)
         first = Signal()
         last = Signal()
         with m.If(read.req.valid & read.req.ready):
             m.d.sync += [
                 first.eq(~whole | first_row),
                 last.eq(~whole | (rows_left == 1)),
+                row_bytes.eq(row.bytes),
             ]
             with m.If(~whole | first_row):
                 m.d.sync += start_lane.eq(row.offset)
-        mask = expand_bytes(byte_mask(m, row.bytes, self.config.acc_line_bytes, "store_row_mask"))
+        mask = expand_bytes(byte_mask(m, row_bytes, self.config.acc_line_bytes, "store_row_mask"))
         m.d.comb += [
             read.resp.ready.eq(lines.w_rdy),
             lines.w_en.eq(read.resp.valid),
             # bytes past the row are cleared: the packer ORs the next line in behind them
             lines.pushed.data.eq(read.resp.payload.as_value() & mask),
+            lines.pushed.bytes.eq(row_bytes),
             lines.pushed.offset.eq(start_lane),
             lines.pushed.first.eq(first),
             lines.pushed.last.eq(last),
         ]
 
-    def _issue_addresses(self, m, planner, spans, bursts, outstanding) -> Signal:
-        """AW bursts of queued runs, one per cycle, the next run planned as one's last goes."""
+    def _issue_addresses(self, m, planner, spans, bursts, outstanding):
+        """AW bursts of queued runs, one per cycle, the next run planned as one's last goes;
+        returns (a burst was sent, a STORE's closing marker was taken)."""
         config = self.config
         axi = self.axi
         drive_fixed_fields(m, axi, "aw", config.dma.bus_bits)
@@ -204,12 +275,13 @@ class StoreUnit(wiring.Component):
         with m.If(sent):
             m.d.comb += bursts.w_en.eq(1)
             planner.advance(m)
+        closes = Signal()
         with m.If((planner.empty | (sent & planner.last)) & spans.r_rdy):
-            m.d.comb += spans.r_en.eq(1)
+            m.d.comb += [spans.r_en.eq(1), closes.eq(spans.head.closes)]
             planner.start(m, spans.head.aligned, spans.head.beats)
-        return sent
+        return sent, closes
 
-    def _send_beats(self, m, row, lines, bursts) -> None:
+    def _send_beats(self, m, lines, bursts) -> None:
         """Pack the lines of a run into W beats and send them back to back.
 
         The packer holds ``have`` bytes (bytes before a run's start lane count, with their
@@ -224,7 +296,7 @@ class StoreUnit(wiring.Component):
         width = line_bytes + bus_bytes  # bytes the packer can hold
         axi = self.axi
         head = lines.head
-        row_strobes = byte_mask(m, row.bytes, line_bytes, "store_row_strobes")
+        row_strobes = byte_mask(m, head.bytes, line_bytes, "store_row_strobes")
 
         packed = Signal(width * 8)
         strobes = Signal(width)
@@ -259,14 +331,14 @@ class StoreUnit(wiring.Component):
 
         # A run's first line starts at its lane in an empty packer; the others right behind.
         at = Mux(head.first, head.offset, rest_have)
-        room = Mux(head.first, rest_have == 0, ~flushing & (rest_have + row.bytes <= width))
+        room = Mux(head.first, rest_have == 0, ~flushing & (rest_have + head.bytes <= width))
         joins = lines.r_rdy & room
         with m.If(joins):
             m.d.comb += lines.r_en.eq(1)
             m.d.sync += [
                 packed.eq(rest | (head.data << Cat(Const(0, 3), at))),
                 strobes.eq(rest_strobes | (row_strobes << at)),
-                have.eq(at + row.bytes),
+                have.eq(at + head.bytes),
                 flushing.eq(head.last),
             ]
         with m.Else():
