@@ -229,11 +229,11 @@ class _MicroLoops:
     revisit: np.ndarray  # steps between two read-modify-writes of one C line; 0: none
 
 
-def _micro_loops(g: Geometry, space: LayerSpace) -> _MicroLoops:
-    """Mirror `codegen.micro_loop` on full tiles: the inner loop runs over the index with the
-    most blocks that the stationary operand does not use (else the one with the most), ties
-    to an output index; the outer over the next with the most blocks; the rest unroll."""
-    blocks = g.full_blocks
+def _micro_loops(blocks: np.ndarray, space: LayerSpace) -> _MicroLoops:
+    """Mirror `codegen.micro_loop` on tile steps of ``blocks`` (``n x D``) blocks per index:
+    the inner loop runs over the index with the most blocks that the stationary operand does
+    not use (else the one with the most), ties to an output index; the outer over the next
+    with the most blocks; the rest unroll."""
     n = blocks.shape[0]
     big = np.iinfo(I64).max
     c_uses = space.dependence[2]
@@ -258,6 +258,27 @@ def _micro_loops(g: Geometry, space: LayerSpace) -> _MicroLoops:
     same_c = (~c_inner & (inner > 1)) | (~c_inner & ~c_outer & (outer > 1))
     revisit = per_pass if space.step.groups_span_steps else np.where(same_c, 1, per_pass)
     return _MicroLoops(np.prod(blocks, axis=1) // (inner * outer), inner, run, revisit)
+
+
+def _remainder_loops(g: Geometry, space: LayerSpace, reload_step: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """MAC instructions and MAC step cycles of the whole program, tile step by tile step: a
+    step's micro-loop follows its own blocks (a remainder tile has fewer, and may loop over
+    another index), so every combination of full and remainder tiles of the indices is
+    priced with its micro-loop and weighted by how many steps have it."""
+    n, d = g.tile.shape
+    instructions, cycles = np.zeros(n), np.zeros(n)
+    for remainder in itertools.product((False, True), repeat=d):
+        chosen = np.array(remainder)
+        weight = np.prod(np.where(chosen, 1, g.count - 1), axis=1)
+        if not weight.any():
+            continue
+        blocks = np.where(chosen, g.rem_blocks, g.full_blocks)
+        loops = _micro_loops(blocks, space)
+        instructions += weight * loops.instructions
+        cycles += weight * np.prod(blocks, axis=1) * _step_cycles(space.step, loops,
+                                                                  reload_step)
+    return instructions, cycles
 
 
 def _step_cycles(step: StepPlan, loops: _MicroLoops, first_step: np.ndarray) -> np.ndarray:
@@ -414,8 +435,7 @@ def _evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
     # first visit in its tile writes without reading the old line
     zero_steps = np.zeros_like(stores)
     overwritten_lines = stores * lines["C"]
-    loops = _micro_loops(g, space)
-    mac_instructions = steps * loops.instructions
+    loops = _micro_loops(g.full_blocks, space)
     reload_share = 1.0 / loops.run
     banks = config.scratchpad.banks
     a_first = space.step.stationary_role == "B"
@@ -423,10 +443,15 @@ def _evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
     conflicts = np.asarray(step.conflicts_by_residue)[residue]
     reload_step = np.maximum(step.beats, step.stationary_lines) + (
         p.reload_conflict_share * conflicts)
-    step_cycles = _step_cycles(step, loops, reload_step)
+    if exact:
+        mac_instructions, mac_cycles = _remainder_loops(g, space, reload_step)
+    else:  # every tile step as a full one
+        mac_instructions = steps * loops.instructions
+        mac_cycles = mac_steps * _step_cycles(step, loops, reload_step)
+    step_instructions = mac_instructions / steps  # MAC instructions of a mean tile step
     # each C tile's first MAC waits for the array to drain the previous tile's results (the
     # RTL pays ~ one isolated step per C tile, measured with the overwrite bit as with ZERO)
-    compute_cycles = (mac_steps * step_cycles
+    compute_cycles = (mac_cycles
                       + mac_instructions * (p.instruction_fill_cycles + p.issue_cycles)
                       + stores * (step.isolated_step + p.issue_cycles))
 
@@ -439,9 +464,9 @@ def _evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
     store_time = per_store + gate * store_instructions
     overlapped = _overlapped(steps, _Periodic(
         per_step_compute, load_time, [np.maximum(k - 1, 0) for k in loads], store_time,
-        np.maximum(stores - 1, 0), pressure(per_step_compute, loops.instructions, window),
+        np.maximum(stores - 1, 0), pressure(per_step_compute, step_instructions, window),
         pressure(store_time, store_instructions, window),
-        [fetch * k for k in (loops.instructions, *load_instructions, store_instructions)]))
+        [fetch * k for k in (step_instructions, *load_instructions, store_instructions)]))
     # the first and last tile steps as the code generator cuts them, the steps near them one
     # by one, the rest at the mean step cost of the periodic overlap
     def tile_costs(valid: np.ndarray, owners: np.ndarray
@@ -450,7 +475,7 @@ def _evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
                                     exact)
 
     middle = Middle(np.array(periods).T, per_load, load_instructions, per_step_compute,
-                     loops.instructions, per_store, store_instructions)
+                     step_instructions, per_store, store_instructions)
     schedule = boundary_schedule(space, g, steps, middle, tile_costs,
                                  step.isolated_step + p.issue_cycles)
     load_cycles[0] = load_cycles[0] + schedule.extra["load"]
@@ -570,7 +595,7 @@ def _tile_costs(space: LayerSpace, p: CostParameters, valid: np.ndarray, tiles: 
         fixed = p.issue_cycles + (p.store_fixed_cycles if store else p.load_fixed_cycles)
         costs[spec.role] = (_stream(sums, p, store=store) + sums["instructions"] * fixed,
                             sums["instructions"])
-    loops = _micro_loops(g, space)
+    loops = _micro_loops(g.full_blocks, space)
     steps = np.prod(g.total_blocks, axis=1)
     costs["MAC"] = (steps * _step_cycles(space.step, loops, reload_step) + loops.instructions
                     * (p.instruction_fill_cycles + p.issue_cycles), loops.instructions)

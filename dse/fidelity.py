@@ -248,7 +248,10 @@ def summary(outcomes: Sequence[CaseOutcome], *, commit: str) -> dict:
     for split in sorted({o.case.split for o in outcomes}):
         sets[split] = vars(Agreement.of([o for o in outcomes if o.case.split == split]))
     return {"model": MODEL_NAME, "rtl_commit": commit, "hardware_digest": hardware_digest(),
-            "model_digest": source_digest(*MODEL_MODULES), "sets": sets}
+            "model_digest": source_digest(*MODEL_MODULES), "sets": sets,
+            "programs": {o.case.name: {"rtl_cycles": o.rtl.cycles,
+                                       "model_cycles": round(o.model_cycles, 3)}
+                         for o in outcomes}}
 
 
 def load_summary() -> dict | None:

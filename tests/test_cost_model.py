@@ -317,3 +317,32 @@ def test_large_batches_evaluate_in_slices_with_the_same_results(monkeypatch):
     np.testing.assert_array_equal(sliced_energy, energy)
     for name, values in extra.items():
         np.testing.assert_array_equal(sliced_extra[name], values)
+
+
+def test_cost_model_doc_quotes_the_current_model():
+    """docs/cost_model.md's RTL table (``benchmarks/check_cost_model_rtl.py --write``) quotes
+    the model as it is: each row's model cycles are what the model gives that calibration
+    program now, so a model change without a regenerated table fails here (as docs/isa.md's
+    test does for the ISA)."""
+    import re
+    from pathlib import Path
+
+    from tensorforge.dse.fidelity import model_prediction
+    from tensorforge.dse.fidelity_cases import calibration_cases
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "cost_model.md").read_text()
+    section = text[text.index("<!-- rtl-check:begin -->"):text.index("<!-- rtl-check:end -->")]
+    latency = int(re.search(r"simulated DRAM latency (\d+) cycles", section)[1])
+    cases = {(c.config_name, f"{c.kind} {c.sizes}"): c for c in calibration_cases()
+             if c.dram_latency == latency}
+    rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in section.splitlines()
+            if line.startswith("| ") and not line.startswith("| configuration")]
+    quoted = {(row[0], row[1]): float(row[3].replace(",", "")) for row in rows}
+    assert set(quoted) == set(cases), "the calibration programs changed: regenerate the table"
+    for key, cycles in quoted.items():
+        case = cases[key]
+        now = model_prediction(case.workload(), case.resolve_mapping(), case.config,
+                               case.memory())["accelerator_cycles"]
+        assert round(now) == cycles, (
+            f"{key}: the model now gives {now:.0f} cycles, docs/cost_model.md {cycles:.0f}: "
+            "run `python benchmarks/check_cost_model_rtl.py --write`")

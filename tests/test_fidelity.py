@@ -125,3 +125,24 @@ def test_ci_sample_meets_the_targets():
     assert errors.max() <= TARGET_MAX_ERROR, f"max |error| {errors.max():.1%} on {worst}"
     assert errors.mean() <= TARGET_MEAN_ERROR, f"mean |error| {errors.mean():.1%}"
     assert Agreement.of(outcomes).spearman >= TARGET_SPEARMAN
+
+
+def test_shipped_fidelity_summary_is_the_current_model():
+    """docs/fidelity.md and dse/data/fidelity_summary.json are regenerated together
+    (`tensorforge validate --write`): every program they list is still a fidelity program and
+    the cost model still gives the cycles they quote, so a model change without a new report
+    fails here. (A hardware change is flagged, not failed: sweep reports mark the figures
+    stale, `fidelity.stale_reasons`, until the RTL is run again.)"""
+    from tensorforge.dse.fidelity import load_summary
+
+    summary = load_summary()
+    assert summary is not None, "no fidelity summary: run `tensorforge validate --write`"
+    cases = {c.name: c for c in [*calibration_cases(), *held_out_cases()]}
+    assert set(summary["programs"]) == set(cases), "the program sets changed: regenerate"
+    for name, quoted in summary["programs"].items():
+        case = cases[name]
+        now = model_prediction(case.workload(), case.resolve_mapping(), case.config,
+                               case.memory())["accelerator_cycles"]
+        assert now == pytest.approx(quoted["model_cycles"], abs=0.01), (
+            f"{name}: the model now gives {now:.0f} cycles, docs/fidelity.md {quoted}: "
+            "run `tensorforge validate --write`")
