@@ -50,6 +50,7 @@ from tensorforge.dse.sw_evaluator import SoftwareSearchEvaluator
 from tensorforge.dse.sweep_store import FAILED, INFEASIBLE, OK, SweepStore, TrialRecord
 from tensorforge.errors import ConfigError, TensorforgeError
 from tensorforge.hashing import source_digest, stable_hash
+from tensorforge.memory import MemorySystem
 
 logger = logging.getLogger(__name__)
 
@@ -69,9 +70,13 @@ def hasco_evaluator() -> LayerEvaluator:
     return SoftwareSearchEvaluator(method="hasco", budget=CODESIGN_SEARCH_BUDGET)
 
 
-def make_evaluator(name: str) -> LayerEvaluator:
-    """The layer evaluator registered as ``name`` in `tensorforge.dse.registry.EVALUATORS`."""
-    return resolve(EVALUATORS, "evaluator", name)()
+def make_evaluator(name: str, memory: MemorySystem | None = None) -> LayerEvaluator:
+    """The layer evaluator registered as ``name`` in `tensorforge.dse.registry.EVALUATORS`,
+    on ``memory`` where it prices DRAM timing (None: its default, `DEFAULT_MEMORY`)."""
+    evaluator = resolve(EVALUATORS, "evaluator", name)()
+    if memory is not None and hasattr(evaluator, "memory"):
+        evaluator = replace(evaluator, memory=memory, version="")
+    return evaluator
 
 
 def make_hardware_model(name: str) -> AreaPowerModel:

@@ -133,13 +133,16 @@ class CostParameters:
 
 
 def fetch_cycles(config: AcceleratorConfig, p: CostParameters) -> float:
-    """Cycles the controller takes to fetch and dispatch one instruction: it reads the program
-    a chunk of ``max(16, bus bytes)`` at a time, only once the last chunk is dispatched
-    (request, address, DRAM latency, the chunk's beats, then a cycle per instruction)."""
+    """Cycles an instruction's fetch takes in steady state: the controller prefetches the
+    program in chunks of ``max(16, bus bytes)`` into a queue of `Controller.fetch_chunks`,
+    so the DRAM latency (with the request) is paid once per queue of chunks, and otherwise
+    an instruction costs its beats and a cycle of dispatch."""
     chunk = max(INSTRUCTION_BYTES, config.dma.bus_bytes)
     per_chunk = chunk // INSTRUCTION_BYTES
-    return (p.fetch_request_cycles + p.dram_latency_cycles + chunk // config.dma.bus_bytes
-            + per_chunk) / per_chunk
+    beats = chunk // config.dma.bus_bytes
+    refill = (p.fetch_request_cycles + p.dram_latency_cycles + beats * Controller.fetch_chunks
+              ) / (Controller.fetch_chunks * per_chunk)
+    return max(refill, (beats + per_chunk) / per_chunk)
 
 
 #: The round trips of a read and of a write burst beyond the DRAM latency (address to the
@@ -482,7 +485,8 @@ def _evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
     compute_cycles = compute_cycles + schedule.extra["compute"]
     store_cycles = store_cycles + schedule.extra["store"]
     host_cycles = np.full(n, space.host_bytes / bus)
-    cycles = (timeline(schedule.groups, window, gate, fetch) + schedule.skipped * overlapped / steps
+    cycles = (timeline(schedule.groups, window, gate, fetch, p.dram_latency_cycles)
+              + schedule.skipped * overlapped / steps
               + step.array_latency + host_cycles)
     cycles = np.where(legal, np.ceil(cycles), np.inf)
 
@@ -554,16 +558,18 @@ def _closed_form_counts(space: LayerSpace, g: Geometry, spec) -> dict[str, np.nd
 
 
 def _stream(c: dict[str, np.ndarray], p: CostParameters, *, store: bool) -> np.ndarray:
-    """Cycles a DMA unit streams ``c``'s ``rows``, ``beats`` and ``bursts``: a line a cycle
-    into (or out of) the buffer and a beat every `beat_cycles`, whichever is slower, or, when
-    the DRAM's latency outlasts the bursts in flight, one burst every `read_burst_cycles` /
-    `write_burst_cycles`; then one DRAM latency for each instruction that touches DRAM
-    (its bursts pipeline behind the first), and a cycle for each zero line a LOAD makes."""
+    """Cycles a DMA unit is busy with ``c``'s ``rows``, ``beats`` and ``bursts``: a line a
+    cycle into (or out of) the buffer and a beat every `beat_cycles`, whichever is slower,
+    or, when the DRAM's latency outlasts the bursts in flight, one burst every
+    `read_burst_cycles` / `write_burst_cycles`; and a cycle for each zero line a LOAD makes.
+    The latency itself is a delay, not work: the units keep bursts in flight across
+    instructions (`hw.load_unit`, `hw.store_unit`), so `cost_steps.timeline` adds it where
+    something waits for the data."""
     spacing = p.write_burst_cycles() if store else p.read_burst_cycles()
     stream = np.maximum(np.maximum(c["beats"] * p.beat_cycles, c["rows"]),
                         c["bursts"] * spacing)
     zero_lines = 0 if store else c["lines"] - c["rows"]
-    return stream + zero_lines + c["dram_instructions"] * p.dram_latency_cycles
+    return stream + zero_lines
 
 
 def _distinct_tile_costs(space: LayerSpace, p: CostParameters, valid: np.ndarray,

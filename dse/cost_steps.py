@@ -57,7 +57,8 @@ def pressure(cycles: np.ndarray, count: np.ndarray, window: int) -> np.ndarray:
     return np.maximum(count - window, 0) * cycles / np.maximum(count, 1)
 
 
-def timeline(groups: list[Group], window: int, gate: float, fetch: float) -> np.ndarray:
+def timeline(groups: list[Group], window: int, gate: float, fetch: float,
+             latency: float = 0.0) -> np.ndarray:
     """Cycles until the last unit finishes, running ``groups`` in program order.
 
     Per group: its LOADs start when the load unit is free, dispatch has reached them and the
@@ -70,11 +71,13 @@ def timeline(groups: list[Group], window: int, gate: float, fetch: float) -> np.
     takes its next command while it runs: no gap). Fetch brings the program one instruction
     per ``fetch`` cycles, so a unit's part of a group starts no earlier than its first
     instruction is fetched, ends no earlier than its last one is fetched and run, and
-    dispatch moves past it no earlier than all of it is fetched.
+    dispatch moves past it no earlier than all of it is fetched. A LOAD's data arrives
+    ``latency`` cycles after its unit has streamed it (the unit goes on meanwhile), and the
+    program ends ``latency`` after its last STORE's data left (its response).
     """
     n = len(groups[0].load)
     zero = np.zeros(n)
-    load_end, compute_end, store_end, dispatch = zero, zero, zero, zero
+    load_end, compute_end, store_end, dispatch, loaded = zero, zero, zero, zero, zero
     half_free = np.zeros((n, 2))  # per operand: end of the compute that last read the other half
     c_stores = [zero, zero]  # store ends of the last two C tiles, older first
     for g in groups:
@@ -86,7 +89,8 @@ def timeline(groups: list[Group], window: int, gate: float, fetch: float) -> np.
         start = _latest(load_end, dispatch + fetch, wait)
         load_end, dispatch = _run(has_load, start, load, g.loads, load_end, dispatch, window,
                                   fetch)
-        start = _latest(compute_end, load_end, dispatch + fetch,
+        loaded = np.where(has_load, load_end + latency, loaded)
+        start = _latest(compute_end, loaded, dispatch + fetch,
                         np.where(g.new_c, c_stores[0], 0.0))
         compute_end, dispatch = _run(has_compute, start, g.compute, g.computes, compute_end,
                                      dispatch, window, fetch)
@@ -96,7 +100,7 @@ def timeline(groups: list[Group], window: int, gate: float, fetch: float) -> np.
                                    window, fetch)
         c_stores = [np.where(g.ends_c, c_stores[1], c_stores[0]),
                     np.where(g.ends_c, store_end, c_stores[1])]
-    return _latest(load_end, compute_end, store_end)
+    return _latest(load_end, compute_end, np.where(store_end > 0, store_end + latency, 0.0))
 
 
 def _latest(*times: np.ndarray) -> np.ndarray:

@@ -59,21 +59,20 @@ class _Recorder:
 
 def _measure(instructions, config: AcceleratorConfig) -> TransferCounts:
     from tensorforge.hw.axi import plan_bursts
-    from tensorforge.hw.dma_rows import transfer_runs
     from tensorforge.isa import Buffer, Load
+    from tensorforge.sim.axi_traffic import dram_runs
 
     bus, burst = config.dma.bus_bytes, config.dma.max_burst
     elements = beats = bursts = rows = lines = touching = 0
     for i in instructions:
-        to_acc = not isinstance(i, Load) or i.buffer is Buffer.ACC
-        line_elems = config.acc_line_elems if to_acc else config.spad_line_elems
-        elem_bytes = config.precision.acc_bytes if to_acc else config.precision.in_bytes
-        runs = transfer_runs(i.dram_addr, i.rows, i.row_len, i.stride, line_elems, elem_bytes)
+        runs = dram_runs(config, i)
         touching += bool(runs)
         for start, length in runs:
             plan = plan_bursts(start, length, bus, burst)
             bursts += len(plan)
             beats += sum(count for _, count in plan)
+        to_acc = not isinstance(i, Load) or i.buffer is Buffer.ACC
+        line_elems = config.acc_line_elems if to_acc else config.spad_line_elems
         data_rows = i.rows if min(i.row_len, line_elems) else 0
         elements += data_rows * min(i.row_len, line_elems)
         rows += data_rows

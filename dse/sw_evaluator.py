@@ -13,15 +13,17 @@ from dataclasses import dataclass
 
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
-from tensorforge.dse.cost_model import evaluate_mapping
+from tensorforge.dse.cost_model import evaluate_mapping, rtl_parameters
 from tensorforge.dse.evaluate import LayerMetrics
 from tensorforge.dse.sw_search import SEARCHES, library
 from tensorforge.dse.sw_space import SoftwareSpace
 from tensorforge.errors import MappingError
 from tensorforge.hashing import source_digest
+from tensorforge.memory import DEFAULT_MEMORY, MemorySystem
 
 # the modules whose code decides a layer's result: their source is part of the version
-MODEL_MODULES = ("cost_model", "cost_space", "sw_space", "sw_search", "sw_dqn")
+MODEL_MODULES = ("cost_model", "cost_space", "cost_steps", "cost_geometry", "cost_transfers",
+                 "sw_space", "sw_search", "sw_dqn")
 DETAILS = (
     "compute_cycles",
     "load_cycles",
@@ -42,11 +44,16 @@ class SoftwareSearchEvaluator:
     too and kept when it is faster or the search found nothing legal: it is one point of the
     search space, and on large arrays a search started from random candidates can miss every
     legal mapping within a small budget. ``details["library"]`` says which one was kept.
+
+    Layers are priced on ``memory`` (`tensorforge.memory.MemorySystem`, the realistic
+    default unless a sweep names another): its latency, bandwidth and bursts in flight with
+    the accelerator's own, as `cost_model.rtl_parameters` describes the RTL on it.
     """
 
     method: str = "hasco"
     budget: int = 600
     grid: str = "pow2"
+    memory: MemorySystem = DEFAULT_MEMORY
     version: str = ""  # set from the settings: they change results, so they are identity
 
     def __post_init__(self) -> None:
@@ -56,14 +63,16 @@ class SoftwareSearchEvaluator:
             )
         object.__setattr__(
             self, "version",
-            f"sw-search-3:{self.method}:{self.budget}:{self.grid}+library:{_model_digest()}",
+            f"sw-search-4:{self.method}:{self.budget}:{self.grid}+library:"
+            f"{self.memory.describe()}:{_model_digest()}",
         )
 
     def __call__(self, workload: Workload, config: AcceleratorConfig, seed: int) -> LayerMetrics:
         import torch
 
         torch.set_num_threads(1)
-        space = SoftwareSpace.build(workload, config, grid=self.grid)
+        space = SoftwareSpace.build(workload, config, grid=self.grid,
+                                    parameters=rtl_parameters(self.memory, config))
         result = SEARCHES[self.method](space, self.budget, seed)
         try:
             fallback = library(workload, config)

@@ -3,9 +3,10 @@
 `Program.statistics()` counts payload bytes (elements x width). The accelerator's counters
 count bus beats x bus width, instruction fetch included, so they differ by the bus alignment
 of each row. This module predicts the counters exactly, from the same rules the hardware
-follows: each LOAD/STORE row (cut to one buffer line) goes as the bursts
-`tensorforge.hw.axi.plan_bursts` plans, and fetch reads the program in aligned chunks of
-``max(16, bus bytes)``. An RTL run whose counters differ has moved data nobody asked for.
+follows: each LOAD/STORE run (a tile whose rows lie back to back, else a row cut to one
+buffer line: `dram_runs`) goes as the bursts `tensorforge.hw.axi.plan_bursts` plans, and
+fetch reads the program in aligned chunks of ``max(16, bus bytes)``. An RTL run whose
+counters differ has moved data nobody asked for.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 
 from tensorforge.config import AcceleratorConfig
 from tensorforge.hw.axi import plan_bursts
+from tensorforge.hw.dma_rows import transfer_runs
 from tensorforge.isa import INSTRUCTION_BYTES, Buffer, Instruction, Load, Store
 
 
@@ -33,6 +35,19 @@ def dram_rows(config: AcceleratorConfig, instruction: Load | Store) -> list[tupl
         return []
     step = instruction.stride * elem_bytes
     return [(instruction.dram_addr + row * step, length) for row in range(instruction.rows)]
+
+
+def dram_runs(config: AcceleratorConfig, instruction: Load | Store) -> list[tuple[int, int]]:
+    """``(start, bytes)`` of each run of DRAM a LOAD or STORE moves as bursts: one run for a
+    tile whose rows lie back to back, else one a row (`hw.dma_rows.transfer_runs`, the DMA
+    units' own rule)."""
+    to_acc = isinstance(instruction, Store) or instruction.buffer is Buffer.ACC
+    if to_acc:
+        elems, elem_bytes = config.acc_line_elems, config.precision.acc_bytes
+    else:
+        elems, elem_bytes = config.spad_line_elems, config.precision.in_bytes
+    return transfer_runs(instruction.dram_addr, instruction.rows, instruction.row_len,
+                         instruction.stride, elems, elem_bytes)
 
 
 def _beats(rows: Iterable[tuple[int, int]], config: AcceleratorConfig) -> int:
@@ -66,8 +81,8 @@ def bus_traffic(
 ) -> Traffic:
     """What the ``bytes_read``/``bytes_written`` counters should say after the program."""
     instructions = list(instructions)
-    loads = [row for i in instructions if isinstance(i, Load) for row in dram_rows(config, i)]
-    stores = [row for i in instructions if isinstance(i, Store) for row in dram_rows(config, i)]
+    loads = [run for i in instructions if isinstance(i, Load) for run in dram_runs(config, i)]
+    stores = [run for i in instructions if isinstance(i, Store) for run in dram_runs(config, i)]
     fetch = fetch_bytes(config, base, len(instructions))
     bus_bytes = config.dma.bus_bytes
     return Traffic(

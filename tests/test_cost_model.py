@@ -96,10 +96,12 @@ def test_one_tile_by_hand():
     p = CostParameters()
     # LOAD A (and B): 4 rows of 4 int8, back to back in the tile-major layout, so one run of
     # 16 bytes = two beats of one burst, written as 4 lines at a line a cycle
-    # (hw/load_unit.py); one instruction: its issue, fixed cost and one DRAM latency
-    load = max(2, 4) + p.issue_cycles + p.load_fixed_cycles + p.dram_latency_cycles
-    # STORE C: 4 rows of 4 int32 = 64 bytes = 8 beats, read as 4 lines; one instruction
-    store = max(8, 4) + p.issue_cycles + p.store_fixed_cycles + p.dram_latency_cycles
+    # (hw/load_unit.py); one instruction: its issue and fixed cost. The DRAM latency is a
+    # delay, not the unit's work: the data of the last LOAD arrives that much later
+    load = max(2, 4) + p.issue_cycles + p.load_fixed_cycles
+    # STORE C: 4 rows of 4 int32 = 64 bytes = 8 beats, read as 4 lines; one instruction; its
+    # response comes a DRAM latency after its data
+    store = max(8, 4) + p.issue_cycles + p.store_fixed_cycles
     # one MAC step: 4 beats while the 4 stationary lines load; A at line 0, B at line 4: the
     # same bank every cycle (2 banks) -> 4 conflict cycles, of which the RTL pays a share;
     # the instruction's fill and issue; no ZERO (the MAC's overwrite bit clears C), but the C
@@ -113,9 +115,12 @@ def test_one_tile_by_hand():
     assert result.dram_read_bytes[0] == 32 and result.dram_write_bytes[0] == 64
     # the load and store units' gates hand each command over a gate latency after the unit
     # goes idle (hw/controller.py), not counted in their busy cycles; nothing starts before
-    # the controller has fetched the first instruction (the others are fetched meanwhile)
+    # the controller has fetched the first instruction (the others are fetched meanwhile);
+    # the compute waits a DRAM latency for B's data, the end a DRAM latency for C's response
+    dram = p.dram_latency_cycles
     assert result.cycles[0] == np.ceil(fetch_cycles(config, p) + 2 * (load + p.gate_cycles)
-                                       + compute + store + p.gate_cycles + latency)
+                                       + dram + compute + store + p.gate_cycles + dram
+                                       + latency)
 
 
 def dot_one_tile(interconnect: str):
@@ -163,23 +168,25 @@ def test_stationary_bank_reuse_gap_by_hand():
 
 def test_memory_bound_and_compute_bound():
     """One resident 128x128x256 tile reuses every operand line 32 times: compute-bound. A
-    skinny GEMM (k=4) with 4x4 tiles streams a line per step: memory-bound."""
+    skinny GEMM (k=8) with 4x4 tiles loads two tiles for every step and stores a C tile every
+    other step: memory-bound (the DMA units' time, the gates' gap before each command
+    included, exceeds the compute unit's)."""
     config = AcceleratorConfig.from_dict({
         "array": {"rows": 4, "cols": 4},
         "scratchpad": {"capacity": 64 * 1024, "banks": 2, "accumulator": 64 * 1024}})
     for sizes, tiles, compute_bound in (("i=128,j=128,k=256", {"i": 128, "j": 128, "k": 256},
                                          True),
-                                        ("i=64,j=64,k=4", {"i": 4, "j": 4, "k": 4}, False)):
+                                        ("i=64,j=64,k=8", {"i": 4, "j": 4, "k": 4}, False)):
         workload = parse_workload("C[i,j] += A[i,k] * B[k,j]", sizes)
         choice = next(c for c in tensorize_choices(workload, "gemm")
                       if dict(c.indices) == {"i": "i", "k": "k", "j": "j"})
         space = build_space(workload, choice, config)
         result = evaluate(space, *mapping_arrays(space, tiles, ("i", "j", "k")))
         memory = result.load_cycles[0] + result.store_cycles[0]
-        assert bool(result.compute_cycles[0] > memory) is compute_bound
+        gaps = CostParameters().gate_cycles * result.extra["transfer_instructions"][0]
+        assert bool(result.compute_cycles[0] > memory + gaps) is compute_bound
         # the overlap never beats the slowest unit and never exceeds running them serially
         # (with the gate's gap before each LOAD and STORE)
-        gaps = CostParameters().gate_cycles * result.extra["transfer_instructions"][0]
         assert max(result.compute_cycles[0], result.load_cycles[0]) <= result.cycles[0]
         assert result.cycles[0] <= result.compute_cycles[0] + memory + gaps + 100
 

@@ -83,6 +83,9 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
             flag, choices=list(table), default=default, help=f"{meaning} (default: {default})"
         )
+    from tensorforge.commands.memflags import add_memory_arguments
+
+    add_memory_arguments(parser)
     parser.add_argument(
         "--method",
         choices=sorted(OPTIMIZERS),
@@ -180,6 +183,7 @@ def run(args: argparse.Namespace) -> int:
 
 def sweep_spec(args: argparse.Namespace, name: str, layers: tuple, **fields: Any) -> Any:
     """The `SweepSpec` of the shared sweep options (`add_sweep_arguments`) plus ``fields``."""
+    from tensorforge.commands.memflags import memory_from_args
     from tensorforge.dse.codesign import SweepSpec, make_evaluator, make_hardware_model
 
     return SweepSpec(
@@ -189,7 +193,7 @@ def sweep_spec(args: argparse.Namespace, name: str, layers: tuple, **fields: Any
         trials=args.trials,
         seed=args.seed,
         batch_size=args.batch_size,
-        evaluator=make_evaluator(args.evaluator),
+        evaluator=make_evaluator(args.evaluator, memory_from_args(args)),
         hardware_model=make_hardware_model(args.hardware_model),
         **fields,
     )
