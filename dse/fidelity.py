@@ -10,8 +10,9 @@ correlations (Spearman, Kendall) that decide whether the model orders designs as
 RTL runs are the expensive part (a Verilator build per configuration, then seconds a
 program), so each result is kept in the result store keyed by the content hash of everything
 that decides it: the hardware sources, the configuration, the encoded program, the input
-image and the DRAM timing. Editing the model never invalidates them; editing the hardware or
-the compiler's output does. Configurations run in parallel worker processes, one simulator
+image, the memory and the simulated DRAM's sources (`dram_digest`). Editing the model never
+invalidates them; editing the hardware, the DRAM model or the compiler's output does.
+Configurations run in parallel worker processes, one simulator
 process each.
 """
 
@@ -110,6 +111,18 @@ class _Prepared:
     inputs: dict
 
 
+def dram_digest() -> str:
+    """The simulated DRAM the RTL runs against (`RunOptions` default, the Verilog one of the
+    simulation top): its sources are part of an RTL result's identity, as the hardware's are."""
+    from pathlib import Path
+
+    import tensorforge.sim
+
+    folder = Path(tensorforge.sim.__file__).parent
+    sources = [folder / name for name in ("axi_dram.v", "sim_top.py", "fast_dram.py")]
+    return stable_hash("fast", *[(p.name, p.read_bytes().hex()) for p in sources])
+
+
 def _prepare(case: FidelityCase) -> _Prepared:
     """Compile the case and hash what decides its RTL run."""
     from tensorforge.compiler.codegen import generate
@@ -120,7 +133,7 @@ def _prepare(case: FidelityCase) -> _Prepared:
     program = generate(workload, case.resolve_mapping(), case.config)
     inputs = workload.random_inputs(np.random.default_rng(case.seed))
     image = hashlib.sha256(bytes(program.pack_inputs(inputs))).hexdigest()
-    key = stable_hash(hardware_digest(), case.config.to_json(), image,
+    key = stable_hash(hardware_digest(), dram_digest(), case.config.to_json(), image,
                       encode_program(list(program.instructions)).hex(),
                       program.instruction_base, case.memory().to_dict())
     return _Prepared(case, key, program, inputs)
