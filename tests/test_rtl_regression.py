@@ -14,20 +14,8 @@ import pytest
 
 from tensorforge.compiler.workload import Workload, parse_workload
 from tensorforge.config import DATAFLOWS, AcceleratorConfig, Interconnect
+from tensorforge.dse.fidelity_cases import accelerator as _config
 from tensorforge.intrinsics import Intrinsic
-
-
-def _config(intrinsic: str, pe: tuple[int, int], link: str, dataflow: str, *, banks: int = 4,
-            bus: int = 64, burst: int = 16, local: int = 0, spad: int = 2048,
-            acc: int = 1024) -> AcceleratorConfig:
-    return AcceleratorConfig.from_dict({
-        "intrinsic": intrinsic,
-        "array": {"rows": pe[0], "cols": pe[1], "interconnect": link, "dataflow": dataflow,
-                  "local_bytes": local},
-        "scratchpad": {"capacity": spad, "banks": banks, "accumulator": acc},
-        "dma": {"bus_bits": bus, "max_burst": burst},
-    })
-
 
 WORKLOADS = {
     "gemm": ("C[i,j] += A[i,k] * B[k,j]", "i=9,j=11,k=7"),
