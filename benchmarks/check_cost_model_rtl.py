@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: The calibration programs, grouped by configuration (one simulator process each).
 PLAN = {name: [c for c in calibration_cases() if c.config_name == name and not c.dram_latency]
         for name in CALIBRATION_CONFIGS}
-#: Values tried for the round trips of `cost_model.RTL_DRAM_TERMS`.
+#: Values tried for the round trips of `cost_model.RTL_FITTED_TERMS`.
 ROUND_TRIPS = (0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0)
 
 
@@ -345,8 +346,40 @@ def _unit_error(outcomes, unit: str, prefix: str, round_trip: float) -> float:
     return float(np.mean(errors))
 
 
+#: Values tried for the units' per-instruction terms (`cost_model.RTL_FITTED_TERMS`).
+UNIT_GRID = {"gate_cycles": (0, 1, 2, 4), "load_fixed_cycles": (0, 1, 2, 5),
+             "store_fixed_cycles": (0, 2, 5)}
+
+
+def _cycle_error(outcomes, mappings, terms: dict) -> float:
+    """Mean relative error of the model's accelerator cycles with ``terms`` replaced."""
+    errors = []
+    for o, mapping in zip(outcomes, mappings, strict=True):
+        parameters = dataclasses.replace(rtl_parameters(o.case.memory(), o.case.config), **terms)
+        model = evaluate_mapping(o.case.workload(), mapping, o.case.config, parameters)
+        errors.append(abs((model["cycles"] - model["host_cycles"]) / o.rtl.cycles - 1))
+    return float(np.mean(errors))
+
+
+def fit_unit_terms(jobs: int = 1) -> dict[str, float]:
+    """The units' per-instruction terms (the gate's gap, the LOAD and STORE fixed costs):
+    the `UNIT_GRID` values whose program cycles have the least mean relative error over the
+    calibration programs at every latency (the retiring DMA units overlap much of them)."""
+    from tensorforge.dse.fidelity import validate
+
+    outcomes = validate(calibration_cases(), jobs=jobs, progress=print)
+    mappings = [o.case.resolve_mapping() for o in outcomes]
+    names = list(UNIT_GRID)
+    scores = {values: _cycle_error(outcomes, mappings, dict(zip(names, values, strict=True)))
+              for values in itertools.product(*UNIT_GRID.values())}
+    values, score = min(scores.items(), key=lambda item: item[1])
+    print(f"unit terms {dict(zip(names, values, strict=True))}: mean |error| of cycles "
+          f"{score:.1%}")
+    return dict(zip(names, values, strict=True))
+
+
 def fit_dram_terms(jobs: int = 1) -> dict[str, float]:
-    """The round trips of read and of write bursts (`cost_model.RTL_DRAM_TERMS`; the bursts
+    """The round trips of read and of write bursts (`cost_model.RTL_FITTED_TERMS`; the bursts
     in flight are the configuration's): the grid values whose LOAD and STORE cycles have the
     least mean relative error against the RTL's busy counters over the calibration programs
     at every latency (stored RTL results are reused)."""
@@ -372,10 +405,10 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=(),
                         help="only the configurations whose name contains one of these")
     parser.add_argument("--dram", action="store_true",
-                        help="fit the memory system's terms (RTL_DRAM_TERMS) and stop")
+                        help="fit the terms of cost_model.RTL_FITTED_TERMS and stop")
     args = parser.parse_args()
     if args.dram:
-        print(f"RTL_DRAM_TERMS = {fit_dram_terms()}")
+        print(f"RTL_FITTED_TERMS = {fit_dram_terms() | fit_unit_terms()}")
         return
     commit = rtl_commit()
     print(f"RTL at {commit}; DRAM latency {args.latency} cycles")

@@ -128,7 +128,8 @@ CALIBRATION_PROGRAMS = {
 
 
 #: The unit terms are measured on ideal DRAM; the bursts in flight and round trips of the
-#: memory system (`cost_model.RTL_DRAM_TERMS`) on the same programs at these latencies.
+#: memory system and the units (`cost_model.RTL_FITTED_TERMS`) on the same programs at these
+#: latencies.
 CALIBRATION_LATENCIES = (0, 16, 32, 48)
 
 
