@@ -159,3 +159,15 @@ def test_shipped_fidelity_summary_is_the_current_model():
         assert now == pytest.approx(quoted["model_cycles"], abs=0.01), (
             f"{name}: the model now gives {now:.0f} cycles, docs/fidelity.md {quoted}: "
             "run `tensorforge validate --write`")
+
+
+def test_a_summary_made_with_other_hardware_or_model_code_is_flagged_stale():
+    """Sweep reports mark the quoted error stale when hw/ or the model changed since it was
+    measured (here: the shipped summary with a changed digest)."""
+    from tensorforge.dse.fidelity import load_summary, stale_reasons
+
+    summary = load_summary()
+    assert "hw/ changed since it was measured" in stale_reasons(
+        {**summary, "hardware_digest": "0" * 16})
+    assert "the cost model changed since it was measured" in stale_reasons(
+        {**summary, "model_digest": "0" * 12})
