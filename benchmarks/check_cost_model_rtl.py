@@ -45,8 +45,6 @@ ROOT = Path(__file__).resolve().parent.parent
 #: The calibration programs, grouped by configuration (one simulator process each).
 PLAN = {name: [c for c in calibration_cases() if c.config_name == name and not c.dram_latency]
         for name in CALIBRATION_CONFIGS}
-#: Values tried for the round trips of `cost_model.RTL_FITTED_TERMS`.
-ROUND_TRIPS = (0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0)
 
 
 #: Where each latency term of `CostParameters` comes from (printed under the table).
@@ -333,22 +331,17 @@ def write_section(lines: list[str]) -> None:
     REPORT.write_text(text)
 
 
-def _unit_error(outcomes, unit: str, prefix: str, round_trip: float) -> float:
-    """Mean relative error of the model's ``unit`` cycles against the RTL's busy counter with
-    the ``prefix`` (read or write) round trip set to ``round_trip``."""
-    errors = []
-    for o in outcomes:
-        parameters = dataclasses.replace(rtl_parameters(o.case.memory(), o.case.config),
-                                         **{f"{prefix}_round_trip_cycles": round_trip})
-        model = evaluate_mapping(o.case.workload(), o.case.resolve_mapping(), o.case.config,
-                                 parameters)
-        errors.append(abs(model[f"{unit}_cycles"] / getattr(o.rtl, f"{unit}_busy") - 1))
-    return float(np.mean(errors))
+#: Values tried for the terms of `cost_model.RTL_FITTED_TERMS` (a read and a write burst's
+#: round trip share one value).
+FIT_GRID = {"round_trip_cycles": (0.0, 4.0, 16.0, 32.0), "gate_cycles": (0, 1, 2, 4),
+            "load_fixed_cycles": (0, 1, 2, 5), "store_fixed_cycles": (0, 2, 5)}
 
 
-#: Values tried for the units' per-instruction terms (`cost_model.RTL_FITTED_TERMS`).
-UNIT_GRID = {"gate_cycles": (0, 1, 2, 4), "load_fixed_cycles": (0, 1, 2, 5),
-             "store_fixed_cycles": (0, 2, 5)}
+def _terms(values: tuple) -> dict[str, float]:
+    """`FIT_GRID` values as `CostParameters` fields."""
+    round_trip, *units = values
+    return {"read_round_trip_cycles": round_trip, "write_round_trip_cycles": round_trip,
+            **dict(zip(list(FIT_GRID)[1:], units, strict=True))}
 
 
 def _cycle_error(outcomes, mappings, terms: dict) -> float:
@@ -361,39 +354,20 @@ def _cycle_error(outcomes, mappings, terms: dict) -> float:
     return float(np.mean(errors))
 
 
-def fit_unit_terms(jobs: int = 1) -> dict[str, float]:
-    """The units' per-instruction terms (the gate's gap, the LOAD and STORE fixed costs):
-    the `UNIT_GRID` values whose program cycles have the least mean relative error over the
-    calibration programs at every latency (the retiring DMA units overlap much of them)."""
+def fit_terms(jobs: int = 1) -> dict[str, float]:
+    """`cost_model.RTL_FITTED_TERMS`: the `FIT_GRID` values whose program cycles have the
+    least mean relative error over the calibration programs at every latency (stored RTL
+    results are reused). Program cycles, not the units' busy counters: a retiring unit is
+    busy while its data is in flight, which the model prices as a delay, not as work."""
     from tensorforge.dse.fidelity import validate
 
     outcomes = validate(calibration_cases(), jobs=jobs, progress=print)
     mappings = [o.case.resolve_mapping() for o in outcomes]
-    names = list(UNIT_GRID)
-    scores = {values: _cycle_error(outcomes, mappings, dict(zip(names, values, strict=True)))
-              for values in itertools.product(*UNIT_GRID.values())}
+    scores = {values: _cycle_error(outcomes, mappings, _terms(values))
+              for values in itertools.product(*FIT_GRID.values())}
     values, score = min(scores.items(), key=lambda item: item[1])
-    print(f"unit terms {dict(zip(names, values, strict=True))}: mean |error| of cycles "
-          f"{score:.1%}")
-    return dict(zip(names, values, strict=True))
-
-
-def fit_dram_terms(jobs: int = 1) -> dict[str, float]:
-    """The round trips of read and of write bursts (`cost_model.RTL_FITTED_TERMS`; the bursts
-    in flight are the configuration's): the grid values whose LOAD and STORE cycles have the
-    least mean relative error against the RTL's busy counters over the calibration programs
-    at every latency (stored RTL results are reused)."""
-    from tensorforge.dse.fidelity import validate
-
-    outcomes = validate(calibration_cases(), jobs=jobs, progress=print)
-    terms = {}
-    for unit, prefix in (("load", "read"), ("store", "write")):
-        scores = {r: _unit_error(outcomes, unit, prefix, r) for r in ROUND_TRIPS}
-        round_trip, score = min(scores.items(), key=lambda item: item[1])
-        print(f"{unit}: round trip {round_trip} cycles: mean |error| of {unit} cycles "
-              f"{score:.1%}")
-        terms[f"{prefix}_round_trip_cycles"] = round_trip
-    return terms
+    print(f"mean |error| of program cycles {score:.1%}")
+    return _terms(values)
 
 
 def main() -> None:
@@ -408,7 +382,7 @@ def main() -> None:
                         help="fit the terms of cost_model.RTL_FITTED_TERMS and stop")
     args = parser.parse_args()
     if args.dram:
-        print(f"RTL_FITTED_TERMS = {fit_dram_terms() | fit_unit_terms()}")
+        print(f"RTL_FITTED_TERMS = {fit_terms()}")
         return
     commit = rtl_commit()
     print(f"RTL at {commit}; DRAM latency {args.latency} cycles")
