@@ -71,27 +71,29 @@ class SoftwareSearchEvaluator:
         import torch
 
         torch.set_num_threads(1)
-        space = SoftwareSpace.build(workload, config, grid=self.grid,
-                                    parameters=rtl_parameters(self.memory, config))
+        parameters = rtl_parameters(self.memory, config)
+        space = SoftwareSpace.build(workload, config, grid=self.grid, parameters=parameters)
         result = SEARCHES[self.method](space, self.budget, seed)
+        if result.found and space.from_mapping(result.mapping) is None:
+            raise MappingError("the search returned a mapping outside its own space")
+        # the search ranks by the closed-form transfer counts; the layer reports its choice
+        # priced with the program's own counts (the model docs/fidelity.md checks), and so is
+        # the library's mapping it is compared with
+        searched = (evaluate_mapping(workload, result.mapping, config, parameters)
+                    if result.found else None)
         try:
-            fallback = library(workload, config)
+            fallback = library(workload, config, parameters)
         except MappingError:
             fallback = None
-        if fallback is not None and (not result.found or fallback.cycles < result.cycles):
-            numbers = evaluate_mapping(workload, fallback.mapping, config, space.parameters)
+        if fallback is not None and (searched is None or fallback.cycles < searched["cycles"]):
+            numbers = evaluate_mapping(workload, fallback.mapping, config, parameters)
             return _metrics(fallback, numbers, result.evaluations + 1, library=True)
-        if not result.found:
+        if searched is None:
             raise MappingError(
                 f"no legal mapping of {workload.text} found on {config.describe()} in "
                 f"{self.budget} evaluations, and the library has none"
             )
-        if space.from_mapping(result.mapping) is None:
-            raise MappingError("the search returned a mapping outside its own space")
-        # the search ranks by the closed-form transfer counts; what the layer reports is the
-        # chosen mapping priced with the program's own counts (the model docs/fidelity.md checks)
-        numbers = evaluate_mapping(workload, result.mapping, config, space.parameters)
-        return _metrics(result, numbers, result.evaluations, library=False)
+        return _metrics(result, searched, result.evaluations, library=False)
 
 
 def _model_digest() -> str:

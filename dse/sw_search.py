@@ -45,7 +45,7 @@ import numpy as np
 from tensorforge.compiler.mapping import Mapping
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
-from tensorforge.dse.cost_model import evaluate_mapping
+from tensorforge.dse.cost_model import CostParameters, evaluate_mapping
 from tensorforge.dse.sw_dqn import DQNAgent, DQNSettings
 from tensorforge.dse.sw_space import MAX_DIMS, N_ACTIONS, N_FEATURES, Candidates, SoftwareSpace
 from tensorforge.errors import MappingError
@@ -344,12 +344,14 @@ def hasco_search(space: SoftwareSpace, budget: int, seed: int,
     return _Hasco(space, budget, seed, settings).run()
 
 
-def library(workload: Workload, config: AcceleratorConfig) -> SearchResult:
-    """The im2col library mapping (`compiler.mappers.library_mapping`) under the cost model."""
+def library(workload: Workload, config: AcceleratorConfig,
+            parameters: CostParameters | None = None) -> SearchResult:
+    """The im2col library mapping (`compiler.mappers.library_mapping`) under the cost model
+    (``parameters``, default `CostParameters()`)."""
     from tensorforge.compiler.mappers import library_mapping
 
     mapping = library_mapping(workload, config)
-    numbers = evaluate_mapping(workload, mapping, config)
+    numbers = evaluate_mapping(workload, mapping, config, parameters or CostParameters())
     return SearchResult(numbers["cycles"], numbers["energy_pj"], mapping, 1)
 
 

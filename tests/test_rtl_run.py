@@ -158,8 +158,10 @@ def test_slow_dram_costs_cycles_not_correctness(tmp_path):
         seed=seed))
     assert fast.match and slow.match, f"seed {seed}"
     assert fast.traffic_consistent and slow.traffic_consistent
-    assert slow.load_busy > fast.load_busy + 30 * 9  # every LOAD row waits 30 cycles more
-    assert slow.cycles > fast.cycles
+    # the load unit keeps bursts in flight across its LOADs (hw/load_unit.py): the latency is
+    # paid at least once, and the quarter-rate DRAM (2 B/cycle on an 8 B bus) slows its beats
+    assert slow.load_busy > fast.load_busy + 30
+    assert slow.cycles > fast.cycles + 30
     assert fast.ideal_cycles == GEMM.macs / CONFIG.array.pes
     assert fast.utilization == pytest.approx(fast.ideal_cycles / fast.cycles)
 
