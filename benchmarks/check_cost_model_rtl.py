@@ -58,16 +58,17 @@ TERMS = [
     "DRAM's bandwidth is below the bus's) and its lines (a line a cycle), or its bursts "
     "spaced by (latency + round trip) / bursts in flight; + a cycle per zero line | the DMA "
     "units' contracts (hw/load_unit.py, hw/store_unit.py); bursts in flight = "
-    "`dma.outstanding` (and the memory's limit); round trips fitted by `--dram` (0: no "
-    "calibration program is burst-bound) |",
-    "| LOAD: per instruction | `load_fixed_cycles` 5 + `issue_cycles` 1 | the same fit; "
-    "`tests/test_rtl_run.py` measures LOAD_FIXED = 5 on an isolated LOAD |",
-    "| STORE: per instruction | `store_fixed_cycles` 5 + `issue_cycles` 1 | RTL: the STORE "
-    "line above (`StoreUnit.fixed_cycles` = 6) |",
-    "| DRAM latency | `dram_latency_cycles` once per LOAD/STORE that touches DRAM (here the "
-    "simulated DRAM's, `--latency`; in a sweep the `MemorySystem`'s) | the bursts of one "
-    "instruction pipeline behind its first; calibration programs at 0-48 cycles: LOAD busy "
-    "3.9%, STORE 0.1% mean error (`--dram`) |",
+    "`dma.outstanding` (and the memory's limit); the round trip `burst_round_trip_cycles` "
+    "fitted by `--dram` (`cost_model.RTL_FITTED_TERMS`) |",
+    "| LOAD / STORE: per instruction | `load_fixed_cycles` / `store_fixed_cycles` + "
+    "`issue_cycles` 1, hidden under the stream but for a transfer's first instruction "
+    "(`_unit_time`) | the retiring units take the next instruction while the last one's data "
+    "streams (hw/load_unit.py, hw/store_unit.py); the fixed costs fitted by `--dram` on the "
+    "calibration programs' cycles |",
+    "| DRAM latency | `dram_latency_cycles` as a delay: a LOAD's data arrives that long after "
+    "its stream, the program ends that long after its last STORE (`cost_steps.timeline`); "
+    "here the simulated DRAM's (`--latency`), in a sweep the `MemorySystem`'s | the units "
+    "keep bursts in flight across instructions, so the latency is not their work |",
     "| MAC step | streamed beats; a stationary change costs max(beats, stationary lines) | "
     "`ComputeUnit` contract; bank conflicts of reloads weighted by `reload_conflict_share` "
     "0 (RTL: 24-75 conflict cycles per program, the old model charged up to a beat each) |",
@@ -97,7 +98,8 @@ TERMS = [
     "step of its own (`_tile_costs`: its LOADs, micro-loop, STOREs) | `codegen._Walker."
     "_split_step`, `_chunks`; the MAC instruction counts equal the programs' on 6 of 7 "
     "(`tests/test_cost_model.py` checks the output-stationary gemm 16x16x16 ones) |",
-    "| gate gap | `gate_cycles` = `Controller.gate_latency` + 1 = 4 idle cycles before each "
+    "| gate gap | `gate_cycles` (fitted by `--dram`; `Controller.gate_latency` + 1 = 4) "
+    "idle cycles before each "
     "LOAD and STORE (none before a COMPUTE: that gate takes the next command while the unit "
     "runs) | `hw/controller.py`: take, check tokens, issue, and the unit lowers `idle` a cycle "
     "after it accepts; RTL: the controller line above (one-row LOADs alone: 11.0 cycles a "
@@ -331,17 +333,9 @@ def write_section(lines: list[str]) -> None:
     REPORT.write_text(text)
 
 
-#: Values tried for the terms of `cost_model.RTL_FITTED_TERMS` (a read and a write burst's
-#: round trip share one value).
-FIT_GRID = {"round_trip_cycles": (0.0, 4.0, 16.0, 32.0), "gate_cycles": (0, 1, 2, 4),
+#: Values tried for the terms of `cost_model.RTL_FITTED_TERMS`.
+FIT_GRID = {"burst_round_trip_cycles": (0.0, 4.0, 16.0, 32.0), "gate_cycles": (0, 1, 2, 4),
             "load_fixed_cycles": (0, 1, 2, 5), "store_fixed_cycles": (0, 2, 5)}
-
-
-def _terms(values: tuple) -> dict[str, float]:
-    """`FIT_GRID` values as `CostParameters` fields."""
-    round_trip, *units = values
-    return {"read_round_trip_cycles": round_trip, "write_round_trip_cycles": round_trip,
-            **dict(zip(list(FIT_GRID)[1:], units, strict=True))}
 
 
 def _cycle_error(outcomes, mappings, terms: dict) -> float:
@@ -363,11 +357,11 @@ def fit_terms(jobs: int = 1) -> dict[str, float]:
 
     outcomes = validate(calibration_cases(), jobs=jobs, progress=print)
     mappings = [o.case.resolve_mapping() for o in outcomes]
-    scores = {values: _cycle_error(outcomes, mappings, _terms(values))
+    scores = {values: _cycle_error(outcomes, mappings, dict(zip(FIT_GRID, values, strict=True)))
               for values in itertools.product(*FIT_GRID.values())}
     values, score = min(scores.items(), key=lambda item: item[1])
     print(f"mean |error| of program cycles {score:.1%}")
-    return _terms(values)
+    return dict(zip(FIT_GRID, values, strict=True))
 
 
 def main() -> None:

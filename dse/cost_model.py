@@ -97,8 +97,8 @@ class CostParameters:
     commit are in docs/cost_model.md, `benchmarks/check_cost_model_rtl.py`); the DRAM
     latency is an assumption about the memory outside the accelerator."""
 
-    dram_latency_cycles: int = 8  # a burst's address to its first data beat; paid once per
-    # LOAD/STORE, since both DMA units keep bursts in flight (LoadUnit.outstanding_rows)
+    dram_latency_cycles: int = 8  # a burst's address to its first data beat: a delay where
+    # something waits for the data, not the DMA units' work (`cost_steps.timeline`)
     load_fixed_cycles: int = 5  # a LOAD's cost beyond its stream (command, planning, last line)
     store_fixed_cycles: int = 5  # a STORE's cost beyond its stream (StoreUnit.fixed_cycles - 1)
     reload_conflict_share: float = 0.0  # of a reloading step's bank conflicts (the RTL reads
@@ -114,22 +114,14 @@ class CostParameters:
     # REQUEST, the address handshake, the first beat's response (`fetch_cycles`)
     beat_cycles: float = 1.0  # cycles a bus beat takes: above 1 where the DRAM's bandwidth is
     # below the bus's (MemorySystem.beats_per_cycle)
-    read_bursts_in_flight: float = 16.0  # read bursts the load unit and the DRAM together
-    # keep in flight: a LOAD row's burst is spaced at least (latency + round trip) / this
-    read_round_trip_cycles: float = 0.0  # a read burst's cycles beyond the DRAM latency
-    # from its address to the data that frees its slot
-    write_bursts_in_flight: float = 16.0  # the same for STORE bursts awaiting their B response
-    write_round_trip_cycles: float = 0.0
+    bursts_in_flight: float = 16.0  # bursts a DMA unit and the DRAM together keep in flight
+    # (reads awaiting data, writes awaiting their response; `dma.outstanding` bounds both)
+    burst_round_trip_cycles: float = 0.0  # a burst's cycles beyond the DRAM latency, from its
+    # address to what frees its slot (its last data beat, its response)
 
-    def read_burst_cycles(self) -> float:
-        """The least spacing of LOAD row bursts that the bursts in flight allow."""
-        return (self.dram_latency_cycles + self.read_round_trip_cycles) / (
-            self.read_bursts_in_flight)
-
-    def write_burst_cycles(self) -> float:
-        """The least spacing of STORE row bursts that the bursts in flight allow."""
-        return (self.dram_latency_cycles + self.write_round_trip_cycles) / (
-            self.write_bursts_in_flight)
+    def burst_cycles(self) -> float:
+        """The least spacing of a DMA unit's bursts that the bursts in flight allow."""
+        return (self.dram_latency_cycles + self.burst_round_trip_cycles) / self.bursts_in_flight
 
 
 def fetch_cycles(config: AcceleratorConfig, p: CostParameters) -> float:
@@ -147,11 +139,11 @@ def fetch_cycles(config: AcceleratorConfig, p: CostParameters) -> float:
 
 #: Terms fitted by `benchmarks/check_cost_model_rtl.py --dram` on the program cycles of the
 #: calibration programs at 0, 16, 32 and 48 cycles of DRAM latency (the Verilog DRAM of the
-#: RTL bench; the held-out programs never enter the fit): a read and a write burst's round
-#: trip beyond the latency, the gate's gap, and the LOAD and STORE fixed costs (of which a
-#: retiring unit hides all but a transfer's first under the stream: `_unit_time`).
-RTL_FITTED_TERMS = {"read_round_trip_cycles": 4.0, "write_round_trip_cycles": 4.0,
-                    "gate_cycles": 4, "load_fixed_cycles": 1, "store_fixed_cycles": 5}
+#: RTL bench; the held-out programs never enter the fit): a burst's round trip beyond the
+#: latency, the gate's gap, and the LOAD and STORE fixed costs (of which a retiring unit
+#: hides all but a transfer's first under the stream: `_unit_time`).
+RTL_FITTED_TERMS = {"burst_round_trip_cycles": 4.0, "gate_cycles": 4, "load_fixed_cycles": 1,
+                    "store_fixed_cycles": 5}
 
 
 def rtl_parameters(memory: MemorySystem, config: AcceleratorConfig) -> CostParameters:
@@ -164,8 +156,7 @@ def rtl_parameters(memory: MemorySystem, config: AcceleratorConfig) -> CostParam
     return CostParameters(
         dram_latency_cycles=memory.latency,
         beat_cycles=1.0 / memory.beats_per_cycle(config.dma.bus_bytes),
-        read_bursts_in_flight=float(in_flight), write_bursts_in_flight=float(in_flight),
-        **RTL_FITTED_TERMS)
+        bursts_in_flight=float(in_flight), **RTL_FITTED_TERMS)
 
 
 @dataclass(frozen=True)
@@ -549,9 +540,9 @@ def _closed_form_counts(space: LayerSpace, g: Geometry, spec) -> dict[str, np.nd
     sums = sweep_sums(g, spec, elem_bytes, config.dma.bus_bytes)
     keys = np.prod(g.count[:, list(spec.indices)], axis=1)
     runs = transfers(g, spec, tile_lines(g, spec), padded=not store)
-    return {"instructions": keys * runs, "dram_instructions": keys * runs,
-            "elements": sums["elements"], "beats": sums["beats"], "bursts": sums["rows"],
-            "rows": sums["rows"], "lines": sums["rows"] if store else sums["lines"]}
+    return {"instructions": keys * runs, "elements": sums["elements"], "beats": sums["beats"],
+            "bursts": sums["rows"], "rows": sums["rows"],
+            "lines": sums["rows"] if store else sums["lines"]}
 
 
 def _unit_time(c: dict[str, np.ndarray], events: np.ndarray, p: CostParameters, *,
@@ -569,13 +560,12 @@ def _stream(c: dict[str, np.ndarray], p: CostParameters, *, store: bool) -> np.n
     """Cycles a DMA unit is busy with ``c``'s ``rows``, ``beats`` and ``bursts``: a line a
     cycle into (or out of) the buffer and a beat every `beat_cycles`, whichever is slower,
     or, when the DRAM's latency outlasts the bursts in flight, one burst every
-    `read_burst_cycles` / `write_burst_cycles`; and a cycle for each zero line a LOAD makes.
+    `CostParameters.burst_cycles`; and a cycle for each zero line a LOAD makes.
     The latency itself is a delay, not work: the units keep bursts in flight across
     instructions (`hw.load_unit`, `hw.store_unit`), so `cost_steps.timeline` adds it where
     something waits for the data."""
-    spacing = p.write_burst_cycles() if store else p.read_burst_cycles()
     stream = np.maximum(np.maximum(c["beats"] * p.beat_cycles, c["rows"]),
-                        c["bursts"] * spacing)
+                        c["bursts"] * p.burst_cycles())
     zero_lines = 0 if store else c["lines"] - c["rows"]
     return stream + zero_lines
 
@@ -584,9 +574,12 @@ def _distinct_tile_costs(space: LayerSpace, p: CostParameters, valid: np.ndarray
                          tiles: np.ndarray, reload_step: np.ndarray, exact: bool = True
                          ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """`_tile_costs`, priced once per distinct row: the chunks of a batch's boundary steps
-    repeat (tiles on a block grid, chunks of 1, 2, 4, ... blocks), so most rows are copies."""
+    repeat (tiles on a block grid, chunks of 1, 2, 4, ... blocks), so most rows are copies.
+    The tiles are part of a row only where they change its price (``exact``: they decide
+    how the code generator lays the lines out)."""
     _, step_code = np.unique(reload_step, return_inverse=True)
-    key = np.concatenate([valid, tiles, step_code.reshape(-1, 1)], axis=1)
+    key = np.concatenate([valid, *([tiles] if exact else []), step_code.reshape(-1, 1)],
+                         axis=1)
     _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
     costs = _tile_costs(space, p, valid[first], tiles[first], reload_step[first], exact)
     inverse = inverse.reshape(-1)

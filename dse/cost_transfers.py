@@ -22,18 +22,16 @@ from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import MappingError
 
-COUNTS = ("instructions", "dram_instructions", "elements", "beats", "bursts", "rows", "lines")
+COUNTS = ("instructions", "elements", "beats", "bursts", "rows", "lines")
 
 
 @dataclass(frozen=True)
 class TransferCounts:
-    """One tile transfer: LOAD/STORE ``instructions`` (zero-line LOADs included), those that
-    touch DRAM (``dram_instructions``), DRAM ``elements`` moved (a widened row's padding
-    included), bus ``beats`` and AXI ``bursts``, DRAM ``rows`` (one per line of data) and
-    buffer ``lines`` (data and zero lines)."""
+    """One tile transfer: LOAD/STORE ``instructions`` (zero-line LOADs included), DRAM
+    ``elements`` moved (a widened row's padding included), bus ``beats`` and AXI ``bursts``,
+    DRAM ``rows`` (one per line of data) and buffer ``lines`` (data and zero lines)."""
 
     instructions: int = 0
-    dram_instructions: int = 0
     elements: int = 0
     beats: int = 0
     bursts: int = 0
@@ -63,11 +61,9 @@ def _measure(instructions, config: AcceleratorConfig) -> TransferCounts:
     from tensorforge.sim.axi_traffic import dram_runs
 
     bus, burst = config.dma.bus_bytes, config.dma.max_burst
-    elements = beats = bursts = rows = lines = touching = 0
+    elements = beats = bursts = rows = lines = 0
     for i in instructions:
-        runs = dram_runs(config, i)
-        touching += bool(runs)
-        for start, length in runs:
+        for start, length in dram_runs(config, i):
             plan = plan_bursts(start, length, bus, burst)
             bursts += len(plan)
             beats += sum(count for _, count in plan)
@@ -77,7 +73,7 @@ def _measure(instructions, config: AcceleratorConfig) -> TransferCounts:
         elements += data_rows * min(i.row_len, line_elems)
         rows += data_rows
         lines += i.rows + (i.pad_before + i.pad_after if isinstance(i, Load) else 0)
-    return TransferCounts(len(instructions), touching, elements, beats, bursts, rows, lines)
+    return TransferCounts(len(instructions), elements, beats, bursts, rows, lines)
 
 
 class TransferCounter:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tensorforge.compiler.mappers import library_mapping
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
 from tensorforge.dse.cost_model import evaluate_mapping, rtl_parameters
 from tensorforge.dse.evaluate import LayerMetrics
-from tensorforge.dse.sw_search import SEARCHES, library
+from tensorforge.dse.sw_search import SEARCHES
 from tensorforge.dse.sw_space import SoftwareSpace
 from tensorforge.errors import MappingError
 from tensorforge.hashing import source_digest
@@ -82,18 +83,19 @@ class SoftwareSearchEvaluator:
         searched = (evaluate_mapping(workload, result.mapping, config, parameters)
                     if result.found else None)
         try:
-            fallback = library(workload, config, parameters)
+            fallback = library_mapping(workload, config)
         except MappingError:
             fallback = None
-        if fallback is not None and (searched is None or fallback.cycles < searched["cycles"]):
-            numbers = evaluate_mapping(workload, fallback.mapping, config, parameters)
-            return _metrics(fallback, numbers, result.evaluations + 1, library=True)
+        if fallback is not None:
+            numbers = evaluate_mapping(workload, fallback, config, parameters)
+            if searched is None or numbers["cycles"] < searched["cycles"]:
+                return _metrics(fallback, numbers, result.evaluations + 1, library=True)
         if searched is None:
             raise MappingError(
                 f"no legal mapping of {workload.text} found on {config.describe()} in "
                 f"{self.budget} evaluations, and the library has none"
             )
-        return _metrics(result, searched, result.evaluations, library=False)
+        return _metrics(result.mapping, searched, result.evaluations, library=False)
 
 
 def _model_digest() -> str:
@@ -101,11 +103,11 @@ def _model_digest() -> str:
     return source_digest(*(f"tensorforge.dse.{name}" for name in MODEL_MODULES))
 
 
-def _metrics(found, numbers: dict, evaluations: int, *, library: bool) -> LayerMetrics:
+def _metrics(mapping, numbers: dict, evaluations: int, *, library: bool) -> LayerMetrics:
     return LayerMetrics(
         cycles=int(numbers["cycles"]),
         energy_pj=float(numbers["energy_pj"]),
-        mapping=found.mapping.to_dict(),
+        mapping=mapping.to_dict(),
         details={k: float(numbers[k]) for k in DETAILS}
         | {"evaluations": float(evaluations), "library": float(library)},
     )
