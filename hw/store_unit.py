@@ -172,7 +172,9 @@ class StoreUnit(wiring.Component):
         B responses come in issue order, so one counter per STORE in flight suffices: ``tail``
         counts the bursts of the STORE issuing, ``head`` those of the oldest unretired one.
         There are ``stores_in_flight`` of them, and the unit takes no more STOREs than that
-        before the oldest retires, so the ``tail`` slot is always free.
+        before the oldest retires, so the ``tail`` slot is always free. A response that comes
+        while the head has none left unanswered (it retires that cycle) answers the next
+        STORE's first burst: back-to-back B responses across a STORE boundary.
         """
         slots = self.stores_in_flight
         count = [Signal(range(self.outstanding + 1), name=f"store_unanswered_{k}")
@@ -189,16 +191,18 @@ class StoreUnit(wiring.Component):
             retire.eq(head_closed & (head_count == 0)),
             self.retired.eq(retire),
         ]
+        following = Mux(head == slots - 1, 0, head + 1)
+        answered = Mux(head_count == 0, following, head)  # whose burst this B response ends
         for k in range(slots):
             grows = sent & (tail == k)
-            shrinks = response & (head == k)
+            shrinks = response & (answered == k)
             m.d.sync += count[k].eq(count[k] + grows - shrinks)
             with m.If(retire & (head == k)):
                 m.d.sync += closed[k].eq(0)
             with m.If(closes & (tail == k)):
                 m.d.sync += closed[k].eq(1)
         with m.If(retire):
-            m.d.sync += head.eq(Mux(head == slots - 1, 0, head + 1))
+            m.d.sync += head.eq(following)
         with m.If(closes):
             m.d.sync += tail.eq(Mux(tail == slots - 1, 0, tail + 1))
         unanswered = Signal()

@@ -43,11 +43,17 @@ def accelerator_model(name: str):
     )
 
 
+#: Seeds of the GEMM sizes and the DRAM's random stalls. 738921835 (12x9x7) once hung the
+#: store unit: a B response back to back with the previous STORE's last one was counted
+#: against the retiring STORE.
+GEMM_SEEDS = (738921835, 20261125)
+
+
 @pytest.mark.rtl
+@pytest.mark.parametrize("seed", GEMM_SEEDS)
 @pytest.mark.parametrize("name", sorted(ACCELERATOR_CONFIGS))
-def test_accelerator_runs_tiled_gemm(name, tmp_path, cocotb_benches):
+def test_accelerator_runs_tiled_gemm(name, seed, tmp_path, cocotb_benches):
     config = ACCELERATOR_CONFIGS[name]
-    seed = random.SystemRandom().randrange(1 << 31)
     sizes = random.Random(seed)
     m, n, k = (sizes.randint(5, 13) for _ in range(3))
     results = accelerator_model(name).run(
