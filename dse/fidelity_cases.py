@@ -48,6 +48,7 @@ TEXTS = {
     "depthwise": "C[c,x,y] += A[c,x+r,y+s] * B[c,r,s]",
     "ttm": "C[i,j,l] += A[i,j,k] * B[k,l]",
     "mttkrp": "C[i,j] += A[i,k,l] * B[k,j] * D[l,j]",
+    "dot": "C[i] += A[i,k] * B[i,k]",  # a row of dot products: only the DOT intrinsic maps it
 }
 
 
