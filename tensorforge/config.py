@@ -38,6 +38,9 @@ from tensorforge.units import Bytes
 # Field widths of the ISA (tensorforge.isa) bound what a configuration may address.
 MAX_SPAD_LINES = 1 << 14
 MAX_ACC_LINES = 1 << 14
+# The scratchpad a configuration gets when it names none, capped per array at what the ISA
+# addresses (`AcceleratorConfig.default_spad_capacity`), so every legal array has a valid default.
+DEFAULT_SPAD_CAPACITY = Bytes.kib(64)
 
 
 class Interconnect(enum.StrEnum):
@@ -133,9 +136,14 @@ class ArrayConfig:
 
 @dataclass(frozen=True)
 class ScratchpadConfig:
-    """addCache and partitionBanks: the shared operand scratchpad, and the accumulator buffer."""
+    """addCache and partitionBanks: the shared operand scratchpad, and the accumulator buffer.
 
-    capacity: Bytes = Bytes.kib(64)
+    ``capacity`` None asks for the default, which depends on the array's line width and so is
+    filled in by `AcceleratorConfig`: a fixed 64 KiB would be more lines than the ISA addresses
+    on narrow arrays (a 3x3 CONV2D array has 3 B lines).
+    """
+
+    capacity: Bytes | None = None
     banks: int = 4
     accumulator: Bytes = Bytes.kib(16)
 
@@ -143,6 +151,8 @@ class ScratchpadConfig:
         _check_positive_int("scratchpad", "banks", self.banks)
         for name in ("capacity", "accumulator"):
             value = getattr(self, name)
+            if value is None and name == "capacity":
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"scratchpad.{name} must be a positive byte count, not {value!r}")
             object.__setattr__(self, name, Bytes(value))
@@ -255,6 +265,12 @@ class AcceleratorConfig:
                 f"each PE: array.local_bytes must be at least "
                 f"{self.conv_taps * self.precision.in_bytes}, not {int(self.array.local_bytes)}"
             )
+        if self.scratchpad.capacity is None:
+            object.__setattr__(
+                self,
+                "scratchpad",
+                replace(self.scratchpad, capacity=self.default_spad_capacity),
+            )
         self._check_buffers_hold_a_step()
 
     def _check_buffers_hold_a_step(self) -> None:
@@ -309,6 +325,11 @@ class AcceleratorConfig:
     @property
     def spad_line_bytes(self) -> int:
         return self.spad_line_elems * self.precision.in_bytes
+
+    @property
+    def default_spad_capacity(self) -> Bytes:
+        """64 KiB, or as many whole lines as the ISA addresses when 64 KiB holds more."""
+        return Bytes(min(DEFAULT_SPAD_CAPACITY, MAX_SPAD_LINES * self.spad_line_bytes))
 
     @property
     def spad_lines(self) -> int:

@@ -62,9 +62,10 @@ def add_hardware_arguments(parser: argparse.ArgumentParser) -> None:
         "--spad-kib",
         "--spad",
         dest="spad",
-        default="64",
+        default=None,
         metavar="KIB",
-        help="scratchpad capacity in KiB, or a size such as 512B (default 64)",
+        help="scratchpad capacity in KiB, or a size such as 512B (default 64, or as many lines "
+        "as the ISA addresses when the array's lines are narrower than 4 B)",
     )
     group.add_argument("--banks", type=int, default=4, help="scratchpad banks (default 4)")
     group.add_argument(
@@ -151,7 +152,7 @@ def config_from_args(args: argparse.Namespace) -> AcceleratorConfig:
                 "local_bytes": local,
             },
             "scratchpad": {
-                "capacity": _size(args.spad, 1024),
+                "capacity": None if args.spad is None else _size(args.spad, 1024),
                 "banks": args.banks,
                 "accumulator": _size(args.acc, 1024),
             },
