@@ -22,6 +22,7 @@ COMMANDS = (
     "simulate",
     "synth",
     "validate",
+    "fuzz",
     "explore",
     "demo",
 )
