@@ -12,6 +12,7 @@ non-zero exit or a hang into a `ToolError` carrying the last lines of that log.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import logging
 import os
@@ -19,6 +20,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,15 +104,28 @@ def find_osu018_liberty() -> Path:
     return path
 
 
+def warm_up_lock_path() -> Path:
+    """One lock per user for every first YoWASP run on this machine.
+
+    YoWASP compiles its WebAssembly into a per-user cache the first time a tool runs; several
+    processes doing that at once for the first time have died with SIGBUS (issue 16), so first
+    runs take turns. It lives in the temporary directory, not tensorforge's cache, because
+    tests point ``$TENSORFORGE_CACHE`` at private folders while YoWASP's cache stays shared.
+    """
+    return Path(tempfile.gettempdir()) / f"tensorforge-yowasp-warm-up-{os.getuid()}.lock"
+
+
 @functools.cache
 def _warm_up(executable: Path, version_args: tuple[str, ...]) -> str:
-    completed = subprocess.run(
-        [str(executable), *version_args],
-        capture_output=True,
-        text=True,
-        timeout=WARM_UP_TIMEOUT_S,
-        check=False,
-    )
+    with open(warm_up_lock_path(), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        completed = subprocess.run(
+            [str(executable), *version_args],
+            capture_output=True,
+            text=True,
+            timeout=WARM_UP_TIMEOUT_S,
+            check=False,
+        )
     lines = (completed.stdout + completed.stderr).strip().splitlines()
     return lines[-1] if lines else ""
 

@@ -110,9 +110,9 @@ def dma_model(name: str):
 
 @pytest.mark.rtl
 @pytest.mark.parametrize("name", sorted(CONFIGS))
-def test_dma_moves_random_tiles(name, tmp_path, cocotb_benches):
+def test_dma_moves_random_tiles(name, tmp_path, cocotb_benches, random_seed):
     config = CONFIGS[name]
-    seed = random.SystemRandom().randrange(1 << 31)
+    seed = random_seed
     results = dma_model(name).run(
         cocotb_benches / "bench_dma.py",
         test_dir=tmp_path,

@@ -9,7 +9,6 @@ Verilator through the cocotb bench.
 from __future__ import annotations
 
 import functools
-import random
 
 import numpy as np
 import pytest
@@ -37,8 +36,8 @@ def _run(dut, testbench) -> None:
 
 @pytest.mark.amaranth_sim
 @pytest.mark.parametrize("banks", [1, 2, 3, 4])
-def test_scratchpad_matches_model_cycle_by_cycle(banks):
-    seed = random.SystemRandom().randrange(1 << 31)
+def test_scratchpad_matches_model_cycle_by_cycle(banks, random_seed):
+    seed = random_seed
     config = small_config(banks)
     rng = np.random.default_rng(seed)
     dut = Scratchpad(config)
@@ -78,8 +77,8 @@ def test_scratchpad_matches_model_cycle_by_cycle(banks):
 
 
 @pytest.mark.amaranth_sim
-def test_accumulator_masked_writes_and_write_priority():
-    seed = random.SystemRandom().randrange(1 << 31)
+def test_accumulator_masked_writes_and_write_priority(random_seed):
+    seed = random_seed
     config = small_config(2)
     rng = np.random.default_rng(seed)
     dut = AccumulatorBuffer(config)
@@ -135,9 +134,9 @@ def scratchpad_model(banks: int):
 
 @pytest.mark.rtl
 @pytest.mark.parametrize("banks", [3, 4])
-def test_scratchpad_on_verilator(banks, tmp_path, cocotb_benches):
+def test_scratchpad_on_verilator(banks, tmp_path, cocotb_benches, random_seed):
     config = small_config(banks)
-    seed = random.SystemRandom().randrange(1 << 31)
+    seed = random_seed
     results = scratchpad_model(banks).run(
         cocotb_benches / "bench_scratchpad.py",
         test_dir=tmp_path,
