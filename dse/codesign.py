@@ -40,6 +40,7 @@ from tensorforge.dse.evaluate import (
     aggregate,
 )
 from tensorforge.dse.hwspace import HardwareSpace
+from tensorforge.dse.known_constraints import KnownConstraints
 from tensorforge.dse.layer_pool import LayerJob, LayerPool
 from tensorforge.dse.optimizers import make_optimizer
 from tensorforge.dse.pareto import pareto_indices, total_violation
@@ -47,6 +48,7 @@ from tensorforge.dse.problem import Constraint, Problem
 from tensorforge.dse.registry import EVALUATORS, HARDWARE_MODELS, resolve
 from tensorforge.dse.scenarios import Scenario
 from tensorforge.dse.sw_evaluator import SoftwareSearchEvaluator
+from tensorforge.dse.sw_schedule import SoftwareSchedule
 from tensorforge.dse.sweep_store import FAILED, INFEASIBLE, OK, SweepStore, TrialRecord
 from tensorforge.errors import ConfigError, TensorforgeError
 from tensorforge.hashing import source_digest, stable_hash
@@ -168,7 +170,11 @@ class SweepSpec:
 # designs than it stored, so that code is part of the sweep's identity
 SEARCH_MODULES = tuple(
     f"tensorforge.dse.{name}"
-    for name in ("space", "pareto", "opt_base", "opt_random", "opt_nsga2", "opt_mobo")
+    for name in (
+        "space", "pareto", "opt_base", "opt_random", "opt_nsga2", "opt_mobo", "sw_schedule",
+        "opt_shibo", "opt_unico", "successive_halving", "robustness", "scalarize",
+        "known_constraints", "rejection", "gp_lcb",
+    )
 )
 
 
@@ -211,7 +217,8 @@ def reference_point(spec: SweepSpec) -> tuple[float, ...]:
 
 def make_problem(spec: SweepSpec) -> Problem:
     constraints = (*spec.scenario.constraints(), Constraint(VALID, 0.0))
-    return Problem(spec.space.space, OBJECTIVES, reference_point(spec), constraints)
+    screen = KnownConstraints(spec.space, spec.hardware_model, spec.scenario.area_mm2)
+    return Problem(spec.space.space, OBJECTIVES, reference_point(spec), constraints, screen)
 
 
 @dataclass(frozen=True)
@@ -277,6 +284,7 @@ def run_sweep(
     stored = {t.index: t for t in store.trials(sweep_id)}
     problem = make_problem(spec)
     optimizer = make_optimizer(spec.method, problem, seed=spec.seed, **spec.method_options)
+    optimizer.attach_layers([layer.workload for layer in spec.layers])
     result = SweepResult(spec, sweep_id, problem, [], [])
     started = time.monotonic()
     with LayerPool(workers) as pool:
@@ -300,10 +308,12 @@ def run_sweep(
                     batch[index] = stored[index]
                 else:
                     fresh.append((index, point))
-            for trial in _evaluate(spec, problem, fresh, pool):
+            schedule = optimizer.software_schedule()
+            for trial in _evaluate(spec, problem, fresh, pool, schedule):
                 store.put_trial(sweep_id, trial)
                 batch[trial.index] = trial
             ordered = [batch[i] for i in range(first, first + len(points))]
+            optimizer.observe_layers(points, [t.layers for t in ordered])
             optimizer.tell(
                 points,
                 np.array([t.objectives for t in ordered], dtype=float),
@@ -335,32 +345,53 @@ def _evaluate(
     problem: Problem,
     fresh: list[tuple[int, dict[str, Any]]],
     pool: LayerPool,
+    schedule: SoftwareSchedule,
 ) -> Iterator[TrialRecord]:
-    """Evaluate new trials, yielding each (to be stored) as soon as its last layer is in."""
+    """Evaluate new trials in the rounds ``schedule`` asks for, yielding each (to be stored)
+    as soon as it is final: when its last layer is in for a one-round schedule, after the
+    last round otherwise (see `tensorforge.dse.sw_schedule`)."""
     started = time.monotonic()
-    jobs: list[LayerJob] = []
-    pending: dict[int, dict[int, tuple[str, Any]]] = {}
     configs = {}
     for index, point in fresh:
         try:
             configs[index] = spec.space.to_config(point)
         except ConfigError as error:
             yield _trial(problem, index, point, None, [], status=INFEASIBLE, error=str(error))
-            continue
-        pending[index] = {}
-        for number, layer in enumerate(spec.layers):
-            seed = layer_seed(spec.seed, layer)
-            jobs.append(
-                LayerJob((index, number), spec.evaluator, layer.workload, configs[index], seed)
-            )
     points = dict(fresh)
-    for job, outcome in pool.run(jobs):
-        index, number = job.key
-        pending[index][number] = outcome
-        if len(pending[index]) == len(spec.layers):
-            outcomes = pending.pop(index)
-            trial = _finish(spec, problem, index, points[index], configs[index], outcomes)
-            yield replace(trial, seconds=time.monotonic() - started)
+    counts = [layer.count for layer in spec.layers]
+    latest: dict[int, dict[int, tuple[str, Any]]] = {}
+
+    def done(index: int) -> TrialRecord:
+        trial = _finish(spec, problem, index, points[index], configs[index], latest[index])
+        return replace(trial, seconds=time.monotonic() - started)
+
+    efforts = schedule.first(list(configs))
+    while efforts:
+        jobs = [
+            LayerJob(
+                (index, number),
+                effort.apply(spec.evaluator),
+                layer.workload,
+                configs[index],
+                layer_seed(spec.seed, layer),
+            )
+            for index, effort in efforts.items()
+            for number, layer in enumerate(spec.layers)
+        ]
+        pending: dict[int, dict[int, tuple[str, Any]]] = {index: {} for index in efforts}
+        for job, outcome in pool.run(jobs):
+            index, number = job.key
+            pending[index][number] = outcome
+            if len(pending[index]) == len(spec.layers):
+                latest[index] = pending.pop(index)
+                if schedule.streams:
+                    yield done(index)
+        if schedule.streams:
+            return
+        outcomes = {i: [latest[i][n] for n in range(len(spec.layers))] for i in efforts}
+        efforts = schedule.next(outcomes, counts)
+    for index in sorted(latest):
+        yield done(index)
 
 
 def _finish(

@@ -36,12 +36,16 @@ class LayerMetrics:
 
     ``mapping`` is a JSON-able description of the schedule (tensorize choice, tile sizes, ...)
     for the report; ``details`` holds any further numbers an evaluator wants to keep.
+    ``search_history`` is a software search's convergence, ``[evaluations, cycles, energy_pj]``
+    at each new best (empty for an evaluator without a search): search methods that judge a
+    design by how its mapping search went (UNICO) read it from the stored trial.
     """
 
     cycles: int
     energy_pj: float
     mapping: dict[str, Any] = field(default_factory=dict)
     details: dict[str, float] = field(default_factory=dict)
+    search_history: list[list[float]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -53,6 +57,7 @@ class LayerMetrics:
             float(data["energy_pj"]),
             dict(data.get("mapping", {})),
             dict(data.get("details", {})),
+            [list(row) for row in data.get("search_history", [])],
         )
 
 

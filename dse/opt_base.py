@@ -25,9 +25,11 @@ from typing import Any
 import numpy as np
 from scipy.stats import qmc
 
+from tensorforge.compiler.workload import Workload
 from tensorforge.dse.pareto import hypervolume, pareto_indices
 from tensorforge.dse.problem import Problem
 from tensorforge.dse.space import Space
+from tensorforge.dse.sw_schedule import SoftwareSchedule
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +133,24 @@ class Optimizer(ABC):
     ) -> None:
         """Hook for methods that learn from each tell (``k x d``, ``k x m``, ``k x c``)."""
         return None  # random search needs nothing beyond the shared History
+
+    def attach_layers(self, layers: Sequence[Workload]) -> None:
+        """Hook called once before the first ask with the sweep's distinct layers; methods
+        that choose each layer's mapping with the hardware (Poros) size their choices by it."""
+        return None
+
+    def software_schedule(self) -> SoftwareSchedule:
+        """How the driver runs the software search of the next batch's trials; methods with
+        an inner loop of their own (ShiBO, UNICO) override it (see `sw_schedule`)."""
+        return SoftwareSchedule()
+
+    def observe_layers(
+        self, points: Sequence[Mapping[str, Any]], layers: Sequence[Sequence[Mapping[str, Any]]]
+    ) -> None:
+        """Hook called just before ``tell`` with each point's stored per-layer records
+        (`LayerMetrics` dicts, search histories included, or an ``error``), replayed trials
+        too, so a method that learns from them resumes with the state it had."""
+        return None
 
     @staticmethod
     def _check_count(n: int) -> None:

@@ -13,8 +13,9 @@ margin, so a model can learn how far inside or outside the bound a design lies.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -50,6 +51,12 @@ class Problem:
     objectives: tuple[str, ...]
     reference_point: tuple[float, ...]
     constraints: tuple[Constraint, ...] = field(default=())
+    #: Known (input) constraints: ``points -> n`` bools, True where a point may be evaluated
+    #: at all; methods that optimize an acquisition under them (ShiBO) reject the others
+    #: before evaluation. None: no such check.
+    screen: Callable[[Sequence[Mapping[str, Any]]], np.ndarray] | None = field(
+        default=None, compare=False
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "objectives", tuple(self.objectives))

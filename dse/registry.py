@@ -17,6 +17,9 @@ OPTIMIZERS: dict[str, str] = {
     "random": "tensorforge.dse.opt_random:RandomSearch",
     "nsga2": "tensorforge.dse.opt_nsga2:NSGA2Search",
     "mobo": "tensorforge.dse.opt_mobo:MOBOSearch",
+    "poros": "tensorforge.dse.opt_poros:PorosSearch",
+    "shibo": "tensorforge.dse.opt_shibo:ShiBOSearch",
+    "unico": "tensorforge.dse.opt_unico:UNICOSearch",
 }
 
 #: Per-layer evaluators (``--evaluator``): factories of `LayerEvaluator`s.

@@ -16,7 +16,7 @@ from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
 from tensorforge.dse.cost_model import evaluate_mapping, rtl_parameters
 from tensorforge.dse.evaluate import LayerMetrics
-from tensorforge.dse.sw_search import SEARCHES
+from tensorforge.dse.sw_search import SEARCHES, SearchResult
 from tensorforge.dse.sw_space import SoftwareSpace
 from tensorforge.errors import MappingError
 from tensorforge.hashing import source_digest
@@ -24,7 +24,7 @@ from tensorforge.memory import DEFAULT_MEMORY, MemorySystem
 
 # the modules whose code decides a layer's result: their source is part of the version
 MODEL_MODULES = ("cost_model", "cost_space", "cost_steps", "cost_geometry", "cost_transfers",
-                 "sw_space", "sw_search", "sw_dqn")
+                 "sw_space", "sw_search", "sw_dqn", "sw_search_bo", "gp_lcb")
 DETAILS = (
     "compute_cycles",
     "load_cycles",
@@ -89,13 +89,13 @@ class SoftwareSearchEvaluator:
         if fallback is not None:
             numbers = evaluate_mapping(workload, fallback, config, parameters)
             if searched is None or numbers["cycles"] < searched["cycles"]:
-                return _metrics(fallback, numbers, result.evaluations + 1, library=True)
+                return _metrics(fallback, numbers, result, library=True)
         if searched is None:
             raise MappingError(
                 f"no legal mapping of {workload.text} found on {config.describe()} in "
                 f"{self.budget} evaluations, and the library has none"
             )
-        return _metrics(result.mapping, searched, result.evaluations, library=False)
+        return _metrics(result.mapping, searched, result, library=False)
 
 
 def _model_digest() -> str:
@@ -103,11 +103,15 @@ def _model_digest() -> str:
     return source_digest(*(f"tensorforge.dse.{name}" for name in MODEL_MODULES))
 
 
-def _metrics(mapping, numbers: dict, evaluations: int, *, library: bool) -> LayerMetrics:
+def _metrics(mapping, numbers: dict, result: SearchResult, *, library: bool) -> LayerMetrics:
+    """The layer's figures; the search's convergence is kept even when the library's mapping
+    wins, since it describes how the search went on this accelerator."""
+    evaluations = result.evaluations + (1 if library else 0)
     return LayerMetrics(
         cycles=int(numbers["cycles"]),
         energy_pj=float(numbers["energy_pj"]),
         mapping=mapping.to_dict(),
         details={k: float(numbers[k]) for k in DETAILS}
         | {"evaluations": float(evaluations), "library": float(library)},
+        search_history=[[float(e), float(c), float(j)] for e, c, j in result.history],
     )

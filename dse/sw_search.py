@@ -59,7 +59,9 @@ class SearchResult:
     energy_pj: float
     mapping: Mapping | None
     evaluations: int
-    history: list[tuple[int, float]] = field(default_factory=list)  # (evaluations, best)
+    # (evaluations, best cycles, its energy pJ) at each new best: the search's convergence,
+    # which UNICO's successive halving (AUC) and robustness metric read
+    history: list[tuple[int, float, float]] = field(default_factory=list)
 
     @property
     def found(self) -> bool:
@@ -72,7 +74,7 @@ class _Tracker:
     def __init__(self, space: SoftwareSpace) -> None:
         self.space, self.best, self.energy = space, math.inf, math.inf
         self.best_batch: Candidates | None = None
-        self.history: list[tuple[int, float]] = []
+        self.history: list[tuple[int, float, float]] = []
 
     def see(self, batch: Candidates, cycles: np.ndarray, energy: np.ndarray) -> bool:
         if not len(cycles):
@@ -81,7 +83,7 @@ class _Tracker:
         if cycles[row] < self.best:
             self.best, self.energy = float(cycles[row]), float(energy[row])
             self.best_batch = batch.take(np.array([row]))
-            self.history.append((self.space.evaluations, self.best))
+            self.history.append((self.space.evaluations, self.best, self.energy))
             return True
         return False
 
@@ -355,10 +357,19 @@ def library(workload: Workload, config: AcceleratorConfig,
     return SearchResult(numbers["cycles"], numbers["energy_pj"], mapping, 1)
 
 
+def bo_search(space: SoftwareSpace, budget: int, seed: int) -> SearchResult:
+    """Shi et al.'s constrained GP + LCB mapping search (`sw_search_bo`), imported on use
+    since it needs torch and BoTorch."""
+    from tensorforge.dse.sw_search_bo import bo_search as search
+
+    return search(space, budget, seed)
+
+
 SearchFunction = Callable[[SoftwareSpace, int, int], SearchResult]
 
 SEARCHES: dict[str, SearchFunction] = {
     "hasco": hasco_search,
     "random": random_search,
     "exhaustive": exhaustive_search,
+    "bo": bo_search,
 }
