@@ -45,7 +45,7 @@ from tensorforge.dse.layer_pool import LayerJob, LayerPool
 from tensorforge.dse.optimizers import make_optimizer
 from tensorforge.dse.pareto import pareto_indices, total_violation
 from tensorforge.dse.problem import Constraint, Problem
-from tensorforge.dse.registry import EVALUATORS, HARDWARE_MODELS, resolve
+from tensorforge.dse.registry import BACKENDS, EVALUATORS, HARDWARE_MODELS, resolve
 from tensorforge.dse.scenarios import Scenario
 from tensorforge.dse.sw_evaluator import SoftwareSearchEvaluator
 from tensorforge.dse.sw_schedule import SoftwareSchedule
@@ -276,8 +276,14 @@ def run_sweep(
     store: SweepStore | None = None,
     workers: int = 1,
     on_trial: ProgressCallback | None = None,
+    backend: str = "local",
+    backend_options: dict[str, Any] | None = None,
 ) -> SweepResult:
-    """Run (or resume) ``spec``; every trial is stored in ``store`` as it finishes."""
+    """Run (or resume) ``spec``; every trial is stored in ``store`` as it finishes.
+
+    Layers are evaluated by the ``backend`` registered in `registry.BACKENDS` (``workers``
+    wide, with ``backend_options``); results do not depend on which, and only this process
+    writes to ``store``."""
     store = store if store is not None else SweepStore()
     sweep_id = spec.sweep_id
     store.open_sweep(sweep_id, spec.description())
@@ -287,7 +293,8 @@ def run_sweep(
     optimizer.attach_layers([layer.workload for layer in spec.layers])
     result = SweepResult(spec, sweep_id, problem, [], [])
     started = time.monotonic()
-    with LayerPool(workers) as pool:
+    pool_class = resolve(BACKENDS, "backend", backend)
+    with pool_class(workers, **(backend_options or {})) as pool:
         while len(result.trials) < spec.trials:
             first = len(result.trials)
             points = optimizer.ask(min(spec.batch_size, spec.trials - first))

@@ -34,6 +34,13 @@ HARDWARE_MODELS: dict[str, str] = {
     "synthesis": "tensorforge.dse.area_power:SynthesisAreaPower",
 }
 
+#: Where layer evaluations run (``--backend``): `LayerPool`-contract classes, called as
+#: ``cls(workers, **options)``; the first is the default.
+BACKENDS: dict[str, str] = {
+    "local": "tensorforge.dse.layer_pool:LayerPool",
+    "ray": "tensorforge.dse.ray_pool:RayPool",
+}
+
 
 def resolve(table: dict[str, str], kind: str, name: str) -> Any:
     """The object registered as ``name`` in ``table``; an unknown name is a `ConfigError`."""
