@@ -8,6 +8,7 @@ a test module would make every worker import pytest, hypothesis and torch.
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass, field
 
 from tensorforge.compiler.workload import Workload
@@ -29,6 +30,19 @@ class FailOnRows:
             if self.hard:
                 os._exit(3)
             raise RuntimeError(f"simulated evaluator crash on {self.rows} rows")
+        return FirstOrderEvaluator()(workload, config, seed)
+
+
+@dataclass(frozen=True)
+class HangOnRows:
+    """Never returns for one array height: a stand-in for a hung simulator or synthesis tool."""
+
+    rows: int
+    version: str = "hang-on-rows"
+
+    def __call__(self, workload: Workload, config: AcceleratorConfig, seed: int) -> LayerMetrics:
+        if config.array.rows == self.rows:
+            threading.Event().wait()  # nothing sets it
         return FirstOrderEvaluator()(workload, config, seed)
 
 
