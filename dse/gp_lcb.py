@@ -102,9 +102,11 @@ class FeasibilityModel:
         self._prior = float(feasible.mean()) if feasible.size else 1.0
         self._classifier = None
         if 0 < feasible.sum() < feasible.size:
-            kernel = ConstantKernel(1.0) * RBF(length_scale=np.full(x.shape[1], 0.5))
+            # one length scale: a scale per feature cost seconds per fit and a few dozen
+            # labels cannot pin twenty of them down anyway
+            kernel = ConstantKernel(1.0) * RBF(length_scale=0.5)
             classifier = GaussianProcessClassifier(kernel, random_state=self.seed)
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), threadpool_limits(limits=1, user_api="blas"):
                 # a length scale pinned at its bound is a fine answer on a few dozen points
                 warnings.filterwarnings("ignore", category=ConvergenceWarning)
                 self._classifier = classifier.fit(x, feasible)

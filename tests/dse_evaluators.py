@@ -65,3 +65,25 @@ class CountingEvaluator:
         if self.kill_at is not None and len(self.calls) == self.kill_at:
             raise Killed(f"killed at evaluator call {self.kill_at}")
         return FirstOrderEvaluator()(workload, config, seed)
+
+
+@dataclass(frozen=True)
+class BudgetedEvaluator:
+    """A software-search stand-in: the more budget, the fewer cycles, with a history to
+    match. Records (layer, rows, search, budget) per call, so a test sees the software-search
+    effort a method's schedule set; 'kills the sweep' at call ``kill_at``. Inline use only."""
+
+    method: str = "hasco"
+    budget: int = 200
+    kill_at: int | None = None
+    calls: list[tuple[str, int, str, int]] = field(default_factory=list, compare=False)
+    version: str = "budgeted-1"
+
+    def __call__(self, workload: Workload, config: AcceleratorConfig, seed: int) -> LayerMetrics:
+        self.calls.append((workload.name, config.array.rows, self.method, self.budget))
+        if self.kill_at is not None and len(self.calls) == self.kill_at:
+            raise Killed(f"killed at call {self.kill_at}")
+        best = workload.macs / config.array.pes * (1 + 16 / self.budget)
+        history = [[1, 3 * best, 3 * best], [self.budget // 2, 1.5 * best, best],
+                   [self.budget, best, best]]
+        return LayerMetrics(int(best), float(best), {}, {}, history)
