@@ -14,6 +14,8 @@ hardware drawn in the same sample. Two kinds of action describe it here:
   keeps the ``round(level * p / (TILE_LEVELS - 1))`` smallest primes in the scratchpad tile;
   the rest are the trips of the tile loop. Tile blocks times trips is always the index's block
   count, so every tile divides its loop: no ragged remainder tiles, as the paper intends.
+  Tiles the accelerator cannot hold are lowered until they fit (`fitted_tiles`): the action
+  space is pruned to runnable mappings, as Poros's is, without depending on the hardware.
 
 Loop order is fixed (Poros fixes it too): output loops outside reduction loops, each in index
 order, which is the order the code generator requires for partial sums to stay on chip.
@@ -21,9 +23,9 @@ order, which is the order the code generator requires for partial sums to stay o
 `PlannedMappingEvaluator` is a `LayerEvaluator` that prices the one mapping its actions name
 for each layer with the exact cost model, instead of searching: a search method that chose the
 mappings itself hands it to the co-design loop for a trial through its software schedule
-(`tensorforge.dse.sw_schedule`, `opt_poros.PlannedEffort`). A mapping the
-accelerator cannot hold (a tile larger than its buffers) raises `MappingError`, so the trial
-fails and the method is told it violated the constraints.
+(`tensorforge.dse.sw_schedule`, `opt_poros.PlannedEffort`). A layer that no tiling of the
+chosen unrolling fits raises `MappingError`, so the trial fails and the method is told it
+violated the constraints.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import numpy as np
 from tensorforge.compiler.mapping import Mapping
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
-from tensorforge.dse.cost_model import evaluate, rtl_parameters
+from tensorforge.dse.cost_model import CostParameters, evaluate, rtl_parameters
 from tensorforge.dse.cost_space import LayerSpace
 from tensorforge.dse.evaluate import LayerMetrics
 from tensorforge.dse.sw_space import MAX_DIMS, SoftwareSpace
@@ -105,16 +107,41 @@ def fixed_order(space: LayerSpace) -> np.ndarray:
 
 
 def decode(spaces: list[LayerSpace], actions: tuple[int, ...]) -> tuple[LayerSpace, np.ndarray]:
-    """The layer space the actions unroll and its tile sizes (``D`` elements per index)."""
+    """The layer space the actions unroll and the tiling levels they ask for (``D``)."""
     actions = check_actions(actions)
     if not spaces:
         raise MappingError("the layer has no runnable tensorize choice on this accelerator")
     space = spaces[actions[0] % len(spaces)]
+    return space, np.array(actions[1 : 1 + space.dims], dtype=np.int64)
+
+
+def tiles_at(space: LayerSpace, levels: np.ndarray) -> np.ndarray:
+    """``n x D`` tile sizes (elements) of ``n x D`` tiling levels of ``space``'s indices."""
     blocks = -(-space.sizes // space.block)
-    tiles = [min(int(size), int(block) * prime_tiling(int(count), level)[0])
-             for size, block, count, level in zip(space.sizes, space.block, blocks,
-                                                  actions[1:], strict=False)]
-    return space, np.array(tiles, dtype=np.int64)
+    tiles = [[min(int(space.sizes[d]), int(space.block[d]) * prime_tiling(int(blocks[d]),
+                                                                          int(level))[0])
+              for d, level in enumerate(row)] for row in np.atleast_2d(levels)]
+    return np.array(tiles, dtype=np.int64).reshape(-1, space.dims)
+
+
+def fitted_tiles(space: LayerSpace, levels: np.ndarray,
+                 parameters: CostParameters) -> tuple[np.ndarray, int]:
+    """The tiles of the highest levels at or below ``levels`` that fit the accelerator, and by
+    how many steps every level was lowered to get there; MappingError if none fits.
+
+    Poros keeps its action space to candidates that can run (section III-C). Here the levels
+    are the largest tiles the layer may take: tiles beyond the buffers are lowered one level at
+    a time on every index (the fast closed-form model decides what fits, in one batch).
+    """
+    steps = np.arange(TILE_LEVELS)
+    candidates = tiles_at(space, np.maximum(levels[None, :] - steps[:, None], 0))
+    order = np.broadcast_to(fixed_order(space), candidates.shape)
+    legal = np.isfinite(evaluate(space, candidates, order, parameters).cycles)
+    if not legal.any():
+        raise MappingError(f"no tiling of {space.describe()} fits "
+                           f"{space.config.describe()}, even one block per tile")
+    lowered = int(np.argmax(legal))
+    return candidates[lowered], lowered
 
 
 def layer_key(workload: Workload) -> str:
@@ -148,7 +175,8 @@ class PlannedMappingEvaluator:
             raise MappingError(f"the plan has no mapping for layer {workload.name}")
         parameters = rtl_parameters(self.memory, config)
         spaces = SoftwareSpace.build(workload, config, parameters=parameters).spaces
-        space, tiles = decode(spaces, actions)
+        space, levels = decode(spaces, actions)
+        tiles, lowered = fitted_tiles(space, levels, parameters)
         order = fixed_order(space)
         numbers = evaluate(space, tiles[None, :], order[None, :], parameters, exact=True).row(0)
         named = tuple(zip(space.names, map(int, tiles), strict=True))
@@ -160,7 +188,8 @@ class PlannedMappingEvaluator:
             cycles=int(numbers["cycles"]),
             energy_pj=float(numbers["energy_pj"]),
             mapping=mapping.to_dict(),
-            details={k: float(numbers[k]) for k in DETAILS if k in numbers},
+            details={k: float(numbers[k]) for k in DETAILS if k in numbers}
+            | {"levels_lowered": float(lowered)},
         )
 
 

@@ -126,7 +126,7 @@ class PorosSearch(Optimizer):
             return SoftwareSchedule()
         first = len(self.history)
         return PlannedSchedule({
-            first + offset: PlannedEffort(tuple(zip(self._layer_keys,
+            first + offset: PlannedEffort(plan=tuple(zip(self._layer_keys,
                                                     map(tuple, point[POINT_KEY]), strict=True)))
             for offset, (point, _) in enumerate(self._asked)
         })
