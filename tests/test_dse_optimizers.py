@@ -16,6 +16,12 @@ from tensorforge.errors import ConfigError, TensorforgeError
 
 #: Small MOBO settings so a run takes seconds on one core.
 FAST_MOBO = {"candidates": 256, "mc_samples": 16}
+# smaller candidate pools for the GP methods; shibo scores designs by ParEGO on these problems
+FAST_OPTIONS = {
+    "mobo": FAST_MOBO,
+    "shibo": {"objective": "parego", "pool": 40},
+    "unico": {"pool": 40},
+}
 
 
 @pytest.fixture(autouse=True)
@@ -139,7 +145,7 @@ def test_problem_validates_and_derives_constraint_values():
 
 
 def test_registry_names_every_method():
-    assert set(OPTIMIZERS) == {"random", "nsga2", "mobo"}
+    assert set(OPTIMIZERS) == {"random", "nsga2", "mobo", "poros", "shibo", "unico"}
     with pytest.raises(ConfigError, match="unknown search method 'bayes'"):
         make_optimizer("bayes", tiny_problem(), seed=0)
     with pytest.raises(ConfigError, match="population_sise"):
@@ -170,7 +176,7 @@ def test_random_search_never_repeats_in_a_small_space():
 @pytest.mark.parametrize("method", sorted(OPTIMIZERS))
 def test_same_seed_same_asks(method):
     benchmark = BENCHMARKS["zdt1"]()
-    options = FAST_MOBO | {"initial_points": 6} if method == "mobo" else {}
+    options = FAST_OPTIONS.get(method, {}) | ({"initial_points": 6} if method == "mobo" else {})
 
     def asks(seed: int, rounds: int) -> list[list[dict]]:
         optimizer = make_optimizer(method, benchmark.problem, seed=seed, **options)
@@ -220,7 +226,7 @@ def test_nsga2_never_repeats_and_stops_when_nothing_new_is_left():
 @pytest.mark.parametrize("method", sorted(OPTIMIZERS))
 def test_infeasible_designs_never_enter_the_pareto_set(method):
     benchmark = BENCHMARKS["toy_accelerator"]()
-    options = FAST_MOBO if method == "mobo" else {}
+    options = FAST_OPTIONS.get(method, {})
     optimizer = make_optimizer(method, benchmark.problem, seed=1, **options)
     history = drive(optimizer, benchmark, budget=30, batch=10).history
     power = np.array([benchmark.metrics(_columns(p))["power_w"][0] for p in history.points])
