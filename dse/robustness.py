@@ -55,14 +55,16 @@ def robustness_from_points(optimal: tuple[float, float], sub_optimal: tuple[floa
 
 def loss_history(layers: Sequence[Mapping[str, Any]]) -> np.ndarray:
     """``e x 2`` (cycles, energy) of the workload's best-so-far mapping after each evaluation,
-    from the stored layers' search histories (count-weighted sums); empty when a layer has
-    no history or failed. Each layer's curve starts at its first legal mapping."""
+    from the stored layers' search histories (count-weighted sums); empty when there are no
+    layers or one has no history or failed. Each layer's curve starts at its first legal mapping."""
     rows = []
     for layer in layers:
         history = layer.get("search_history") if "error" not in layer else None
         if not history:
             return np.zeros((0, 2))
         rows.append((np.asarray(history, dtype=float), int(layer.get("count", 1))))
+    if not rows:  # a design that never reached its layers (not a valid accelerator)
+        return np.zeros((0, 2))
     length = int(max(h[-1, 0] for h, _ in rows))
     evaluations = np.arange(max(h[0, 0] for h, _ in rows), length + 1)
     total = np.zeros((evaluations.size, 2))

@@ -9,13 +9,12 @@ from collections.abc import Mapping
 import numpy as np
 import pytest
 from dse_evaluators import BudgetedEvaluator, Killed
+from inner_loop_sweeps import small_sweep
 
 from tensorforge.compiler.workload import parse_workload
 from tensorforge.config import AcceleratorConfig
-from tensorforge.dse.codesign import SweepSpec, merge_layers, run_sweep
-from tensorforge.dse.evaluate import FirstOrderAreaPower
+from tensorforge.dse.codesign import SweepSpec, run_sweep
 from tensorforge.dse.gp_lcb import FeasibilityModel
-from tensorforge.dse.hwspace import HardwareSpace
 from tensorforge.dse.optimizers import make_optimizer
 from tensorforge.dse.problem import Constraint, Problem
 from tensorforge.dse.space import IntegerRange, Space
@@ -139,31 +138,16 @@ def test_inner_mapping_bo_beats_random_search_at_the_same_budget() -> None:
     assert bo <= np.mean([rank("random", seed) for seed in range(3)])
 
 
-LAYERS = merge_layers([
-    ("gemm", parse_workload("C[i,j] += A[i,k] * B[k,j]", "i=32,j=32,k=64", name="gemm"), 1),
-    ("gemv", parse_workload("C[i] += A[i,k] * B[k]", "i=64,k=64", name="gemv"), 2),
-])
-SPACE = HardwareSpace({
-    "intrinsic": "gemm",
-    "rows": {"choices": [2, 4, 8, 16]},
-    "cols": {"choices": [2, 4, 8, 16]},
-    "spad_kib": {"choices": [16, 32, 64]},
-})
-
-
 def _spec(evaluator: BudgetedEvaluator) -> SweepSpec:
-    return SweepSpec(
-        workload_name="shibo", layers=LAYERS, space=SPACE, method="shibo", trials=7, seed=4,
-        batch_size=1, evaluator=evaluator, hardware_model=FirstOrderAreaPower(),
-        method_options={"pool": 24, "software_budget": 40},
-    )
+    return small_sweep("shibo", evaluator, with_gemv=True, trials=7, seed=4,
+                       method_options={"pool": 24, "software_budget": 40})
 
 
 def test_layers_get_the_mapping_bo_and_a_killed_sweep_resumes(tmp_path) -> None:
     evaluator = BudgetedEvaluator()
     reference = run_sweep(_spec(evaluator), store=SweepStore(tmp_path / "a.sqlite"))
     assert {(search, budget) for _, _, search, budget in evaluator.calls} == {("bo", 40)}
-    assert len(evaluator.calls) == 7 * len(LAYERS)
+    assert len(evaluator.calls) == 7 * 2
 
     store = SweepStore(tmp_path / "b.sqlite")
     with pytest.raises(Killed):
@@ -172,4 +156,4 @@ def test_layers_get_the_mapping_bo_and_a_killed_sweep_resumes(tmp_path) -> None:
     resumed = run_sweep(_spec(resumed_evaluator), store=store)
     assert [t.point for t in resumed.trials] == [t.point for t in reference.trials]
     assert [t.objectives for t in resumed.trials] == [t.objectives for t in reference.trials]
-    assert resumed.replayed == 5 and len(resumed_evaluator.calls) == 2 * len(LAYERS)
+    assert resumed.replayed == 5 and len(resumed_evaluator.calls) == 2 * 2

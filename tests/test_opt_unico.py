@@ -8,11 +8,9 @@ import math
 import numpy as np
 import pytest
 from dse_evaluators import BudgetedEvaluator, Killed
+from inner_loop_sweeps import small_sweep
 
-from tensorforge.compiler.workload import parse_workload
-from tensorforge.dse.codesign import SweepSpec, merge_layers, run_sweep
-from tensorforge.dse.evaluate import FirstOrderAreaPower
-from tensorforge.dse.hwspace import HardwareSpace
+from tensorforge.dse.codesign import SweepSpec, run_sweep
 from tensorforge.dse.opt_unico import UNICOSearch
 from tensorforge.dse.optimizers import make_optimizer
 from tensorforge.dse.problem import Problem
@@ -119,6 +117,7 @@ def test_robustness_reads_the_95th_percentile_of_the_loss_history() -> None:
     assert robustness(layers) == pytest.approx(0.5)
     assert robustness([{"count": 1, "error": "no mapping"}]) == 0.0
     assert robustness([{"count": 1, "search_history": []}]) == 0.0
+    assert robustness([]) == 0.0  # an invalid design has no layers
 
 
 # --- the high-fidelity update rule -------------------------------------------------------
@@ -171,23 +170,9 @@ def test_same_seed_same_asks_and_it_improves_on_its_first_design() -> None:
 # --- driven by the co-design loop -----------------------------------------------------------
 
 
-LAYERS = merge_layers([
-    ("gemm", parse_workload("C[i,j] += A[i,k] * B[k,j]", "i=32,j=32,k=64", name="gemm"), 1),
-])
-SPACE = HardwareSpace({
-    "intrinsic": "gemm",
-    "rows": {"choices": [2, 4, 8, 16]},
-    "cols": {"choices": [2, 4, 8, 16]},
-    "spad_kib": {"choices": [16, 32, 64]},
-})
-
-
 def _spec(evaluator: BudgetedEvaluator) -> SweepSpec:
-    return SweepSpec(
-        workload_name="unico", layers=LAYERS, space=SPACE, method="unico", trials=8, seed=5,
-        batch_size=4, evaluator=evaluator, hardware_model=FirstOrderAreaPower(),
-        method_options={"initial_points": 4, "pool": 32, "max_budget": 64},
-    )
+    return small_sweep("unico", evaluator, trials=8, seed=5, batch_size=4,
+                       method_options={"initial_points": 4, "pool": 32, "max_budget": 64})
 
 
 @SPARSE_WARNING
