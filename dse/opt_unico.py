@@ -120,11 +120,14 @@ class UNICOSearch(Optimizer):
         seen = self.history.ranks | self._outstanding
         chosen = [g for g in self._initial[:n] if self.space.rank(g[None])[0] not in seen]
         del self._initial[:n]
+        if chosen and self.problem.screen is not None:  # the Sobol design is not screened
+            admitted = self.problem.screen(self.space.decode(np.stack(chosen)))
+            chosen = [g for g, ok in zip(chosen, admitted, strict=True) if ok]
+        taken = seen | set(self.space.rank(np.stack(chosen))) if chosen else seen
         if len(chosen) < n and len(self.history) >= 2:
-            taken = seen | set(self.space.rank(np.stack(chosen))) if chosen else seen
             chosen += self._batch(n - len(chosen), taken)
         elif len(chosen) < n:
-            chosen += list(screened_pool(self.problem, n - len(chosen), self.rng, seen))
+            chosen += list(screened_pool(self.problem, n - len(chosen), self.rng, taken))
         if not chosen:
             return []
         genomes = np.stack(chosen)
