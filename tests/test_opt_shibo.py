@@ -14,10 +14,13 @@ from inner_loop_sweeps import small_sweep
 from tensorforge.compiler.workload import parse_workload
 from tensorforge.config import AcceleratorConfig
 from tensorforge.dse.codesign import SweepSpec, run_sweep
+from tensorforge.dse.evaluate_first_order import FirstOrderEvaluator
 from tensorforge.dse.gp_lcb import FeasibilityModel
 from tensorforge.dse.optimizers import make_optimizer
 from tensorforge.dse.problem import Constraint, Problem
 from tensorforge.dse.space import IntegerRange, Space
+from tensorforge.dse.sw_evaluator import SoftwareSearchEvaluator
+from tensorforge.dse.sw_schedule import SoftwareEffort
 from tensorforge.dse.sw_search import SEARCHES, enumerate_space
 from tensorforge.dse.sw_space import SoftwareSpace
 from tensorforge.dse.sweep_store import SweepStore
@@ -157,3 +160,13 @@ def test_layers_get_the_mapping_bo_and_a_killed_sweep_resumes(tmp_path) -> None:
     assert [t.point for t in resumed.trials] == [t.point for t in reference.trials]
     assert [t.objectives for t in resumed.trials] == [t.objectives for t in reference.trials]
     assert resumed.replayed == 5 and len(resumed_evaluator.calls) == 2 * 2
+
+
+def test_a_software_effort_retunes_the_search_evaluator_and_leaves_others_alone() -> None:
+    searched = SoftwareSearchEvaluator(budget=200)
+    tuned = SoftwareEffort("bo", 40).apply(searched)
+    assert (tuned.method, tuned.budget, tuned.memory) == ("bo", 40, searched.memory)
+    assert tuned.version != searched.version  # the effort is part of the layer's identity
+    assert SoftwareEffort().apply(searched) is searched
+    roofline = FirstOrderEvaluator()
+    assert SoftwareEffort("bo", 40).apply(roofline) == roofline
