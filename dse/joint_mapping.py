@@ -25,7 +25,8 @@ for each layer with the exact cost model, instead of searching: a search method 
 mappings itself hands it to the co-design loop for a trial through its software schedule
 (`tensorforge.dse.sw_schedule`, `opt_poros.PlannedEffort`). A layer that no tiling of the
 chosen unrolling fits raises `MappingError`, so the trial fails and the method is told it
-violated the constraints.
+violated the constraints. A layer that no tensorize choice runs (a GEMV on a GEMM array) takes
+the library's padded mapping, as the software search's evaluator does.
 """
 
 from __future__ import annotations
@@ -35,10 +36,16 @@ from functools import cache
 
 import numpy as np
 
+from tensorforge.compiler.mappers import library_mapping
 from tensorforge.compiler.mapping import Mapping
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
-from tensorforge.dse.cost_model import CostParameters, evaluate, rtl_parameters
+from tensorforge.dse.cost_model import (
+    CostParameters,
+    evaluate,
+    evaluate_mapping,
+    rtl_parameters,
+)
 from tensorforge.dse.cost_space import LayerSpace
 from tensorforge.dse.evaluate import LayerMetrics
 from tensorforge.dse.sw_space import MAX_DIMS, SoftwareSpace
@@ -174,23 +181,35 @@ class PlannedMappingEvaluator:
         if actions is None:
             raise MappingError(f"the plan has no mapping for layer {workload.name}")
         parameters = rtl_parameters(self.memory, config)
-        spaces = SoftwareSpace.build(workload, config, parameters=parameters).spaces
+        try:
+            spaces = SoftwareSpace.build(workload, config, parameters=parameters).spaces
+        except MappingError:
+            return _library(workload, config, parameters)
         space, levels = decode(spaces, actions)
         tiles, lowered = fitted_tiles(space, levels, parameters)
-        order = fixed_order(space)
-        numbers = evaluate(space, tiles[None, :], order[None, :], parameters, exact=True).row(0)
-        named = tuple(zip(space.names, map(int, tiles), strict=True))
-        if not np.isfinite(numbers["cycles"]):
-            raise MappingError(f"the chosen tiles {dict(named)} of {space.describe()} do not "
-                               f"fit {config.describe()}")
-        mapping = Mapping(space.choice, named, tuple(space.names[p] for p in order), space.groups)
-        return LayerMetrics(
-            cycles=int(numbers["cycles"]),
-            energy_pj=float(numbers["energy_pj"]),
-            mapping=mapping.to_dict(),
-            details={k: float(numbers[k]) for k in DETAILS if k in numbers}
-            | {"levels_lowered": float(lowered)},
-        )
+        mapping = Mapping(space.choice, tuple(zip(space.names, map(int, tiles), strict=True)),
+                          tuple(space.names[p] for p in fixed_order(space)), space.groups)
+        # priced as the software search's evaluator prices its choice, so the two compare
+        numbers = evaluate_mapping(workload, mapping, config, parameters)
+        return _metrics(mapping, numbers, {"levels_lowered": float(lowered), "library": 0.0})
+
+
+def _library(workload: Workload, config: AcceleratorConfig,
+             parameters: CostParameters) -> LayerMetrics:
+    """The library's mapping, for a layer no tensorize choice runs without padding (a GEMV on
+    a GEMM array): the software search's evaluator falls back to it the same way."""
+    mapping = library_mapping(workload, config)
+    numbers = evaluate_mapping(workload, mapping, config, parameters)
+    return _metrics(mapping, numbers, {"levels_lowered": 0.0, "library": 1.0})
+
+
+def _metrics(mapping: Mapping, numbers: dict, extra: dict[str, float]) -> LayerMetrics:
+    return LayerMetrics(
+        cycles=int(numbers["cycles"]),
+        energy_pj=float(numbers["energy_pj"]),
+        mapping=mapping.to_dict(),
+        details={k: float(numbers[k]) for k in DETAILS if k in numbers} | extra,
+    )
 
 
 def _model_digest() -> str:
