@@ -8,9 +8,10 @@ import math
 import numpy as np
 import pytest
 from dse_evaluators import BudgetedEvaluator, Killed
-from inner_loop_sweeps import small_sweep
+from inner_loop_sweeps import GEMV, small_sweep
 
-from tensorforge.dse.codesign import SweepSpec, run_sweep
+from tensorforge.dse.codesign import SweepSpec, merge_layers, run_sweep
+from tensorforge.dse.generalization import generalization_gaps, unseen_workload_test
 from tensorforge.dse.opt_unico import UNICOSearch
 from tensorforge.dse.optimizers import make_optimizer
 from tensorforge.dse.problem import Problem
@@ -194,3 +195,25 @@ def test_the_loop_runs_the_batch_in_halving_rounds_and_resumes(tmp_path) -> None
     assert [t.objectives for t in resumed.trials] == [t.objectives for t in reference.trials]
     assert resumed.replayed == 4  # batch 1 was stored whole; batch 2 is re-run whole
     assert len(resumed_evaluator.calls) == 6
+
+
+# --- the unseen-workload test -------------------------------------------------------------
+
+
+def test_generalization_gap_by_hand() -> None:
+    # training latencies 1, 2, 4 (ratios to the best 1, 2, 4); held-out 3, 3, 6 (1, 1, 2):
+    # the second and third designs do relatively better on the unseen network
+    assert generalization_gaps([1.0, 2.0, 4.0], [3.0, 3.0, 6.0]) == pytest.approx([1, 0.5, 0.5])
+
+
+@SPARSE_WARNING
+def test_unseen_workload_test_evaluates_the_pareto_designs_on_held_out_layers(tmp_path) -> None:
+    evaluator = BudgetedEvaluator()
+    result = run_sweep(_spec(evaluator), store=SweepStore(tmp_path / "a.sqlite"))
+    held_out = merge_layers([("gemv", GEMV, 3)])
+    calls = len(evaluator.calls)
+    rows, rho = unseen_workload_test(result, held_out)
+    assert [r.trial for r in rows] == [t.index for t in result.pareto()]
+    assert len(evaluator.calls) == calls + len(rows)  # one held-out layer per design
+    assert all(r.held_out_latency_ms > 0 and r.robustness >= 0 for r in rows)
+    assert math.isnan(rho) or -1 <= rho <= 1
