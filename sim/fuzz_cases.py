@@ -39,6 +39,11 @@ POOL = (
     "gemm2x2-systolic-is",
 )
 
+#: Pools by name (``tensorforge fuzz --pool``): ``all`` is every regression and matrix
+#: configuration, one per intrinsic x dataflow x interconnect and more (24; the default test
+#: suite builds each of them too).
+POOLS: dict[str, tuple[str, ...]] = {"default": POOL, "all": tuple(all_configs())}
+
 #: Workload kinds (`fidelity_cases.TEXTS`) each intrinsic can implement.
 KINDS: dict[Intrinsic, tuple[str, ...]] = {
     Intrinsic.GEMM: ("gemm", "conv", "conv_pad1", "conv_stride2_pad1", "ttm", "mttkrp"),

@@ -25,7 +25,7 @@ from tensorforge.sim.fuzz import (
     run_cases,
     write_case_file,
 )
-from tensorforge.sim.fuzz_cases import KINDS, POOL, draw_case, draw_cases
+from tensorforge.sim.fuzz_cases import KINDS, POOL, POOLS, draw_case, draw_cases
 from tensorforge.sim.rtl_matrix import all_configs
 
 CI_SEED = 1616
@@ -48,6 +48,11 @@ def test_draws_cover_the_pool_kinds_mappings_and_memories():
     assert len({c.memory for c in cases}) > 20
     for case in cases:
         assert case.kind in KINDS[case.config.intrinsic], case.describe()
+
+
+def test_the_whole_pool_is_every_combination():
+    assert set(POOLS["all"]) == set(all_configs())
+    assert {c.config_name for c in draw_cases(30, 1, POOLS["all"])} <= set(all_configs())
 
 
 def test_compiler_and_functional_simulator_agree_with_numpy():
