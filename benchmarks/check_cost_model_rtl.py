@@ -26,6 +26,7 @@ from tensorforge.compiler.mappers import default_mapping
 from tensorforge.compiler.workload import parse_workload
 from tensorforge.config import AcceleratorConfig
 from tensorforge.dse.cost_model import evaluate_mapping, fetch_cycles, rtl_parameters
+from tensorforge.dse.cost_trace import TraceTerms, trace_cycles
 from tensorforge.dse.fidelity_cases import (
     CALIBRATION_CONFIGS,
     TEXTS,
@@ -364,6 +365,42 @@ def fit_terms(jobs: int = 1) -> dict[str, float]:
     return dict(zip(FIT_GRID, values, strict=True))
 
 
+def fit_trace_terms(jobs: int = 1) -> TraceTerms:
+    """`cost_trace.TraceTerms` fitted on the calibration programs' cycles at every latency
+    (stored RTL results are reused): coordinate descent over each offset, a few cycles
+    either side of its value, until none moves (the held-out programs never enter)."""
+    from tensorforge.dse.cost_space import build_space
+    from tensorforge.dse.fidelity import validate
+
+    outcomes = validate(calibration_cases(), jobs=jobs, progress=print)
+    programs = []
+    for o in outcomes:
+        workload, mapping = o.case.workload(), o.case.resolve_mapping()
+        programs.append((generate(workload, mapping, o.case.config).instructions, o.case.config,
+                         build_space(workload, mapping.choice, o.case.config, mapping.groups).step,
+                         rtl_parameters(o.case.memory(), o.case.config), o.rtl.cycles))
+
+    def error(terms: TraceTerms) -> float:
+        return float(np.mean([abs(trace_cycles(i, c, s, p, terms) / rtl - 1)
+                              for i, c, s, p, rtl in programs]))
+
+    terms, best = TraceTerms(), error(TraceTerms())
+    print(f"start: mean |error| {best:.2%}")
+    for _ in range(4):
+        moved = False
+        for field in dataclasses.fields(TraceTerms):
+            value = getattr(terms, field.name)
+            for candidate in range(max(0, value - 3), value + 4):
+                trial = dataclasses.replace(terms, **{field.name: candidate})
+                score = error(trial)
+                if score < best - 1e-9:
+                    terms, best, moved = trial, score, True
+        print(f"round: mean |error| {best:.2%}: {terms}")
+        if not moved:
+            break
+    return terms
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency", type=int, default=0,
@@ -374,7 +411,12 @@ def main() -> None:
                         help="only the configurations whose name contains one of these")
     parser.add_argument("--dram", action="store_true",
                         help="fit the terms of cost_model.RTL_FITTED_TERMS and stop")
+    parser.add_argument("--trace", action="store_true",
+                        help="fit the offsets of cost_trace.TraceTerms and stop")
     args = parser.parse_args()
+    if args.trace:
+        print(f"TraceTerms = {fit_trace_terms()}")
+        return
     if args.dram:
         print(f"RTL_FITTED_TERMS = {fit_terms()}")
         return

@@ -618,10 +618,20 @@ def mapping_arrays(space: LayerSpace, tiles: dict[str, int], order: tuple[str, .
 
 def evaluate_mapping(workload, mapping, config: AcceleratorConfig,
                      parameters: CostParameters = CostParameters()) -> dict[str, float]:
-    """The cost model's numbers for one `compiler.mapping.Mapping` of ``workload``, with the
-    code generator's exact transfer counts (``evaluate(..., exact=True)``)."""
+    """The cost model's numbers for one `compiler.mapping.Mapping` of ``workload``: the batch
+    model's with the code generator's exact transfer counts (``evaluate(..., exact=True)``),
+    and the cycles of the program itself, instruction by instruction (`cost_trace`), where
+    the batch model's estimate stays as ``batch_cycles``."""
+    from tensorforge.compiler.codegen import generate
     from tensorforge.dse.cost_space import build_space
+    from tensorforge.dse.cost_trace import trace_cycles
 
     space = build_space(workload, mapping.choice, config, mapping.groups)
     tiles, order = mapping_arrays(space, mapping.tile_sizes, mapping.order)
-    return evaluate(space, tiles, order, parameters, exact=True).row(0)
+    row = evaluate(space, tiles, order, parameters, exact=True).row(0)
+    row["batch_cycles"] = row["cycles"]
+    if row["legal"]:
+        program = generate(workload, mapping, config)
+        row["cycles"] = float(np.ceil(trace_cycles(program.instructions, config, space.step,
+                                                   parameters) + row["host_cycles"]))
+    return row

@@ -44,9 +44,10 @@ STORE_KIND = "fidelity_rtl"
 SUMMARY_FILE = "fidelity_summary.json"
 #: The modules whose code decides the model's cycles: a summary made with other code is stale.
 MODEL_MODULES = ("tensorforge.dse.cost_model", "tensorforge.dse.cost_steps",
-                 "tensorforge.dse.cost_geometry", "tensorforge.dse.cost_space")
+                 "tensorforge.dse.cost_geometry", "tensorforge.dse.cost_space",
+                 "tensorforge.dse.cost_transfers", "tensorforge.dse.cost_trace")
 #: How reports name the model whose cycles they quote.
-MODEL_NAME = "analytical cost model (dse/cost_model.py)"
+MODEL_NAME = "instruction-level timeline of the compiled program (dse/cost_trace.py)"
 #: The held-out targets of issue 14: the sweep's model must meet them on programs it never saw.
 TARGET_MEAN_ERROR = 0.05
 TARGET_MAX_ERROR = 0.10

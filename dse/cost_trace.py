@@ -1,0 +1,363 @@
+"""The cost model's instruction-level timeline: one compiled program, instruction by instruction.
+
+The batch model (`cost_model.evaluate`) prices thousands of mappings at once from their tile
+geometry, with the controller and the DMA folded into a few mean terms. A figure a user reads
+(`evaluate_mapping`, and so `simulate --json`, `validate` and a sweep's chosen mappings) is
+for one program, so it can afford what the batch model cannot: walk the program the code
+generator emits, as the controller runs it (`hw.controller`), and time every instruction by
+the mechanism that bounds it:
+
+* **fetch**: the program streams in chunks behind the DRAM latency, at most
+  `Controller.fetch_chunks` chunks ahead of dispatch;
+* **dispatch**: in order, one instruction a cycle, into a queue of `Controller.queue_depth`
+  per unit; a full queue stops dispatch for every unit;
+* **gates**: a unit's gate takes, checks the tokens of and issues one command per
+  `TraceTerms.gate_cycles`, and holds a retiring unit's next command while
+  `Controller.retire_windows` commands await their retire pulse;
+* **tokens**: a pop waits for the matching push (the k-th pop of a queue for its k-th push),
+  pushed when the producing instruction retires;
+* **LOAD / STORE**: burst by burst (`hw.dma_rows.transfer_runs`, `hw.axi.plan_bursts`): an
+  address a cycle, at most ``dma.outstanding`` bursts in flight, data in order a beat per
+  `CostParameters.beat_cycles` and a line per cycle, the DRAM latency between a read
+  burst's address and its data and between a write burst's last beat and its response;
+* **COMPUTE**: the micro-loop's steps stream back to back across instructions
+  (`hw.compute_unit`); an instruction that starts after the array went idle refills it.
+
+It is a recurrence over instructions and bursts, not a cycle simulation: each start is the
+latest of the times it waits for. Its terms are the batch model's `CostParameters` plus the
+few offsets of `TraceTerms`, fitted on the calibration programs only
+(`benchmarks/check_cost_model_rtl.py --trace`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from tensorforge.config import AcceleratorConfig
+from tensorforge.hw.axi import plan_bursts
+from tensorforge.hw.controller import Controller, TOKEN_QUEUES
+from tensorforge.isa import INSTRUCTION_BYTES, Buffer, Compute, ComputeMode, Finish, Load, Store
+
+
+@dataclass(frozen=True)
+class TraceTerms:
+    """Offsets of the instruction-level timeline, in cycles (fitted on the calibration set)."""
+
+    gate_cycles: int = 4  # one command per gate pass: TAKE, TOKENS, ISSUE, RUN (the last
+    # two after the command is taken, so the gate is back this less 2 after its ISSUE)
+    fetch_to_dispatch: int = 2  # a chunk's last beat to its first instruction's dispatch
+    dispatch_to_gate: int = 2  # a dispatched instruction reaches its gate's TAKE
+    load_address: int = 2  # a LOAD's command to its first AR (decode, plan)
+    read_return: int = 2  # cycles beyond the DRAM latency from AR to the first R beat
+    load_tail: int = 3  # the last R beat to the retire pulse (gather, line register, write)
+    load_run_gap: int = 1  # cycles the load unit's gatherer skips between two runs
+    store_lead: int = 3  # a STORE's command to its first AW
+    write_response: int = 2  # cycles beyond the DRAM latency from the last W beat to B
+    store_tail: int = 1  # the last B response to the retire pulse
+    compute_fill: int = 0  # an instruction that starts an idle array waits this much more
+    compute_drain_trim: int = 1  # a step alone (`StepPlan.isolated_step`) less its beats,
+    # the instruction's fill and issue, and this: its last beat to its retire pulse
+    done_cycles: int = 2  # the last retire to ``done``
+
+
+class _ReadChannel:
+    """The AXI read data channel the fetch and the load unit share: the DRAM answers bursts
+    in the order their addresses came, a beat at a time."""
+
+    def __init__(self, latency: float, terms: TraceTerms) -> None:
+        self.delay = latency + terms.read_return
+        self.free = 0.0
+
+    def book(self, address: float, beats: int, per_beat: float, earliest: float = 0.0
+             ) -> tuple[float, float]:
+        """(first beat, last beat) of a burst whose address went out at ``address``, taken
+        a beat per ``per_beat`` cycles from ``earliest`` on."""
+        first = max(address + self.delay, self.free, earliest)
+        last = first + (beats - 1) * per_beat
+        self.free = last + 1
+        return first, last
+
+
+class _Fetch:
+    """The controller's fetch: the program in bursts, at most `Controller.fetch_chunks`
+    chunks requested ahead of dispatch, each burst's data on the shared read channel."""
+
+    def __init__(self, config: AcceleratorConfig, count: int, channel: _ReadChannel,
+                 dispatched: list, hint: list, p, terms: TraceTerms) -> None:
+        bus = config.dma.bus_bytes
+        chunk = max(INSTRUCTION_BYTES, bus)
+        self.per_chunk = chunk // INSTRUCTION_BYTES
+        self.chunk_beats = chunk // bus
+        self.capacity = Controller.fetch_chunks * self.chunk_beats
+        self.beats = -(-count * INSTRUCTION_BYTES // bus)
+        self.burst = min(config.dma.max_burst, self.capacity)
+        self.count, self.channel, self.dispatched = count, channel, dispatched
+        self.hint = hint  # dispatch times of a previous pass, for those not yet known
+        self.p, self.terms = p, terms
+        self.requested = 0  # beats requested so far
+        self.address = 0.0  # the last AR
+        self.arrived: list[float] = []  # per beat received
+        self._next: tuple = (None, None)  # (what it depends on, the next request)
+
+    def _next_request(self) -> float | None:
+        """When the next burst's AR may go out, or None while that waits on a dispatch not
+        yet known (a chunk that has to leave the queue first)."""
+        n = min(self.burst, self.beats - self.requested)
+        room = self.requested + n - self.capacity  # beats that must have left the queue
+        at = max(self.address + 1, 1.0)
+        if room > 0:
+            chunk = -(-room // self.chunk_beats) - 1
+            last = min((chunk + 1) * self.per_chunk, self.count) - 1
+            if last < len(self.dispatched):
+                at = max(at, self.dispatched[last] + 1)
+            elif last < len(self.hint):
+                at = max(at, self.hint[last] + 1)
+            else:
+                return None
+        return at
+
+    def book_until(self, time: float, beats_needed: int = 0) -> None:
+        """Book the fetch bursts whose addresses go out before ``time``, and at least until
+        ``beats_needed`` beats are requested."""
+        while self.requested < self.beats:
+            known = (self.requested, len(self.dispatched))
+            if self._next[0] != known:  # the next request moves only with these
+                self._next = (known, self._next_request())
+            at = self._next[1]
+            if at is None or (at >= time and self.requested >= beats_needed):
+                return
+            n = min(self.burst, self.beats - self.requested)
+            self.address = at
+            first, _ = self.channel.book(at, n, self.p.beat_cycles)
+            self.arrived += [first + b * self.p.beat_cycles for b in range(n)]
+            self.requested += n
+
+    def available(self, k: int) -> float:
+        """When instruction ``k`` can be dispatched: its chunk is in."""
+        chunk = k // self.per_chunk
+        last_beat = min((chunk + 1) * self.chunk_beats, self.beats) - 1
+        self.book_until(float("-inf"), last_beat + 1)
+        return self.arrived[last_beat] + self.terms.fetch_to_dispatch
+
+
+@dataclass(frozen=True)
+class _Transfer:
+    """A LOAD or STORE as the DMA moves it: its bursts (beats each), data lines, zero lines."""
+
+    bursts: tuple[int, ...]
+    rows: int
+    zero_lines: int
+
+
+def _transfer(config: AcceleratorConfig, instruction) -> _Transfer:
+    from tensorforge.sim.axi_traffic import dram_runs
+
+    bus, burst = config.dma.bus_bytes, config.dma.max_burst
+    bursts = tuple(count for start, length in dram_runs(config, instruction)
+                   for _, count in plan_bursts(start, length, bus, burst))
+    to_acc = not isinstance(instruction, Load) or instruction.buffer is Buffer.ACC
+    line_elems = config.acc_line_elems if to_acc else config.spad_line_elems
+    rows = instruction.rows if min(instruction.row_len, line_elems) else 0
+    zeros = (instruction.pad_before + instruction.pad_after) if isinstance(instruction, Load) \
+        else 0
+    return _Transfer(bursts, rows, zeros + (instruction.rows - rows))
+
+
+class _Dma:
+    """One DMA unit's bursts: addresses a cycle apart, ``outstanding`` in flight, data in
+    order; ``free[j]`` is when burst slot ``j`` (modulo ``outstanding``) frees."""
+
+    def __init__(self, outstanding: int) -> None:
+        self.outstanding = outstanding
+        self.freed: list[float] = []  # per burst ever issued: when its slot freed
+        self.address = -1.0  # last address handshake
+        self.data = 0.0  # last data beat moved
+        self.pace = 1.0  # cycles a beat of the last burst took
+
+    def slot(self) -> float:
+        """When the next burst may issue its address (a slot of the ``outstanding``)."""
+        k = len(self.freed) - self.outstanding
+        return self.freed[k] if k >= 0 else 0.0
+
+
+def _load_time(dma: _Dma, channel: _ReadChannel, fetch: _Fetch, t: _Transfer, start: float,
+               p, terms: TraceTerms) -> tuple[float, float]:
+    """(when the unit may take its next LOAD, when this one retires)."""
+    beats = sum(t.bursts)
+    per_beat = max(p.beat_cycles, t.rows / beats) if beats else 0.0
+    at = start + terms.load_address
+    last = at
+    freed, outstanding, delay = dma.freed, dma.outstanding, channel.delay
+    for count in t.bursts:  # the hot loop of the timeline: `_Dma.slot`, `_ReadChannel.book`
+        k = len(freed) - outstanding
+        at = max(at, dma.address + 1, freed[k] if k >= 0 else 0.0)
+        if fetch.requested < fetch.beats:
+            fetch.book_until(at)
+        dma.address = at
+        earliest = dma.data + dma.pace + terms.load_run_gap if freed else 0.0
+        first = max(at + delay, channel.free, earliest)
+        last = first + (count - 1) * per_beat
+        channel.free = last + 1
+        freed.append(last)
+        dma.data, dma.pace = last, per_beat
+    retire = max(last + terms.load_tail, start + 1) + t.zero_lines
+    return (dma.address + 1 if t.bursts else start + 1), retire
+
+
+def _store_time(dma: _Dma, t: _Transfer, start: float, p, terms: TraceTerms
+                ) -> tuple[float, float]:
+    """(when the unit may take its next STORE, when this one retires)."""
+    beats = sum(t.bursts)
+    per_beat = max(p.beat_cycles, t.rows / beats) if beats else 0.0
+    at = start + terms.store_lead
+    response = start + 1
+    for count in t.bursts:
+        at = max(at, dma.address + 1, dma.slot())
+        dma.address = at
+        begin = max(at + 1, dma.data)
+        dma.data = begin + count * per_beat
+        response = dma.data - per_beat + p.dram_latency_cycles + terms.write_response
+        dma.freed.append(response)
+    return start + max(t.rows, 1), response + terms.store_tail
+
+
+class _Computes:
+    """The compute unit: steps stream back to back across instructions."""
+
+    def __init__(self, step, p, terms: TraceTerms) -> None:
+        self.step, self.p, self.terms = step, p, terms
+        self.end = 0.0
+
+    def run(self, instruction: Compute, start: float) -> tuple[float, float]:
+        step, p = self.step, self.p
+        steps = instruction.outer * instruction.inner
+        if instruction.mode is ComputeMode.ZERO:
+            cycles = steps * step.output_lines
+        else:
+            cycles = steps * _mac_step_cycles(step, instruction) + p.instruction_fill_cycles
+        cycles += p.issue_cycles
+        idle = start > self.end
+        begin = max(start, self.end) + (self.terms.compute_fill if idle else 0)
+        self.end = begin + cycles
+        drain = max(step.isolated_step - max(step.beats, step.stationary_lines)
+                    - p.instruction_fill_cycles - p.issue_cycles - self.terms.compute_drain_trim, 0)
+        return begin + 1, self.end + drain
+
+
+def _mac_step_cycles(step, c: Compute) -> float:
+    """Mean cycles of one step of ``c``'s micro-loop (`cost_model._step_cycles` for one
+    instruction): a run of steps on one stationary block streams a step every ``beats``."""
+    stationary = (c.a_outer, c.a_inner) if step.stationary_role == "A" else (c.b_outer, c.b_inner)
+    if c.inner > 1 and stationary[1] != 0:
+        run = 1
+    elif c.outer > 1 and stationary[0] != 0:
+        run = c.inner
+    else:
+        run = c.outer * c.inner
+    first = max(step.beats, step.stationary_lines)
+    streaming = first + (run - 1) * step.beats
+    bank_cycle = (step.bank_reuse_gap + step.stationary_lines + run * step.beats - 1) / (
+        step.stationary_banks)
+    per_step = max(streaming, bank_cycle) / run
+    if c.inner > 1 and c.acc_inner == 0:
+        revisit = 0 if step.groups_span_steps else 1
+    elif c.outer > 1 and c.acc_outer == 0 and c.acc_inner == 0:
+        revisit = 0 if step.groups_span_steps else 1
+    elif c.outer > 1 and c.acc_outer == 0:
+        revisit = c.inner
+    else:
+        revisit = 0
+    hazard = step.accumulate_round_trip / revisit if revisit else 0.0
+    return max(per_step, hazard)
+
+
+#: Passes of `trace_cycles` at most: each runs the program with the dispatch times of the
+#: last, so the fetch's requests interleave with the LOADs' as in time; it stops early once
+#: two passes agree.
+PASSES = 3
+
+
+def trace_cycles(instructions, config: AcceleratorConfig, step, p,
+                 terms: TraceTerms = TraceTerms(), log: list | None = None) -> float:
+    """Cycles from ``start`` to ``done`` of ``instructions`` (a compiled program) on
+    ``config`` under the batch model's parameters ``p`` and the timeline's ``terms``;
+    ``step`` is the layer space's `cost_space.StepPlan`; ``log`` (a list) receives
+    ``(index, unit, dispatched, taken, issued, retired)`` per instruction.
+
+    Fetch requests wait on dispatch, which comes later in program order than the LOADs
+    whose data shares the read channel with them; so the timeline runs again with the last
+    pass's dispatch times until its cycles settle (`PASSES`)."""
+    program = [i for i in instructions if not isinstance(i, Finish)]
+    transfers = {k: _transfer(config, i) for k, i in enumerate(program)
+                 if isinstance(i, (Load, Store))}
+    hint: list[float] = []
+    cycles = None
+    for _ in range(PASSES):
+        events: list = []
+        last, (cycles, hint) = cycles, _pass(program, transfers, config, step, p, terms, hint,
+                                             events)
+        if cycles == last:
+            break
+    if log is not None:
+        log.extend(events)
+    return cycles
+
+
+def _pass(program, transfers, config, step, p, terms, hint, log):
+    """One run of the timeline: (cycles, dispatch time per instruction)."""
+    units = {Load: "load", Compute: "compute", Store: "store"}
+    depth = Controller.queue_depth
+    windows = Controller.retire_windows
+    pushes = defaultdict(list)  # queue -> push times, in order
+    popped = defaultdict(int)  # queue -> pops so far
+    produces = {(unit, flag): name for name, unit, flag, _, _ in TOKEN_QUEUES}
+    consumes = {(unit, flag): name for name, _, _, unit, flag in TOKEN_QUEUES}
+    dispatch = []  # per instruction
+    taken = defaultdict(list)  # unit -> when its gate took each instruction
+    retired = defaultdict(list)  # unit -> retire times, in order
+    gate_back = defaultdict(float)  # unit -> when its gate is back in TAKE
+    unit_ready = defaultdict(float)  # unit -> when the unit accepts its next command
+    dmas = {"load": _Dma(max(config.dma.outstanding, 1)),
+            "store": _Dma(max(config.dma.outstanding, 1))}
+    computes = _Computes(step, p, terms)
+    channel = _ReadChannel(p.dram_latency_cycles, terms)
+    fetch = _Fetch(config, len(program), channel, dispatch, hint, p, terms)
+    for k, instruction in enumerate(program):
+        unit = units[type(instruction)]
+        mine = taken[unit]
+        at = max(dispatch[-1] + 1 if dispatch else 1.0, fetch.available(k))
+        if len(mine) >= depth:  # the queue has room once its oldest was taken
+            at = max(at, mine[-depth] + 1)
+        dispatch.append(at)
+        take = max(at + terms.dispatch_to_gate, gate_back[unit])
+        mine.append(take)
+        ready = take + 1
+        for flag in ("pop_prev", "pop_next"):
+            name = consumes.get((unit, flag))
+            if name and getattr(instruction, flag):
+                index = popped[name]
+                popped[name] += 1
+                ready = max(ready, pushes[name][index] + 1)
+        issue = max(ready + 1, unit_ready[unit])
+        if unit == "load":
+            unit_ready[unit], retire = _load_time(dmas[unit], channel, fetch,
+                                                  transfers[k], issue, p, terms)
+        elif unit == "store":
+            unit_ready[unit], retire = _store_time(dmas[unit], transfers[k],
+                                                   issue, p, terms)
+        else:
+            unit_ready[unit], retire = computes.run(instruction, issue)
+        done = retired[unit]
+        retire = max(retire, done[-1] if done else 0.0)
+        done.append(retire)
+        window = windows[unit]
+        room = done[-1 - window] if len(done) > window else 0.0
+        gate_back[unit] = max(issue + terms.gate_cycles - 2, room + 1)
+        log.append((k, unit, at, take, issue, retire))
+        for flag in ("push_prev", "push_next"):
+            name = produces.get((unit, flag))
+            if name and getattr(instruction, flag):
+                pushes[name].append(retire)
+    last = max((times[-1] for times in retired.values() if times), default=0.0)
+    return max(last, dispatch[-1] if dispatch else 0.0) + terms.done_cycles, dispatch
