@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
@@ -92,6 +92,13 @@ class LayerPool:
                 max_workers=self.workers, mp_context=multiprocessing.get_context("spawn")
             )
         return self._executor
+
+    def map(self, function: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        """``function`` of each item in this pool's workers, in order: other long jobs of a
+        sweep (synthesis of its best designs) share the backend the layers used."""
+        if self.workers == 1:
+            return [function(item) for item in items]
+        return list(self._pool().map(function, items))
 
     def run(self, jobs: Sequence[LayerJob]) -> Iterator[tuple[LayerJob, JobResult]]:
         """Each job with its result, in completion order."""

@@ -11,6 +11,9 @@ on `close`; an address (``"auto"``, ``"ray://head:10001"``, ``"head:6379"``) joi
 cluster and leaves it running. Every node must have tensorforge installed in the same Python
 environment as the driver (the README's "Sweeps on a Ray cluster" says how).
 
+`map` runs other jobs the same way: the synthesis of a sweep's best designs
+(``--synthesize-top``), minutes to hours each, spread over the cluster.
+
 Failures: an evaluator that raises is caught inside the task (`run_layer_job`), as locally. A
 worker process or node that dies takes its task with it; Ray re-runs such a task up to
 ``retries`` times, and one that is lost every time is reported as an ``("error", ...)`` result,
@@ -20,12 +23,12 @@ so its trial is recorded as failed and the sweep goes on.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from tensorforge.dse.evaluate import run_layer_job
 from tensorforge.dse.layer_pool import JobResult, LayerJob
-from tensorforge.errors import ConfigError
+from tensorforge.errors import ConfigError, TensorforgeError
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +96,20 @@ class RayPool:
             for future in done:
                 job = futures[future]
                 yield job, self._result(ray, future, job)
+
+    def map(self, function: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        """``function`` of each item as Ray tasks (synthesis of the top designs), in order;
+        a task lost on every try raises `TensorforgeError`."""
+        if not items:
+            return []
+        ray = self._start()
+        task = ray.remote(max_retries=self.retries, num_cpus=1)(function)
+        try:
+            return ray.get([task.remote(item) for item in items])
+        except ray.exceptions.RayError as error:
+            raise TensorforgeError(
+                f"a Ray task of {getattr(function, '__name__', function)} failed: {error}"
+            ) from None
 
     def _result(self, ray: Any, future: Any, job: LayerJob) -> JobResult:
         try:

@@ -11,8 +11,10 @@ stand without synthesis.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,12 +57,24 @@ def accelerator_verilog(config: AcceleratorConfig) -> str:
     return verilog.convert(component, name=TOP)
 
 
-def synthesize_top(result: SweepResult, k: int, *, clock_ns: float = 10.0) -> list[SynthesisRow]:
-    """Synthesize the ``k`` lowest-latency Pareto designs through both flows."""
-    rows = []
-    for trial in result.pareto()[: max(k, 0)]:
-        rows.append(_synthesize(trial, clock_ns))
-    return rows
+def synthesize_top(
+    result: SweepResult, k: int, *, clock_ns: float = 10.0, map_jobs: MapJobs | None = None
+) -> list[SynthesisRow]:
+    """Synthesize the ``k`` lowest-latency Pareto designs through both flows; ``map_jobs``
+    (a sweep backend's ``map``, e.g. Ray tasks) runs the designs, else one after another."""
+    trials = result.pareto()[: max(k, 0)]
+    jobs = [functools.partial(_synthesize, trial, clock_ns) for trial in trials]
+    if map_jobs is None:
+        return [job() for job in jobs]
+    return map_jobs(_call, jobs)
+
+
+#: ``map_jobs(function, items) -> [function(item) for item in items]``, run anywhere.
+MapJobs = Callable[[Callable[[Any], Any], Sequence[Any]], list[Any]]
+
+
+def _call(job: Callable[[], SynthesisRow]) -> SynthesisRow:
+    return job()
 
 
 def _synthesize(trial: TrialRecord, clock_ns: float) -> SynthesisRow:

@@ -11,6 +11,7 @@ run again after an interruption resumes where it stopped.
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,7 @@ def resolve_workload(name: str, sizes: list[str] | None = None) -> tuple[str, li
 
 def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     """Search options shared by ``explore`` and ``demo``."""
-    from tensorforge.dse.registry import EVALUATORS, HARDWARE_MODELS, OPTIMIZERS
+    from tensorforge.dse.registry import BACKENDS, EVALUATORS, HARDWARE_MODELS, OPTIMIZERS
 
     registries = (
         (
@@ -99,6 +100,20 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=2,
         help="worker processes evaluating layers; 1 runs inline (default: 2)",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=list(BACKENDS),
+        default=next(iter(BACKENDS)),
+        help="where layer evaluations and synthesis jobs run: local worker processes, or "
+        "ray tasks (the cluster extra; a private local Ray unless --ray-address)",
+    )
+    parser.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDRESS",
+        help="join this running Ray cluster (auto, HOST:6379, ray://HOST:10001) with "
+        "--backend ray; --workers is then ignored",
     )
     parser.add_argument(
         "--batch-size",
@@ -204,12 +219,14 @@ def execute(spec: Any, args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from tensorforge.dse.codesign import run_sweep
+    from tensorforge.dse.registry import BACKENDS, resolve
     from tensorforge.dse.report import headline, write_reports
     from tensorforge.dse.sweep_store import SweepStore
     from tensorforge.dse.synth_top import synthesize_top
 
     if args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, not {args.workers}")
+    backend = backend_arguments(args)
     console = Console()
     store = SweepStore(args.store)
     if args.restart:
@@ -218,13 +235,26 @@ def execute(spec: Any, args: argparse.Namespace) -> int:
         f"sweep [bold]{spec.sweep_id}[/] ({spec.workload_name}, "
         f"{len(spec.layers)} distinct layers, {spec.scenario.describe()}) in {store.path}"
     )
-    result = _run_with_progress(console, spec, store, args.workers, run_sweep)
-    synthesis = synthesize_top(result, args.synthesize_top) if args.synthesize_top > 0 else []
+    result = _run_with_progress(console, spec, store, args.workers, partial(run_sweep, **backend))
+    synthesis = []
+    if args.synthesize_top > 0:
+        pool_class = resolve(BACKENDS, "backend", backend["backend"])
+        with pool_class(args.workers, **backend["backend_options"]) as pool:
+            synthesis = synthesize_top(result, args.synthesize_top, map_jobs=pool.map)
     files = write_reports(result, args.out, synthesis)
     console.print(headline(result))
     console.print(pareto_table(result))
     console.print(f"reports: {', '.join(str(p) for p in files.values())}")
     return 0
+
+
+def backend_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    """``run_sweep``'s backend arguments from ``--backend`` and ``--ray-address``."""
+    backend = getattr(args, "backend", "local")
+    address = getattr(args, "ray_address", None)
+    if address is not None and backend != "ray":
+        raise ConfigError("--ray-address names a Ray cluster; add --backend ray")
+    return {"backend": backend, "backend_options": {"address": address} if address else {}}
 
 
 def _run_with_progress(console: Any, spec: Any, store: Any, workers: int, run_sweep: Any) -> Any:
