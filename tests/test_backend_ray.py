@@ -38,6 +38,17 @@ SPACE = HardwareSpace(
 )
 
 
+def test_a_ray_pool_starts_and_stops_its_own_local_ray(tmp_path) -> None:
+    # first in the file: the module's shared Ray (below) is up from the next test on
+    if ray.is_initialized():
+        pytest.skip("a Ray is already running in this process")
+    result = run_sweep(
+        _spec(trials=2, batch_size=2), store=SweepStore(tmp_path / "s.sqlite"), backend="ray"
+    )
+    assert [t.status for t in result.trials if t.config is not None] == [OK] * 2
+    assert not ray.is_initialized()
+
+
 @pytest.fixture(scope="module")
 def local_ray():
     """One private 2-CPU Ray for the module (starting one takes seconds). Its workers can
@@ -109,13 +120,3 @@ def test_a_task_that_kills_its_worker_is_retried_then_recorded_failed(local_ray,
         elif trial.config is not None:
             assert trial.status == OK
     assert any(t.point["rows"] == KILLER_ROWS for t in result.trials)
-
-
-def test_a_ray_pool_starts_and_stops_its_own_local_ray(tmp_path) -> None:
-    if ray.is_initialized():
-        pytest.skip("a Ray is already running in this process")
-    result = run_sweep(
-        _spec(trials=2, batch_size=2), store=SweepStore(tmp_path / "s.sqlite"), backend="ray"
-    )
-    assert [t.status for t in result.trials if t.config is not None] == [OK] * 2
-    assert not ray.is_initialized()
