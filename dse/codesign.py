@@ -173,7 +173,7 @@ SEARCH_MODULES = tuple(
     for name in (
         "space", "pareto", "opt_base", "opt_random", "opt_nsga2", "opt_mobo", "sw_schedule",
         "opt_shibo", "opt_unico", "successive_halving", "robustness", "scalarize",
-        "known_constraints", "rejection", "gp_lcb",
+        "known_constraints", "rejection", "gp_lcb", "opt_poros", "poros_net", "joint_mapping",
     )
 )
 
