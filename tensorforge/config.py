@@ -85,6 +85,9 @@ def read_toml(path: str | Path, what: str) -> dict[str, Any]:
         return tomllib.loads(Path(path).read_text())
     except FileNotFoundError:
         raise ConfigError(f"{what} {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as error:  # a directory, no permission, binary
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+        raise ConfigError(f"{what} {str(path)!r} cannot be read: {reason}") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{what} {path} is not valid TOML: {error}") from None
 
