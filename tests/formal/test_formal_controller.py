@@ -11,12 +11,12 @@ retire window holds more commands than it has slots; fetch is a correct AXI4 rea
 from __future__ import annotations
 
 import pytest
-from amaranth.hdl import Assert, Assume, Cat, Signal
+from amaranth.hdl import Assert, Assume, Signal
 from axi_models import read_subordinate
 from harness import Harness
 from probe import fifos, signal_named
-from properties import held_until_ready, legal_incr_burst, never_wraps, queues_never_overflow
-from sby_runner import bounded_check
+from properties import address_channel, never_wraps, queues_never_overflow
+from sby_runner import check_harness
 from test_formal_load_unit import CONFIGS, small_config
 
 from tensorforge.hw.controller import TOKEN_BITS, TOKEN_QUEUES, UNITS, Controller
@@ -62,11 +62,7 @@ def controller_harness(config, retiring: tuple[str, ...]) -> Harness:
     axi = controller.fetch
     read_subordinate(m, past, axi, outstanding=capacity, free=harness.free, name="dram",
                      data_matters=True)
-    held_until_ready(m, past, valid=axi.arvalid, ready=axi.arready,
-                     payload=Cat(axi.araddr, axi.arlen, axi.arsize, axi.arburst, axi.arid),
-                     name="fetch_AR")
-    legal_incr_burst(m, valid=axi.arvalid, address=axi.araddr, length=axi.arlen,
-                     max_burst=config.dma.max_burst, bus_bytes=bus_bytes, name="fetch_AR")
+    address_channel(m, past, axi, "ar", max_burst=config.dma.max_burst, bus_bytes=bus_bytes)
     never_wraps(m, signal_named(harness.fragment, "in_flight"), limit=capacity,
                 name="fetch beats in flight")
     # The fetch queue (the unit queues are streams: a full one holds dispatch back).
@@ -95,5 +91,5 @@ def controller_harness(config, retiring: tuple[str, ...]) -> Harness:
 )
 def test_controller_queues_and_tokens_never_overflow_or_underflow(retiring, tmp_path):
     harness = controller_harness(small_config(CONFIGS["bus32-burst4-out2"]), retiring)
-    result = bounded_check(harness.m, harness.free, depth=DEPTH, workdir=tmp_path)
+    result = check_harness(harness, depth=DEPTH, workdir=tmp_path)
     assert result.passed, result.failure()

@@ -10,17 +10,12 @@ every LOAD taken has retired. The unit's run queue is never pushed full or poppe
 from __future__ import annotations
 
 import pytest
-from amaranth.hdl import Assume, Cat
+from amaranth.hdl import Assume
 from axi_models import read_subordinate
 from harness import Harness
 from probe import fifos
-from properties import (
-    held_until_ready,
-    legal_incr_burst,
-    queues_never_overflow,
-    retires_each_once,
-)
-from sby_runner import bounded_check
+from properties import address_channel, queues_never_overflow, retires_each_once
+from sby_runner import check_harness
 
 from tensorforge.config import AcceleratorConfig, ArrayConfig, DmaConfig, ScratchpadConfig
 from tensorforge.hw.load_unit import LoadUnit
@@ -68,11 +63,8 @@ def load_unit_harness(config: AcceleratorConfig, unit_type=LoadUnit) -> Harness:
     harness.free_input(unit.acc_write.req.ready)
 
     axi = unit.axi
-    held_until_ready(m, past, valid=axi.arvalid, ready=axi.arready,
-                     payload=Cat(axi.araddr, axi.arlen, axi.arsize, axi.arburst, axi.arid),
-                     name="AR")
-    legal_incr_burst(m, valid=axi.arvalid, address=axi.araddr, length=axi.arlen,
-                     max_burst=config.dma.max_burst, bus_bytes=config.dma.bus_bytes, name="AR")
+    address_channel(m, past, axi, "ar", max_burst=config.dma.max_burst,
+                    bus_bytes=config.dma.bus_bytes)
     in_flight = read_subordinate(m, past, axi, outstanding=config.dma.outstanding,
                                  free=harness.free, name="dram")
 
@@ -85,7 +77,7 @@ def load_unit_harness(config: AcceleratorConfig, unit_type=LoadUnit) -> Harness:
 @pytest.mark.parametrize("name", CONFIG_PARAMS)
 def test_load_unit_is_a_correct_axi_read_manager(name, tmp_path):
     harness = load_unit_harness(small_config(CONFIGS[name]))
-    result = bounded_check(harness.m, harness.free, depth=DEPTH, workdir=tmp_path)
+    result = check_harness(harness, depth=DEPTH, workdir=tmp_path)
     assert result.passed, result.failure()
 
 
@@ -94,6 +86,6 @@ def test_the_check_finds_a_unit_that_keeps_too_many_bursts_in_flight(tmp_path):
     config = small_config(CONFIGS["bus32-burst4-out2"])
     greedy = config.replace(dma=DmaConfig(bus_bits=32, max_burst=4, outstanding=3))
     harness = load_unit_harness(config, lambda _: LoadUnit(greedy))
-    result = bounded_check(harness.m, harness.free, depth=DEPTH, workdir=tmp_path)
+    result = check_harness(harness, depth=DEPTH, workdir=tmp_path)
     assert not result.passed
-    assert "Assert failed" in result.failure()
+    assert result.failed_messages() == ["dram: read bursts in flight left 0..2"], result.failure()
