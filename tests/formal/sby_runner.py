@@ -123,5 +123,5 @@ def bounded_check(harness, ports: list[Signal], *, depth: int, workdir: Path) ->
 
 
 def check_harness(harness, *, depth: int, workdir: Path) -> BmcResult:
-    """`bounded_check` of a `harness.Harness`: its module, with its free inputs."""
+    """`bounded_check` of a `formal_harness.Harness`: its module, with its free inputs."""
     return bounded_check(harness.m, harness.free, depth=depth, workdir=workdir)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import pytest
 from amaranth.hdl import Assert, Assume, Signal
-from axi_models import read_subordinate
-from harness import Harness
-from probe import fifos, signal_named
-from properties import address_channel, never_wraps, queues_never_overflow
+from formal_axi_models import read_subordinate
+from formal_harness import Harness
+from formal_probe import fifos, signal_named
+from formal_properties import address_channel, never_wraps, queues_never_overflow
 from sby_runner import check_harness
 from test_formal_load_unit import CONFIGS, small_config
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 from amaranth.hdl import Assume
-from axi_models import read_subordinate
-from harness import Harness
-from probe import fifos
-from properties import address_channel, queues_never_overflow, retires_each_once
+from formal_axi_models import read_subordinate
+from formal_harness import Harness
+from formal_probe import fifos
+from formal_properties import address_channel, queues_never_overflow, retires_each_once
 from sby_runner import check_harness
 
 from tensorforge.config import AcceleratorConfig, ArrayConfig, DmaConfig, ScratchpadConfig

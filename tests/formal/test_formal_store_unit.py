@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import pytest
 from amaranth.hdl import Assume, Cat, Signal
-from axi_models import write_subordinate
-from harness import Harness
-from probe import fifos, signal_named
-from properties import (
+from formal_axi_models import write_subordinate
+from formal_harness import Harness
+from formal_probe import fifos, signal_named
+from formal_properties import (
     address_channel,
     held_until_ready,
     never_wraps,

@@ -10,7 +10,7 @@ bursts unanswered than the manager's ``outstanding``.
 from __future__ import annotations
 
 from amaranth.hdl import Assert, Assume, Cat, Mux, Signal
-from properties import Past, held_until_ready, never_wraps
+from formal_properties import Past, held_until_ready, never_wraps
 
 
 class _BurstLengths:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from amaranth.hdl import Assume, Module, ResetSignal, Signal
-from probe import elaborated
-from properties import Past, stream_source
+from formal_probe import elaborated
+from formal_properties import Past, stream_source
 
 
 class Harness:
