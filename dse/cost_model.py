@@ -59,6 +59,11 @@ programs, and RTL cycle counts of small programs within a stated tolerance
 (``tests/test_cost_model.py``; the full table: ``benchmarks/check_cost_model_rtl.py``,
 docs/cost_model.md). The unit terms of `CostParameters` come from those RTL measurements;
 the DRAM latency is an assumption about the memory outside the accelerator.
+
+Two uses, two granularities: a search ranks thousands of candidate mappings a second with
+`evaluate` (the batch model above); every figure a user reads is for one mapping
+(`evaluate_mapping`), whose cycles come from the instruction-level timeline of the program
+the code generator emits (`cost_trace`), checked on held-out programs in docs/fidelity.md.
 """
 
 from __future__ import annotations
@@ -71,6 +76,7 @@ import numpy as np
 from tensorforge.config import AcceleratorConfig
 from tensorforge.dse.cost_geometry import (
     Geometry,
+    distinct_rows,
     reload_periods,
     sweep_sums,
     tile_lines,
@@ -580,9 +586,8 @@ def _distinct_tile_costs(space: LayerSpace, p: CostParameters, valid: np.ndarray
     _, step_code = np.unique(reload_step, return_inverse=True)
     key = np.concatenate([valid, *([tiles] if exact else []), step_code.reshape(-1, 1)],
                          axis=1)
-    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    first, inverse = distinct_rows(key)
     costs = _tile_costs(space, p, valid[first], tiles[first], reload_step[first], exact)
-    inverse = inverse.reshape(-1)
     return {role: (c[inverse], m[inverse]) for role, (c, m) in costs.items()}
 
 

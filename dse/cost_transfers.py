@@ -20,6 +20,7 @@ import numpy as np
 
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
+from tensorforge.dse.cost_geometry import distinct_rows
 from tensorforge.errors import MappingError
 
 COUNTS = ("instructions", "elements", "beats", "bursts", "rows", "lines")
@@ -114,9 +115,8 @@ class TransferCounter:
         rows = np.flatnonzero(legal)
         if not len(rows):
             return out
-        distinct, first, inverse = np.unique(key[rows], axis=0, return_index=True,
-                                             return_inverse=True)
-        inverse = inverse.reshape(-1)
+        first, inverse = distinct_rows(key[rows])
+        distinct = key[rows][first]
         values = np.zeros((len(distinct), len(COUNTS)))
         for d in range(len(distinct)):
             group = (rows[first[d]],)  # the group's other rows are tried only if this fails
