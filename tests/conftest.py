@@ -7,6 +7,14 @@ import zlib
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Hypothesis draws the same examples on every run (derived from each test), as `random_seed`
+# does for the other randomized tests: a failure repeats. TENSORFORGE_HYPOTHESIS=explore
+# draws new ones on purpose.
+settings.register_profile("repeatable", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("TENSORFORGE_HYPOTHESIS", "repeatable"))
 
 
 @pytest.fixture(scope="session")
