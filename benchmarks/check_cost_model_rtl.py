@@ -298,11 +298,14 @@ def section(comparisons: list[Comparison], controller: list[str], commit: str, l
     ratios = [c.ratio for c in comparisons]
     return [
         RTL_BEGIN,
-        "## Latency against RTL cycles (`dse/cost_model.py`)",
+        "## Latency against RTL cycles (`dse/cost_model.py`, `dse/cost_trace.py`)",
         "",
-        "Written by `python benchmarks/check_cost_model_rtl.py --write`. Analytical, vectorized",
-        "over mappings; its MAC/ZERO step counts and DRAM bytes equal the functional simulator's",
-        "counts of the compiled program (`tests/test_cost_model.py`). Its cycles are checked",
+        "Written by `python benchmarks/check_cost_model_rtl.py --write`. The model cycles are",
+        "the figure every report quotes: the instruction-level timeline of the compiled",
+        "program (`dse/cost_trace.py`; held-out agreement in docs/fidelity.md). The per-unit",
+        "cycles are the batch model's (`dse/cost_model.py`, vectorized over mappings, what a",
+        "search ranks with; its MAC/ZERO step counts and DRAM bytes equal the functional",
+        "simulator's counts of the compiled program, `tests/test_cost_model.py`). Checked",
         f"here against the Verilator model of the generated RTL (commit {commit}), default",
         f"mappings, simulated DRAM latency {latency} cycles (`rtl_parameters`). Per unit: the",
         "model's load / compute / store cycles beside the RTL's busy counters (the model counts",
