@@ -147,10 +147,11 @@ class PorosSearch(Optimizer):
              constraint_values: np.ndarray | None = None) -> None:
         if len(points) > len(self._asked):
             raise ValueError(f"told {len(points)} points but only {len(self._asked)} are out")
-        told, self._asked = self._asked[: len(points)], self._asked[len(points) :]
+        told = self._asked[: len(points)]
         for (asked, _), point in zip(told, points, strict=True):
             if dict(point) != asked:
                 raise ValueError("tell the points in the order they were asked")
+        self._asked = self._asked[len(points) :]
         hardware = [{k: v for k, v in p.items() if k != POINT_KEY} for p in points]
         super().tell(hardware, objectives, constraint_values)
         k = len(points)
