@@ -54,6 +54,8 @@ def main() -> None:
         f"searched on the held-out {' + '.join(HELD_OUT)}. Gap: held-out latency over the "
         "set's best, divided by the same ratio on the training networks (> 1: relatively worse "
         "on the unseen network). The paper expects a positive rank correlation of R and gap.",
+        "With about ten designs per seed, a single rho below about 0.65 is not significant at "
+        "5 % (two-sided); read the sign across seeds, not one value.",
         "",
     ]
     for seed in args.seeds:
