@@ -4,8 +4,10 @@ The fetched words are whatever the solver likes (any opcode, any token flags, an
 length and address), the units take and finish commands after any delay, and the retiring
 units retire them after any delay. Within the depth: the fetch queue is never pushed while
 full (its R beats cannot wait: RREADY is always high); fetch's beats in flight stay within its
-queue; no token counter is popped at 0, and one pushed past its top raises ``error``; no
-retire window holds more commands than it has slots; fetch is a correct AXI4 read manager.
+queue; each unit is issued only commands that were queued for it, and no more wait than its
+queue and gate hold; no token counter is popped at 0, and one pushed past its top raises
+``error``; no retire window holds more commands than it has slots; fetch is a correct AXI4
+read manager.
 """
 
 from __future__ import annotations
@@ -15,13 +17,18 @@ from amaranth.hdl import Assert, Assume, Signal
 from formal_axi_models import read_subordinate
 from formal_harness import Harness
 from formal_probe import fifos, signal_named
-from formal_properties import address_channel, never_wraps, queues_never_overflow
+from formal_properties import (
+    address_channel,
+    counted,
+    never_wraps,
+    queues_never_overflow,
+)
 from sby_runner import check_harness
 from test_formal_load_unit import CONFIGS, small_config
 
 from tensorforge.hw.controller import TOKEN_BITS, TOKEN_QUEUES, UNITS, Controller
 
-DEPTH = 10
+DEPTH = 16  # a command issues from step 11, a token is popped from step 14
 
 
 class SmallController(Controller):
@@ -70,6 +77,17 @@ def controller_harness(config, retiring: tuple[str, ...]) -> Harness:
     assert len(fetched) == 1
     queues_never_overflow(m, fetched, pops_checked=False)  # a flush after FINISH pops freely
 
+    unit_queues = [f for f in fifos(harness.fragment) if f.depth == Controller.queue_depth]
+    for unit, queue in zip(UNITS, unit_queues, strict=True):  # created in UNITS order
+        cmd = getattr(controller, f"{unit}_cmd")
+        queued = counted(m, queue.w_en & queue.w_rdy, bits=8, name=f"{unit}_queued")
+        issued = counted(m, cmd.valid & cmd.ready, bits=8, name=f"{unit}_issued")
+        # Underflow: a command that was never queued. Overflow: more waiting than the queue
+        # and the gate's one held instruction can hold.
+        m.d.comb += [
+            Assert(issued <= queued, f"{unit}: a command issued that was never queued"),
+            Assert(queued - issued <= Controller.queue_depth + 1, f"{unit}: queue overflowed"),
+        ]
     for name, *_ in TOKEN_QUEUES:
         counter = signal_named(harness.fragment, f"tokens_{name}")
         push = signal_named(harness.fragment, f"push_{name}")
