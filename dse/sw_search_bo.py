@@ -5,9 +5,10 @@ energy-delay product (EDP), the paper's objective: a warm-up of random candidate
 in which a GP on log EDP and a GP classifier of legality (`gp_lcb.FeasibilityModel`: on this
 stack whether a mapping fits the buffers is only known by pricing it, so it is an unknown
 constraint with a model of its own) score a pool of unseen candidates, and the best are
-priced. The pool is the paper's rejection sample of 150 random candidates plus every one-step
-revision of the best mapping so far (`SoftwareSpace.revise`), which lets the GP refine what
-works in a space whose legal region is thin.
+priced. The pool is 150 random candidates, the size of the paper's rejection sample (nothing
+is rejected up front here: legality is the classifier's to judge), plus every one-step
+revision of the best mapping so far (`SoftwareSpace.revise`), our addition, which lets the GP
+refine what works in a space whose legal region is thin.
 
 A GP fit per evaluated candidate would cost more than the cost model it saves, so each round
 prices the ``BATCH`` highest-scoring candidates of one fit.
