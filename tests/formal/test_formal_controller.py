@@ -111,3 +111,14 @@ def test_controller_queues_and_tokens_never_overflow_or_underflow(retiring, tmp_
     harness = controller_harness(small_config(CONFIGS["bus32-burst4-out2"]), retiring)
     result = check_harness(harness, depth=DEPTH, workdir=tmp_path)
     assert result.passed, result.failure()
+
+
+@pytest.mark.slow  # guards the harness's depth, not the design: the slow tier is enough
+def test_the_depth_reaches_a_token_pop(tmp_path):
+    """Not vacuous: within the depth a compute instruction pops a token a LOAD pushed (a
+    claim that it never happens fails)."""
+    harness = controller_harness(small_config(CONFIGS["bus32-burst4-out2"]), ("load",))
+    pop = signal_named(harness.fragment, "pop_l2c")
+    harness.m.d.comb += Assert(~pop, "no token is ever popped")
+    result = check_harness(harness, depth=DEPTH, workdir=tmp_path)
+    assert "no token is ever popped" in result.failed_messages(), result.failure()
