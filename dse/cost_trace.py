@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from tensorforge.config import AcceleratorConfig
 from tensorforge.hw.axi import plan_bursts
-from tensorforge.hw.controller import Controller, TOKEN_QUEUES
+from tensorforge.hw.controller import TOKEN_QUEUES, Controller
 from tensorforge.isa import INSTRUCTION_BYTES, Buffer, Compute, ComputeMode, Finish, Load, Store
 
 

@@ -15,10 +15,10 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from tensorforge.dse.fidelity import (
+    SEARCH_MODEL_NAME,
     SUMMARY_FILE,
     TARGET_MAX_ERROR,
     TARGET_MEAN_ERROR,
-    SEARCH_MODEL_NAME,
     TARGET_SPEARMAN,
     Agreement,
     CaseOutcome,
