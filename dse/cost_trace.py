@@ -51,7 +51,8 @@ class TraceTerms:
     load_address: int = 2  # a LOAD's command to its first AR (decode, plan)
     read_return: int = 2  # cycles beyond the DRAM latency from AR to the first R beat
     load_tail: int = 3  # the last R beat to the retire pulse (gather, line register, write)
-    load_run_gap: int = 1  # cycles the load unit's gatherer skips between two runs
+    load_run_gap: int = 1  # cycles the load unit's gatherer skips before a LOAD's first
+    # data, after the last LOAD's
     store_lead: int = 3  # a STORE's command to its first AW
     write_response: int = 2  # cycles beyond the DRAM latency from the last W beat to B
     store_tail: int = 1  # the last B response to the retire pulse
@@ -189,13 +190,15 @@ def _load_time(dma: _Dma, channel: _ReadChannel, fetch: _Fetch, t: _Transfer, st
     at = start + terms.load_address
     last = at
     freed, outstanding, delay = dma.freed, dma.outstanding, channel.delay
+    gap = terms.load_run_gap  # before this LOAD's first data only
     for count in t.bursts:  # the hot loop of the timeline: `_Dma.slot`, `_ReadChannel.book`
         k = len(freed) - outstanding
         at = max(at, dma.address + 1, freed[k] if k >= 0 else 0.0)
         if fetch.requested < fetch.beats:
             fetch.book_until(at)
         dma.address = at
-        earliest = dma.data + dma.pace + terms.load_run_gap if freed else 0.0
+        earliest = dma.data + dma.pace + gap if freed else 0.0
+        gap = 0.0
         first = max(at + delay, channel.free, earliest)
         last = first + (count - 1) * per_beat
         channel.free = last + 1
