@@ -104,3 +104,12 @@ def test_a_task_that_kills_its_worker_is_retried_then_recorded_failed(local_ray,
     assert killed
     assert all(t.status == FAILED and "lost 2 times" in t.error for t in killed)
     assert all(t.status == OK for t in evaluated if t.point["rows"] != KILLER_ROWS)
+
+
+def test_a_ray_address_without_the_ray_backend_is_a_clear_error(tmp_path, capsys) -> None:
+    from tensorforge.cli import main
+
+    arguments = ["explore", "--workload", "mlp", "--trials", "1", "--ray-address", "auto",
+                 "--store", str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "out")]
+    assert main(arguments) == 1
+    assert "add --backend ray" in capsys.readouterr().err
