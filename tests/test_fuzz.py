@@ -89,8 +89,9 @@ def test_a_stopped_batch_is_rerun_one_program_at_a_time(monkeypatch):
     def fake_run(config, rtl_cases, options=None):
         if any(c.seed == bad for c in rtl_cases):
             raise SimulationError("hung past its cycle limit")
-        return [types.SimpleNamespace(match=True, traffic_consistent=True, cycles=10,
-                                      instructions=3) for _ in rtl_cases]
+        return [types.SimpleNamespace(output=c.workload.reference(c.inputs),
+                                      traffic_consistent=True, cycles=10, instructions=3)
+                for c in rtl_cases]
 
     monkeypatch.setattr(rtl_run, "run_programs_on_rtl", fake_run)
     verdicts = [o.verdict for o in check_batch(cases)]
@@ -129,3 +130,17 @@ def test_ci_sample_agrees_on_rtl(tmp_path):
     assert not failures, f"seed {CI_SEED}: " + "\n".join(failures)
     path = write_case_file(outcomes[0], tmp_path)
     assert main(["fuzz", "--replay", str(path)]) == 0
+
+
+@pytest.mark.rtl
+def test_an_rtl_output_that_differs_is_a_mismatch():
+    """The RTL stage can fail: the model runs on inputs numpy did not see (one flipped)."""
+    import dataclasses
+
+    front = fuzz._front(draw_case(CI_SEED, 0))
+    name = sorted(front.inputs)[0]
+    inputs = {**front.inputs, name: front.inputs[name].copy()}
+    inputs[name].flat[0] = 1 - inputs[name].flat[0] if inputs[name].flat[0] != 0 else 5
+    [outcome] = fuzz._rtl([dataclasses.replace(front, inputs=inputs)])
+    assert outcome.verdict == "rtl-mismatch", (outcome.verdict, outcome.detail)
+    assert "differ from numpy" in outcome.detail
