@@ -19,8 +19,9 @@ Because every unit runs its queue in order, waiting for the newest such task suf
 the k-th pop of a queue always matches its k-th push. So the next tile's LOADs overlap the
 current COMPUTEs, and the previous tile's STORE overlaps them too. The first tile step is cut
 into chunks along a reduction index (1, 1, 2, 4, ... blocks) and the last along an output
-index (..., 4, 2, 1, 1), each chunk with its own tokens, so that the program's first COMPUTE
-waits only for the first chunk's LOADs and its last STORE only for the last chunk.
+index (..., 4, 2, 1, 1), and the first chunk of the one and the last of the other again
+along an output index, each chunk with its own tokens, so that the program's first COMPUTE
+waits only for one block of each operand and its last STORE holds only one C block.
 
 COMPUTE micro-loops keep the stationary operand's block in the PEs for a whole inner run
 (`micro_loop`).
@@ -172,13 +173,13 @@ class _Walker:
             new_c = position == 0 or self._key(steps[position - 1]) != current["C"]
             last_c = (position == len(steps) - 1
                       or self._key(steps[position + 1]) != current["C"])
-            split = None
+            cuts = ()
             if len(steps) > 1 and position in (0, len(steps) - 1):
-                split = self._split_index(loads, valid, first=position == 0)
-            if split is None:
+                cuts = self._split_indices(loads, valid, first=position == 0)
+            if not cuts:
                 self._step(loads, slot, origin, valid, new_c, last_c)
             else:
-                self._split_step(split, loads, slot, origin, valid, new_c, last_c,
+                self._split_step(cuts, loads, slot, origin, valid, new_c, last_c,
                                  first=position == 0)
 
     def _step(self, loads, slot, origin, valid, new_c, last_c) -> None:
@@ -190,14 +191,19 @@ class _Walker:
 
     # ------------------------------------------------------------------ split steps
 
-    def _split_index(self, loads: list[str], valid: dict, first: bool) -> str | None:
-        """The index to cut the first (or last) tile step along, or None.
+    def _split_indices(self, loads: list[str], valid: dict, first: bool) -> tuple[str, ...]:
+        """The indices to cut the first (or last) tile step along: none, one, or two.
 
         The first step's COMPUTEs can start only once its LOADs are in, the last step's
         STORE only once its COMPUTEs are done: with nothing to overlap them, they add up.
         Cut into chunks along a reduction index that the loaded operands use (first step)
         or an output index (last step), each chunk waits only for its own part, so loading,
-        computing and storing overlap even there.
+        computing and storing overlap even there. The chunk at the program's very start (or
+        end) is cut again along a second index, an output index a loaded operand uses (one
+        of C), as it still waits for (or holds back) a whole block row of every tile: on a
+        64-wide A tile, 64 of the first COMPUTE's 80 lines, a latency's worth at 64 cycles.
+        The last step is cut first along an index the stationary operand uses, so the
+        sub-chunks of its last chunk still hold a stationary block over several steps.
         """
         c_uses = set(self.uses["C"])
         candidates = []
@@ -207,41 +213,70 @@ class _Walker:
                 continue
             if first and not all(n in self.uses[r] for r in loads):
                 continue
-            candidates.append((blocks, n))
-        return max(candidates)[1] if candidates else None
+            candidates.append((not first and n in self.uses[self.stationary], blocks, n))
+        if not candidates:
+            return ()
+        cut = max(candidates)[-1]
+        inner = []
+        for n in self.sizes:
+            blocks = -(-valid[n] // self.block[n])
+            if n == cut or blocks < 2 or n not in c_uses or not self._chunkable(n):
+                continue
+            if first and not any(n in self.uses[r] for r in loads):
+                continue
+            inner.append((blocks, n))
+        return (cut, max(inner)[1]) if inner else (cut,)
 
     def _chunkable(self, n: str) -> bool:
         """A chunk of ``n`` sits at a fixed line offset in each tile (not a sliding axis)."""
         return all(len(dim.entries) == 1 for role in ROLES for dim in self.tiling.operand(role).dims
                    if n in dim.indices)
 
-    def _split_step(self, n, loads, slot, origin, valid, new_c, last_c, first) -> None:
-        """One tile step as chunks of ``n``: LOAD, COMPUTE (and STORE) per chunk."""
+    def _split_step(self, cuts, loads, slot, origin, valid, new_c, last_c, first,
+                    box: tuple = ()) -> None:
+        """One tile step (or its boundary chunk ``box``, a tuple of ``(index, first block,
+        blocks)``) as chunks of ``cuts[0]``: LOAD, COMPUTE (and STORE) per chunk; the chunk
+        at the boundary (the first chunk of the first step, the last of the last) is cut
+        again along ``cuts[1]``. ``loads``: the operands this step loads part by part."""
+        n, rest = cuts[0], cuts[1:]
         blocks = -(-valid[n] // self.block[n])
-        coefs = {r: self.tiling.operand(r).coef for r in ROLES}
         for role in loads:
             if n not in self.uses[role]:
-                self._load(role, slot[role], origin, valid)
-        for start, length in _chunks(blocks, growing=first):
+                self._load(role, slot[role], origin, valid, *self._place(role, box))
+        loads = [role for role in loads if n in self.uses[role]]
+        chunks = _chunks(blocks, growing=first)
+        for number, (start, length) in enumerate(chunks):
             local_origin = {**origin, n: origin[n] + start * self.block[n]}
             left = valid[n] - start * self.block[n]
             local_valid = {**valid, n: min(length * self.block[n], left)}
-            offsets = {r: coefs[r].get(n, 0) * start for r in ROLES}
-            parts = {r: (n, start, length) if n in self.uses[r] else None for r in ROLES}
+            local_box = (*box, (n, start, length))
+            if rest and number == (0 if first else len(chunks) - 1):
+                self._split_step(rest, loads, slot, local_origin, local_valid, new_c,
+                                 last_c and n in self.uses["C"], first, local_box)
+                continue
             for role in loads:
-                if n in self.uses[role]:
-                    self._load(role, slot[role], local_origin, local_valid, offsets[role],
-                               parts[role])
-            reads = {r: parts[r] if r == "C" or r in loads else None for r in ROLES}
+                self._load(role, slot[role], local_origin, local_valid,
+                           *self._place(role, local_box))
+            places = {r: self._place(r, local_box) for r in ROLES}
             # a chunk of the reduction visits every C block of the tile, one of an output
             # index only its own
-            fresh = new_c and (start == 0 or n in self.uses["C"])
-            self._compute(slot, local_origin, local_valid, new_tile=new_c and start == 0,
-                          first_visit=fresh, offsets=offsets, parts=reads)
+            fresh = new_c and all(s == 0 or i in self.uses["C"] for i, s, _ in local_box)
+            self._compute(slot, local_origin, local_valid,
+                          new_tile=new_c and all(s == 0 for _, s, _ in local_box),
+                          first_visit=fresh,
+                          offsets={r: offset for r, (offset, _) in places.items()},
+                          parts={r: part for r, (_, part) in places.items()})
             if last_c and n in self.uses["C"]:
-                self._store(slot["C"], local_origin, local_valid, offsets["C"], parts["C"])
+                self._store(slot["C"], local_origin, local_valid, *self._place("C", local_box))
         if last_c and n not in self.uses["C"]:
-            self._store(slot["C"], origin, valid)
+            self._store(slot["C"], origin, valid, *self._place("C", box))
+
+    def _place(self, role: str, box: tuple) -> tuple[int, tuple | None]:
+        """``(line offset in the tile, part)`` of the chunk ``box`` of ``role``'s tile: the
+        part names the box's cuts along the indices ``role`` uses (None: the whole tile)."""
+        coef = self.tiling.operand(role).coef
+        part = tuple(cut for cut in box if cut[0] in self.uses[role])
+        return sum(coef.get(n, 0) * start for n, start, _ in box), part or None
 
     def _key(self, step: dict) -> tuple:
         return tuple(step[n] for n in self.uses["C"])

@@ -202,12 +202,14 @@ class _Estimate:
         self.transfers["C"] = (self._looping(c_tile), c_tile.lines * costs.store_row)
         outputs = set(c_tile.access.indices)
         operands = [set(tiling.operand(r).access.indices) for r in ("A", "B")]
-        # the first step is cut along a reduction index, the last along an output index
-        # (`codegen`): only their first / last chunk of one block is exposed
+        # the first step is cut along a reduction index, the last along an output index and
+        # its last chunk again along a second one (`codegen`): the first chunk's LOADs (of
+        # one reduction block; what the sub-chunks of that one save, the LOADs streaming
+        # behind them mostly take back) and one C block's STORE are exposed
         self.first_chunk = 1 / max((blocks[n] for n in sizes
                                     if n not in outputs and all(n in o for o in operands)),
                                    default=1)
-        self.last_chunk = 1 / max((blocks[n] for n in outputs), default=1)
+        self.last_chunk = 1 / math.prod(sorted(blocks[n] for n in outputs)[-2:])
         c_tiles = math.prod(counts[n] for n in c_tile.access.indices)
         self.zero = c_tiles * (c_tile.lines * costs.zero_line + costs.zero)
 

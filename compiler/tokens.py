@@ -4,8 +4,9 @@ Instructions are kept as field dicts, grouped into unit *tasks* (a run of consec
 instructions of one unit), until `Emitter.build`: a task waits (pop) for the other unit's task
 that last touched a buffer region it is about to use, and that task sends (push) exactly one
 token for it. A region is a buffer half ``(role, slot)`` or a chunk of one, ``(role, slot,
-(index, first block, blocks))``, of a tile cut along one index: tasks on disjoint chunks need
-not wait for each other, but a task on the whole half waits for every chunk of it. Because
+((index, first block, blocks), ...))``, of a tile cut along one index or two: tasks on
+disjoint chunks need not wait for each other, but a task on the whole half waits for every
+chunk of it. Because
 every unit runs its queue in order, waiting for the newest such task suffices, and the k-th
 pop of a queue always matches its k-th push.
 """
@@ -76,8 +77,8 @@ class Emitter:
 
     def _related(self, region: tuple) -> list[tuple]:
         """The regions that overlap ``region``: itself, its whole buffer half if it is a part
-        (``(role, slot, (index, first block, blocks))``) and the parts of that half it may
-        share lines with, every part of it recorded so far if it is a whole half."""
+        (``(role, slot, cuts)``) and the parts of that half it may share lines with, every
+        part of it recorded so far if it is a whole half."""
         if len(region) > 2:
             return [region, region[:2], *(p for p in self.parts.get(region[:2], ())
                                           if _overlap(p[2], region[2]))]
@@ -107,9 +108,12 @@ class Emitter:
 
 
 def _overlap(part: tuple, other: tuple) -> bool:
-    """Whether two chunks may share lines: cut along different indices, or overlapping."""
-    index, first, blocks = part
-    other_index, other_first, other_blocks = other
-    if index != other_index:
-        return True
-    return first < other_first + other_blocks and other_first < first + blocks
+    """Whether two chunks may share lines: on every index both are cut along, their blocks
+    overlap (chunks cut along different indices always may)."""
+    other_cuts = {index: (first, blocks) for index, first, blocks in other}
+    for index, first, blocks in part:
+        if index in other_cuts:
+            other_first, other_blocks = other_cuts[index]
+            if not (first < other_first + other_blocks and other_first < first + blocks):
+                return False
+    return True

@@ -5,8 +5,10 @@ Two things the per-step overlap of `cost_model` cannot see, both from the progra
 
 * **split steps**: the first tile step is cut into chunks along a reduction index the
   loaded operands use (1, 1, 2, 4, ... blocks), the last along an output index (..., 4, 2,
-  1, 1). Each chunk has its own LOADs, its own COMPUTE micro-loop and (last step) its own
-  STOREs; `split_index` and `chunk_extents` mirror `_Walker._split_index` and `_chunks`.
+  1, 1), and the first chunk of the one and the last of the other again along an output
+  index (`_pieces`). Each chunk has its own LOADs, its own COMPUTE micro-loop and (last
+  step) its own STOREs; `split_index`, `_with_inner_cut` and `chunk_extents` mirror
+  `_Walker._split_indices` and `_chunks`.
 * **dispatch back-pressure**: the controller dispatches the program in order into one queue
   per unit (`Controller.queue_depth` deep) and a unit's gate holds one more while the unit
   runs, so an instruction enters its queue only once the instruction ``window`` places
@@ -118,16 +120,17 @@ def _run(present, start, cycles, count, end, dispatch, window, fetch):
     return np.where(present, finish, end), np.where(present, moved, dispatch)
 
 
-def split_index(blocks: np.ndarray, candidates: np.ndarray, names: tuple[str, ...]
-                ) -> np.ndarray:
+def split_index(blocks: np.ndarray, candidates: np.ndarray, names: tuple[str, ...],
+                preferred: np.ndarray | None = None) -> np.ndarray:
     """Per mapping, the index position a boundary step is cut along, or -1.
 
     ``blocks`` (``n x D``) blocks of that step per index, ``candidates`` (``n x D``) where
-    a cut is allowed; the most blocks win, ties go to the greater name (the code
-    generator takes ``max((blocks, name))``).
+    a cut is allowed; a ``preferred`` (``D``) index first, then the most blocks, ties to the
+    greater name (the code generator takes ``max((preferred, blocks, name))``).
     """
     rank = np.argsort(np.argsort(np.array(names)))  # name order of each position
-    key = np.where(candidates & (blocks >= 2), blocks * len(names) + rank, -1)
+    first = 0 if preferred is None else preferred * (blocks.max(initial=0) + 1) * len(names)
+    key = np.where(candidates & (blocks >= 2), first + blocks * len(names) + rank, -1)
     return np.where(key.max(axis=1) >= 0, np.argmax(key, axis=1), -1)
 
 
@@ -210,20 +213,35 @@ def boundary_schedule(space, g, steps: np.ndarray, middle: Middle, tile_costs,
     # first step: every operand loads; cut along a reduction index both use
     allowed = np.broadcast_to(~uses[2] & chunkable & uses[0] & uses[1], (n, dims))
     cut = np.where(many, split_index(g.full_blocks, allowed, space.names), -1)
-    first = _split_step(space, g.tile, cut, np.ones((n, 2), dtype=bool), True,
+    cuts = _with_inner_cut(cut, g.full_blocks, uses[2] & chunkable & (uses[0] | uses[1]),
+                           space.names)
+    first = _split_step(space, g.tile, cuts, np.ones((n, 2), dtype=bool), True,
                         middle.periods[:, 2] == 1, everywhere, everywhere, tile_costs,
                         first_wait)
-    # last step: the operands whose innermost loop moves reload; cut along an output index
+    # last step: the operands whose innermost loop moves reload; cut along an output index,
+    # one the stationary operand uses if it can
     allowed = np.broadcast_to(uses[2] & chunkable, (n, dims))
-    cut = np.where(many, split_index(g.rem_blocks, allowed, space.names), -1)
+    stationary = uses["AB".index(space.step.stationary_role)]
+    cut = np.where(many, split_index(g.rem_blocks, allowed, space.names, stationary), -1)
+    cuts = _with_inner_cut(cut, g.rem_blocks, uses[2] & chunkable, space.names)
     loaded = (middle.periods[:, :2] == 1) & many[:, None]
     new_c = (steps - 1) % middle.periods[:, 2] == 0
-    last = _split_step(space, g.rem, cut, loaded, False, everywhere, new_c, many, tile_costs,
+    last = _split_step(space, g.rem, cuts, loaded, False, everywhere, new_c, many, tile_costs,
                        first_wait)
     near = [_unsplit_step(middle, steps, k) for k in range(NEAR_STEPS)]
     extra = {k: first[1][k] + last[1][k] for k in first[1]}
     skipped = np.maximum(steps - 2 - NEAR_STEPS, 0)
     return Schedule(first[0] + near + last[0], skipped, extra)
+
+
+def _with_inner_cut(cut: np.ndarray, blocks: np.ndarray, allowed: np.ndarray,
+                    names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """``(cut, inner cut)``: the boundary chunk of a step cut along ``cut`` is cut again
+    along the ``allowed`` output index of most blocks but ``cut`` (`codegen._Walker.
+    _split_indices`); -1 where there is none."""
+    others = allowed[None, :] & (np.arange(blocks.shape[1])[None, :] != cut[:, None])
+    inner = split_index(blocks, others, names)
+    return cut, np.where(cut >= 0, inner, -1)
 
 
 def _unsplit_step(middle: Middle, steps: np.ndarray, slot: int) -> Group:
@@ -253,64 +271,131 @@ def _spread(values: np.ndarray, owners: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-def _split_step(space, valid, cut, loaded, growing, stored, new_c, active, tile_costs,
-                first_wait) -> tuple[list[Group], dict[str, np.ndarray]]:
-    """The chunks of one boundary tile step (one chunk where ``cut`` is -1) as `Group`s, and
-    the cycles per unit they add to the step unsplit.
+@dataclass(frozen=True)
+class _Piece:
+    """A chunk of a boundary step, or a chunk of its boundary chunk (``sub``), per mapping:
+    where it exists, its elements per index (``n x D``) and its place among the chunks."""
 
-    ``valid`` (``n x D``) elements per index of the step, ``loaded`` (``n x 2``) whether A, B
-    load in it; operands that do not use the cut index load whole before the first chunk;
-    the store is per chunk if C uses the cut index, else after the last chunk.
+    exists: np.ndarray
+    valid: np.ndarray
+    chunk: int
+    sub: bool
+
+
+def _pieces(space, valid, cuts, growing, active) -> list[_Piece]:
+    """The chunks of one boundary step in program order (`codegen._Walker._split_step`):
+    along ``cuts[0]``, the boundary chunk (the first of a growing cut, the last of a
+    shrinking one) cut again along ``cuts[1]`` where that is not -1. The sub-chunks of the
+    last step's last chunk come after every mapping's chunks, as empty groups change
+    nothing in `timeline`."""
+    n = len(valid)
+    rows = np.arange(n)
+    blocks, counts, onehots = [], [], []
+    for cut in cuts:
+        at = np.maximum(cut, 0)
+        blocks.append(np.where(cut >= 0, -(-valid[rows, at] // space.block[at]), 1))
+        counts.append(chunk_count(blocks[-1]))
+        onehots.append(np.arange(valid.shape[1])[None, :] == cut[:, None])
+
+    def narrowed(base, level, chunk):
+        start, size = chunk_extents(blocks[level], counts[level], chunk, growing)
+        at = np.maximum(cuts[level], 0)
+        block = space.block[at]
+        elems = np.minimum(size * block, base[rows, at] - start * block)
+        return size > 0, np.where(onehots[level] & (cuts[level] >= 0)[:, None],
+                                  elems[:, None], base)
+
+    split = cuts[1] >= 0
+    boundary = np.zeros(n, dtype=int) if growing else counts[0] - 1
+    pieces = []
+    for chunk in range(int(counts[0].max())):
+        exists, part = narrowed(valid, 0, chunk)
+        pieces.append(_Piece(exists & active & ~(split & (boundary == chunk)), part, chunk,
+                             False))
+    if growing:
+        edge = narrowed(valid, 0, 0)[1]
+    else:  # each mapping's last chunk: one block
+        at = np.maximum(cuts[0], 0)
+        elems = valid[rows, at] - (blocks[0] - 1) * space.block[at]
+        edge = np.where(onehots[0] & (cuts[0] >= 0)[:, None], elems[:, None], valid)
+    subs = []
+    for chunk in range(int(counts[1].max())):
+        exists, part = narrowed(edge, 1, chunk)
+        subs.append(_Piece(exists & active & split, part, 0 if growing else -1, True))
+    return subs + pieces if growing else pieces + subs
+
+
+def _split_step(space, valid, cuts, loaded, growing, stored, new_c, active, tile_costs,
+                first_wait) -> tuple[list[Group], dict[str, np.ndarray]]:
+    """The chunks of one boundary tile step (one chunk where ``cuts[0]`` is -1) as `Group`s,
+    and the cycles per unit they add to the step unsplit.
+
+    ``valid`` (``n x D``) elements per index of the step, ``cuts`` the index positions it is
+    cut along (`_pieces`), ``loaded`` (``n x 2``) whether A, B load in it; an operand loads
+    whole before the first chunk if it does not use the first cut, per chunk if it uses only
+    that, per piece if it uses both; the store is per piece where C uses the cuts, else
+    after the last piece.
     """
     n, dims = valid.shape
     rows = np.arange(n)
-    at = np.maximum(cut, 0)
-    block = space.block[at]
-    blocks = np.where(cut >= 0, -(-valid[rows, at] // block), 1)
-    chunked = [(cut >= 0) & space.dependence[r][at] for r in range(3)]
-    onehot = np.arange(dims)[None, :] == cut[:, None]
-    count = chunk_count(blocks)
-    chunks = int(count.max())
-    parts, owners, present = [valid], [rows], []
-    for chunk in range(chunks):
-        start, size = chunk_extents(blocks, count, chunk, growing)
-        present.append((size > 0) & active)
-        # priced only for the mappings that have this chunk; an uncut step's one chunk is
-        # the whole step, taken from it below
-        owner = rows[present[-1] & (cut >= 0)]
-        elems = np.minimum(size * block, valid[rows, at] - start * block)[owner]
-        parts.append(np.where(onehot[owner], elems[:, None], valid[owner]))
+    pieces = _pieces(space, valid, cuts, growing, active)
+    chunked = [[(cut >= 0) & space.dependence[r][np.maximum(cut, 0)] for r in range(3)]
+               for cut in cuts]
+    # the whole step, each piece and, for the sub-chunked, their whole boundary chunk
+    edge = next((p for p in pieces if p.sub), None)
+    whole_chunk = valid
+    if edge is not None:
+        at = np.maximum(cuts[1], 0)
+        whole_chunk = np.where((np.arange(dims)[None, :] == at[:, None]) & (cuts[1] >= 0)[:, None],
+                               valid[rows, at][:, None], edge.valid)
+    parts, owners = [valid, whole_chunk], [rows, rows[(cuts[1] >= 0) & active]]
+    parts[1] = whole_chunk[owners[1]]
+    for piece in pieces:
+        owner = rows[piece.exists & (cuts[0] >= 0)]
+        parts.append(piece.valid[owner])
         owners.append(owner)
-    # the whole step and each chunk, in one batch
     every = tile_costs(np.concatenate(parts), np.concatenate(owners))
     ends = np.cumsum([0, *(len(o) for o in owners)])
-    whole, *per_chunk = ({k: (_spread(c[ends[i]:ends[i + 1]], o, n),
-                              _spread(m[ends[i]:ends[i + 1]], o, n))
-                          for k, (c, m) in every.items()} for i, o in enumerate(owners))
-    uncut = present[0] & (cut < 0)
-    per_chunk[0] = {k: (np.where(uncut, whole[k][0], c), np.where(uncut, whole[k][1], m))
-                    for k, (c, m) in per_chunk[0].items()}
+    whole, boundary_chunk, *per_piece = (
+        {k: (_spread(c[ends[i]:ends[i + 1]], o, n), _spread(m[ends[i]:ends[i + 1]], o, n))
+         for k, (c, m) in every.items()} for i, o in enumerate(owners))
+    uncut = cuts[0] < 0
+    started = np.zeros(n, dtype=bool)
+    remaining = sum(p.exists.astype(int) for p in pieces)
     groups = []
     added = {"load": 0.0, "compute": 0.0, "store": 0.0, "transfers": 0.0, "macs": 0.0}
-    for chunk, (exists, costs) in enumerate(zip(present, per_chunk, strict=True)):
+    for piece, costs in zip(pieces, per_piece, strict=True):
+        exists = piece.exists
+        costs = {k: (np.where(uncut, whole[k][0], c), np.where(uncut, whole[k][1], m))
+                 for k, (c, m) in costs.items()}
+        first = exists & ~started
+        remaining = remaining - exists
+        last = exists & (remaining == 0)
         load, loads = np.zeros(n), np.zeros(n)
         for r, role in enumerate("AB"):
-            before = (chunk == 0) & loaded[:, r] & ~chunked[r]
-            mine = loaded[:, r] & chunked[r]
+            before = first & loaded[:, r] & ~chunked[0][r]
+            if piece.sub:
+                per_chunk = (piece is edge) & loaded[:, r] & chunked[0][r] & ~chunked[1][r]
+                mine = loaded[:, r] & chunked[0][r] & chunked[1][r]
+                load += np.where(per_chunk, boundary_chunk[role][0], 0)
+                loads += np.where(per_chunk, boundary_chunk[role][1], 0)
+            else:
+                mine = loaded[:, r] & chunked[0][r]
             load += np.where(before, whole[role][0], 0) + np.where(mine, costs[role][0], 0)
             loads += np.where(before, whole[role][1], 0) + np.where(mine, costs[role][1], 0)
-        ends = chunk == count - 1
-        here = stored & (chunked[2] | ends)
-        part = [np.where(chunked[2], costs["C"][k], whole["C"][k]) for k in (0, 1)]
+        c_chunked = chunked[0][2] & (chunked[1][2] | ~piece.sub)
+        here = stored & (c_chunked | last)
+        part = [np.where(c_chunked, costs["C"][k], whole["C"][k]) for k in (0, 1)]
         group = Group(
             load=np.where(exists, load, 0.0), loads=np.where(exists, loads, 0.0),
             compute=np.where(exists, costs["MAC"][0], 0.0)
-            + np.where(exists & new_c & (chunk == 0), first_wait, 0.0),
+            + np.where(first & new_c, first_wait, 0.0),
             computes=np.where(exists, costs["MAC"][1], 0.0),
             store=np.where(exists & here, part[0], 0.0),
             stores=np.where(exists & here, part[1], 0.0),
-            reloads=loaded & (exists & (chunk == 0))[:, None],
-            new_c=exists & new_c & (chunk == 0), ends_c=exists & stored & ends)
+            reloads=loaded & first[:, None],
+            new_c=first & new_c, ends_c=stored & last)
+        started = started | exists
         groups.append(group)
         added["load"] = added["load"] + group.load
         added["compute"] = added["compute"] + np.where(exists, costs["MAC"][0], 0.0)

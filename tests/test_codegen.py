@@ -193,24 +193,31 @@ def _gemm_program(tiles: dict[str, int], sizes: str = "i=64,j=64,k=64"):
 
 def test_micro_loop_keeps_the_stationary_block_for_the_inner_run():
     """Weight-stationary GEMM holds B: the inner loop walks A's rows (i) with B fixed, so each
-    instruction changes the stationary block only ``outer`` times."""
+    instruction changes the stationary block only ``outer`` times. Only the program's last
+    two chunks, one block of i each (the last chunk of j cut again along i), have no rows to
+    walk."""
     _, program = _gemm_program({"i": 16, "j": 64, "k": 64})
     macs = [ins for ins in program.instructions
             if isinstance(ins, Compute) and ins.mode.name == "MAC"]
-    assert macs and all(ins.b_inner == 0 and ins.a_inner != 0 for ins in macs)
+    keeping = [ins for ins in macs if ins.b_inner == 0 and ins.a_inner != 0]
+    assert macs and keeping == macs[:-2]
 
 
 def test_first_and_last_steps_are_cut_into_chunks_with_their_own_tokens():
-    """The first COMPUTE waits for a LOAD of one reduction block, not the whole first tile;
-    the last STORE holds only the last output chunk; the program stays exact and
-    hazard-free (the functional simulator checks every conflicting pair is ordered)."""
-    workload, program = _gemm_program({"i": 64, "j": 8, "k": 64})
+    """The first COMPUTE waits for a LOAD of one reduction block of one row block, not the
+    whole first tile; the last STORE holds only one block of the last C tile; the program
+    stays exact and hazard-free (the functional simulator checks every conflicting pair is
+    ordered)."""
+    workload, program = _gemm_program({"i": 64, "j": 16, "k": 64})
     instructions = program.instructions
     first_compute = next(p for p, ins in enumerate(instructions) if isinstance(ins, Compute))
     loaded = sum(ins.rows for ins in instructions[:first_compute] if isinstance(ins, Load))
-    assert loaded == 64 + 8  # A rows x one k block, one k block of B: 1/8 of the first tile
+    # one k block of B (both j blocks), one (i, k) block of A: 1/40 of the first tile's lines
+    assert loaded == 2 * 8 + 8
     last_store = [ins for ins in instructions if isinstance(ins, Store)][-1]
-    assert last_store.rows == 8  # one block of i, of the 64 rows of the last C tile
+    assert last_store.rows == 8  # one (i, j) block, of the 64 x 2 of the last C tile
+    stores = [ins for ins in instructions if isinstance(ins, Store)]
+    assert stores[-2].rows == 8 and stores[-2].dram_addr != last_store.dram_addr
     inputs = workload.random_inputs(np.random.default_rng(3))
     np.testing.assert_array_equal(program.run_functional(inputs), workload.reference(inputs))
 
@@ -224,10 +231,9 @@ def test_chunked_programs_are_exact_from_garbage_buffers(tiles):
     np.testing.assert_array_equal(result, workload.reference(inputs))
 
 
-def test_emitter_orders_chunks_against_halves_and_other_cuts():
-    """A chunk task waits for the whole half's last user and for chunks of another cut, but
-    not for a disjoint chunk of the same cut; a whole-half task waits for every chunk."""
-    from tensorforge.compiler.tokens import COMPUTE, LOAD, Emitter
+def _task_recorder():
+    """An `Emitter` and a function that adds a one-instruction task to it (its number)."""
+    from tensorforge.compiler.tokens import LOAD, Emitter
     from tensorforge.isa import Compute as ComputeInsn
     from tensorforge.isa import Load as LoadInsn
 
@@ -239,14 +245,42 @@ def test_emitter_orders_chunks_against_halves_and_other_cuts():
         emit.end(reads=list(reads), writes=list(writes))
         return len(emit.groups) - 1
 
-    first, second = ("A", 0, ("k", 0, 1)), ("A", 0, ("k", 1, 1))
+    return emit, task
+
+
+def test_emitter_orders_chunks_against_halves_and_other_cuts():
+    """A chunk task waits for the whole half's last user and for chunks of another cut, but
+    not for a disjoint chunk of the same cut; a whole-half task waits for every chunk."""
+    from tensorforge.compiler.tokens import COMPUTE, LOAD
+
+    emit, task = _task_recorder()
+    first, second = ("A", 0, (("k", 0, 1),)), ("A", 0, (("k", 1, 1),))
     task(LOAD, writes=[first])
     task(LOAD, writes=[second])
     reader = task(COMPUTE, reads=[first])  # waits for the first chunk's LOAD only
     assert emit.waited[(COMPUTE, LOAD)] == 0
     task(COMPUTE, reads=[second])
     assert emit.waited[(COMPUTE, LOAD)] == 1
-    task(LOAD, writes=[("A", 0, ("i", 0, 4))])  # another cut overlaps both chunks
+    task(LOAD, writes=[("A", 0, (("i", 0, 4),))])  # another cut overlaps both chunks
+    assert emit.waited[(LOAD, COMPUTE)] == reader + 1
+
+
+def test_emitter_orders_chunks_cut_twice():
+    """A chunk cut along two indices overlaps another only where both cuts overlap: a
+    sub-chunk of the first k block waits for no LOAD of another k block or another i block,
+    and a task on the whole k block waits for each of its sub-chunks."""
+    from tensorforge.compiler.tokens import COMPUTE, LOAD
+
+    emit, task = _task_recorder()
+    corner = ("A", 0, (("k", 0, 1), ("i", 0, 1)))
+    task(LOAD, writes=[corner])
+    task(LOAD, writes=[("A", 0, (("k", 0, 1), ("i", 1, 1)))])
+    task(LOAD, writes=[("A", 0, (("k", 1, 1),))])
+    reader = task(COMPUTE, reads=[corner])
+    assert emit.waited[(COMPUTE, LOAD)] == 0  # neither the other i block nor the k block
+    task(COMPUTE, reads=[("A", 0, (("k", 0, 1),))])
+    assert emit.waited[(COMPUTE, LOAD)] == 1  # both sub-chunks of the k block
+    task(LOAD, writes=[("A", 0, (("i", 0, 1),))])  # the corner and so the whole k block
     assert emit.waited[(LOAD, COMPUTE)] == reader + 1
 
 

@@ -102,7 +102,9 @@ def test_a_tile_major_gemm_moves_whole_tiles():
     assert all(i.stride == i.row_len for i in transfers if i.rows > 1)
     assert not any(i.stride == i.row_len for i in plain.instructions
                    if isinstance(i, Load | Store) and i.rows > 1)
-    # a 64 x 16 C tile (two column blocks of all 64 rows) is one STORE of 4 KiB
+    # a whole C tile (64 x 32 in the default mapping: four column blocks of all 64 rows) is
+    # one STORE of 8 KiB
+    tiles = mapping.tile_sizes
     stores = [i for i in transfers if isinstance(i, Store)]
-    assert stores[0].rows * stores[0].row_len * 4 == 64 * 16 * 4
+    assert stores[0].rows * stores[0].row_len * 4 == tiles["i"] * tiles["j"] * 4 == 8192
     assert len(transfers) < sum(isinstance(i, Load | Store) for i in plain.instructions)
