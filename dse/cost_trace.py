@@ -49,6 +49,7 @@ class TraceTerms:
     fetch_to_dispatch: int = 2  # a chunk's last beat to its first instruction's dispatch
     dispatch_to_gate: int = 2  # a dispatched instruction reaches its gate's TAKE
     load_address: int = 2  # a LOAD's command to its first AR (decode, plan)
+    load_next: int = 2  # a LOAD's last AR to the unit taking its next command
     read_return: int = 2  # cycles beyond the DRAM latency from AR to the first R beat
     load_tail: int = 3  # the last R beat to the retire pulse (gather, line register, write)
     load_run_gap: int = 1  # cycles the load unit's gatherer skips before a LOAD's first
@@ -68,7 +69,8 @@ class _ReadChannel:
 
     def __init__(self, latency: float, terms: TraceTerms) -> None:
         self.delay = latency + terms.read_return
-        self.free = 0.0
+        self.free = 0.0  # the data channel: when the next burst's first beat may come
+        self.address = 0.0  # the address channel, shared too: when the next AR may go
 
     def book(self, address: float, beats: int, per_beat: float, earliest: float = 0.0
              ) -> tuple[float, float]:
@@ -129,7 +131,8 @@ class _Fetch:
             if at is None or (at >= time and self.requested >= beats_needed):
                 return
             n = min(self.burst, self.beats - self.requested)
-            self.address = at
+            at = max(at, self.channel.address)
+            self.address, self.channel.address = at, at + 1
             first, _ = self.channel.book(at, n, self.p.beat_cycles)
             self.arrived += [first + b * self.p.beat_cycles for b in range(n)]
             self.requested += n
@@ -196,7 +199,8 @@ def _load_time(dma: _Dma, channel: _ReadChannel, fetch: _Fetch, t: _Transfer, st
         at = max(at, dma.address + 1, freed[k] if k >= 0 else 0.0)
         if fetch.requested < fetch.beats:
             fetch.book_until(at)
-        dma.address = at
+        at = max(at, channel.address)
+        dma.address, channel.address = at, at + 1
         earliest = dma.data + dma.pace + gap if freed else 0.0
         gap = 0.0
         first = max(at + delay, channel.free, earliest)
@@ -205,7 +209,7 @@ def _load_time(dma: _Dma, channel: _ReadChannel, fetch: _Fetch, t: _Transfer, st
         freed.append(last)
         dma.data, dma.pace = last, per_beat
     retire = max(last + terms.load_tail, start + 1) + t.zero_lines
-    return (dma.address + 1 if t.bursts else start + 1), retire
+    return (dma.address + terms.load_next if t.bursts else start + 1), retire
 
 
 def _store_time(dma: _Dma, t: _Transfer, start: float, p, terms: TraceTerms
