@@ -51,7 +51,8 @@ class TraceTerms:
     load_address: int = 2  # a LOAD's command to its first AR (decode, plan)
     load_next: int = 2  # a LOAD's last AR to the unit taking its next command
     read_return: int = 2  # cycles beyond the DRAM latency from AR to the first R beat
-    load_tail: int = 3  # the last R beat to the retire pulse (gather, line register, write)
+    load_tail: int = 2  # the last R beat's last line to the retire pulse (line register,
+    # write)
     load_run_gap: int = 1  # cycles the load unit's gatherer skips before a LOAD's first
     # data, after the last LOAD's
     store_lead: int = 3  # a STORE's command to its first AW
@@ -104,8 +105,9 @@ class _Fetch:
         self._next: tuple = (None, None)  # (what it depends on, the next request)
 
     def _next_request(self) -> float | None:
-        """When the next burst's AR may go out, or None while that waits on a dispatch not
-        yet known (a chunk that has to leave the queue first)."""
+        """When the next burst's AR may go out (a chunk may have to leave the queue first:
+        where its dispatch is not known yet, the latest of one instruction a cycle from the
+        last dispatched and the last pass's time stands in), or None before any dispatch."""
         n = min(self.burst, self.beats - self.requested)
         room = self.requested + n - self.capacity  # beats that must have left the queue
         at = max(self.address + 1, 1.0)
@@ -114,8 +116,13 @@ class _Fetch:
             last = min((chunk + 1) * self.per_chunk, self.count) - 1
             if last < len(self.dispatched):
                 at = max(at, self.dispatched[last] + 1)
-            elif last < len(self.hint):
-                at = max(at, self.hint[last] + 1)
+            elif self.dispatched:
+                # not dispatched yet: no earlier than one instruction a cycle from the last,
+                # nor than the last pass had it
+                guess = self.dispatched[-1] + (last - len(self.dispatched) + 1)
+                if last < len(self.hint):
+                    guess = max(guess, self.hint[last])
+                at = max(at, guess + 1)
             else:
                 return None
         return at
@@ -208,7 +215,8 @@ def _load_time(dma: _Dma, channel: _ReadChannel, fetch: _Fetch, t: _Transfer, st
         channel.free = last + 1
         freed.append(last)
         dma.data, dma.pace = last, per_beat
-    retire = max(last + terms.load_tail, start + 1) + t.zero_lines
+    # the last beat's lines are written one a cycle: its last one ``per_beat - 1`` after
+    retire = max(last + max(per_beat - 1, 0) + terms.load_tail, start + 1) + t.zero_lines
     return (dma.address + terms.load_next if t.bursts else start + 1), retire
 
 
@@ -282,7 +290,7 @@ def _mac_step_cycles(step, c: Compute) -> float:
 #: Passes of `trace_cycles` at most: each runs the program with the dispatch times of the
 #: last, so the fetch's requests interleave with the LOADs' as in time; it stops early once
 #: two passes agree.
-PASSES = 3
+PASSES = 5
 
 
 def trace_cycles(instructions, config: AcceleratorConfig, step, p,
