@@ -277,24 +277,7 @@ def _build_commands() -> list[str]:
     return sorted(subparsers.choices)
 
 
-def _commands() -> list:
-    commands = _build_commands()
-    return [
-        pytest.param(
-            command,
-            # Skipped, not xfailed: the failing search and its shrinking take minutes.
-            marks=pytest.mark.skip(
-                reason="fuzz --seed -1 reaches numpy's SeedSequence with a ValueError "
-                "(tensorforge fuzz is in progress elsewhere, issue 16 item 1)"
-            ),
-        )
-        if command == "fuzz"
-        else command
-        for command in commands
-    ]
-
-
-@pytest.mark.parametrize("command", _commands())
+@pytest.mark.parametrize("command", _build_commands())
 def test_every_command_rejects_bad_arguments_without_a_traceback(command, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # whatever --out a draw names lands here
     monkeypatch.setenv("TENSORFORGE_CACHE", str(tmp_path / "cache"))

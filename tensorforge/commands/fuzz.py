@@ -26,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--programs", type=_positive, default=30, metavar="N",
                         help="how many random programs (default 30)")
-    parser.add_argument("--seed", type=int, default=0, metavar="S",
+    parser.add_argument("--seed", type=_seed, default=0, metavar="S",
                         help="campaign seed; case i is the same for every N (default 0)")
     parser.add_argument("--jobs", type=_positive, default=1, metavar="J",
                         help="simulator processes in parallel (default 1)")
@@ -52,6 +52,17 @@ def _positive(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
+    return value
+
+
+def _seed(text: str) -> int:
+    """A campaign seed: numpy's generators take only non-negative integers."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, not {text!r}")
     return value
 
 
