@@ -189,7 +189,7 @@ class _Dma:
     def slot(self) -> float:
         """When the next burst may issue its address (a slot of the ``outstanding``)."""
         k = len(self.freed) - self.outstanding
-        return self.freed[k] if k >= 0 else 0.0
+        return self.freed[k] + 1 if k >= 0 else 0.0  # the count falls a cycle later
 
 
 def _load_time(dma: _Dma, channel: _ReadChannel, fetch: _Fetch, t: _Transfer, start: float,
@@ -203,7 +203,7 @@ def _load_time(dma: _Dma, channel: _ReadChannel, fetch: _Fetch, t: _Transfer, st
     gap = terms.load_run_gap  # before this LOAD's first data only
     for count in t.bursts:  # the hot loop of the timeline: `_Dma.slot`, `_ReadChannel.book`
         k = len(freed) - outstanding
-        at = max(at, dma.address + 1, freed[k] if k >= 0 else 0.0)
+        at = max(at, dma.address + 1, freed[k] + 1 if k >= 0 else 0.0)
         if fetch.requested < fetch.beats:
             fetch.book_until(at)
         at = max(at, channel.address)
