@@ -50,6 +50,7 @@ class TraceTerms:
     dispatch_to_gate: int = 2  # a dispatched instruction reaches its gate's TAKE
     load_address: int = 2  # a LOAD's command to its first AR (decode, plan)
     load_next: int = 2  # a LOAD's last AR to the unit taking its next command
+    slot_reuse: int = 2  # a burst's last beat (or response) to the AR (AW) reusing its slot
     read_return: int = 2  # cycles beyond the DRAM latency from AR to the first R beat
     load_tail: int = 2  # the last R beat's last line to the retire pulse (line register,
     # write)
@@ -186,10 +187,11 @@ class _Dma:
         self.data = 0.0  # last data beat moved
         self.pace = 1.0  # cycles a beat of the last burst took
 
-    def slot(self) -> float:
-        """When the next burst may issue its address (a slot of the ``outstanding``)."""
+    def slot(self, reuse: int) -> float:
+        """When the next burst may issue its address: ``reuse`` cycles after a slot of the
+        ``outstanding`` freed."""
         k = len(self.freed) - self.outstanding
-        return self.freed[k] + 1 if k >= 0 else 0.0  # the count falls a cycle later
+        return self.freed[k] + reuse if k >= 0 else 0.0
 
 
 def _load_time(dma: _Dma, channel: _ReadChannel, fetch: _Fetch, t: _Transfer, start: float,
@@ -203,7 +205,7 @@ def _load_time(dma: _Dma, channel: _ReadChannel, fetch: _Fetch, t: _Transfer, st
     gap = terms.load_run_gap  # before this LOAD's first data only
     for count in t.bursts:  # the hot loop of the timeline: `_Dma.slot`, `_ReadChannel.book`
         k = len(freed) - outstanding
-        at = max(at, dma.address + 1, freed[k] + 1 if k >= 0 else 0.0)
+        at = max(at, dma.address + 1, freed[k] + terms.slot_reuse if k >= 0 else 0.0)
         if fetch.requested < fetch.beats:
             fetch.book_until(at)
         at = max(at, channel.address)
@@ -228,7 +230,7 @@ def _store_time(dma: _Dma, t: _Transfer, start: float, p, terms: TraceTerms
     at = start + terms.store_lead
     response = start + 1
     for count in t.bursts:
-        at = max(at, dma.address + 1, dma.slot())
+        at = max(at, dma.address + 1, dma.slot(terms.slot_reuse))
         dma.address = at
         begin = max(at + 1, dma.data)
         dma.data = begin + count * per_beat
@@ -291,6 +293,8 @@ def _mac_step_cycles(step, c: Compute) -> float:
 #: last, so the fetch's requests interleave with the LOADs' as in time; it stops early once
 #: two passes agree.
 PASSES = 5
+
+
 
 
 def trace_cycles(instructions, config: AcceleratorConfig, step, p,
