@@ -17,7 +17,10 @@ environment as the driver (the README's "Sweeps on a Ray cluster" says how).
 Failures: an evaluator that raises is caught inside the task (`run_layer_job`), as locally. A
 worker process or node that dies takes its task with it; Ray re-runs such a task up to
 ``retries`` times, and one that is lost every time is reported as an ``("error", ...)`` result,
-so its trial is recorded as failed and the sweep goes on.
+so its trial is recorded as failed and the sweep goes on. When no task of a batch finishes for
+``job_timeout_s`` (as `LayerPool` counts it), the tasks still out are cancelled (their
+workers killed) and run again one at a time, so only a task that hangs by itself is recorded
+as failed, with the time it was given.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from tensorforge.dse.evaluate import run_layer_job
-from tensorforge.dse.layer_pool import JobResult, LayerJob
+from tensorforge.dse.layer_pool import DEFAULT_JOB_TIMEOUT_S, JobResult, LayerJob
 from tensorforge.errors import ConfigError, TensorforgeError
 
 logger = logging.getLogger(__name__)
@@ -46,12 +49,16 @@ def _import_ray() -> Any:
 class RayPool:
     """Ray-task evaluation of `LayerJob` batches (see the module docstring)."""
 
-    def __init__(self, workers: int = 1, *, address: str | None = None, retries: int = 2) -> None:
+    def __init__(self, workers: int = 1, *, address: str | None = None, retries: int = 2,
+                 job_timeout_s: float = DEFAULT_JOB_TIMEOUT_S) -> None:
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ValueError(f"workers must be a positive integer, not {workers!r}")
         if retries < 0:
             raise ValueError(f"retries must be zero or more, not {retries}")
+        if not job_timeout_s > 0:
+            raise ValueError(f"job_timeout_s must be a positive number, not {job_timeout_s!r}")
         self.workers, self.address, self.retries = workers, address, retries
+        self.job_timeout_s = job_timeout_s
         self._ray: Any = None
         self._owns_ray = False
         self._task: Any = None
@@ -92,10 +99,33 @@ class RayPool:
         futures = {self._task.remote(*job.arguments()): job for job in jobs}
         waiting = list(futures)
         while waiting:
-            done, waiting = ray.wait(waiting, num_returns=1)
+            done, waiting = ray.wait(waiting, num_returns=1, timeout=self.job_timeout_s)
+            if not done:  # nothing finished for job_timeout_s: something is hung
+                for future in waiting:
+                    ray.cancel(future, force=True)
+                stalled = sorted((futures[future] for future in waiting), key=lambda j: j.key)
+                for job in stalled:  # alone, so only a job that hangs by itself fails
+                    yield job, self._alone(ray, job)
+                return
             for future in done:
                 job = futures[future]
                 yield job, self._result(ray, future, job)
+
+    def _alone(self, ray: Any, job: LayerJob) -> JobResult:
+        future = self._task.remote(*job.arguments())
+        done, _ = ray.wait([future], num_returns=1, timeout=self.job_timeout_s)
+        if not done:
+            ray.cancel(future, force=True)
+            return self._hung(job)
+        return self._result(ray, future, job)
+
+    def _hung(self, job: LayerJob) -> JobResult:
+        logger.warning("layer %s of trial %d hung; cancelled", job.workload.name, job.key[0])
+        return (
+            "error",
+            f"the Ray task evaluating {job.workload.name} ran alone for {self.job_timeout_s:g} s "
+            "without finishing; cancelled as hung",
+        )
 
     def map(self, function: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
         """``function`` of each item as Ray tasks (synthesis of the top designs), in order;

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from dse_evaluators import FailOnRows
+from dse_evaluators import FailOnRows, HangOnRows
 from test_dse_resume import LAYERS, SPACE  # the resume tests' sweep, on the ray backend
 
 from tensorforge.dse.codesign import SweepSpec, run_sweep
@@ -113,3 +113,19 @@ def test_a_ray_address_without_the_ray_backend_is_a_clear_error(tmp_path, capsys
                  "--store", str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "out")]
     assert main(arguments) == 1
     assert "add --backend ray" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # waits out the timeout and a forced cancel: about half a minute
+def test_a_hung_task_is_cancelled_and_recorded_failed(local_ray, tmp_path) -> None:
+    spec = _spec(HangOnRows(rows=KILLER_ROWS), trials=8)
+    result = run_sweep(
+        spec,
+        store=SweepStore(tmp_path / "sweeps.sqlite"),
+        workers=2,
+        backend="ray",
+        backend_options={"job_timeout_s": 5.0},
+    )
+    evaluated = [t for t in result.trials if t.config is not None]
+    hung = [t for t in evaluated if t.point["rows"] == KILLER_ROWS]
+    assert hung and all(t.status == FAILED and "cancelled as hung" in t.error for t in hung)
+    assert all(t.status == OK for t in evaluated if t.point["rows"] != KILLER_ROWS)
