@@ -31,6 +31,7 @@ few offsets of `TraceTerms`, fitted on the calibration programs only
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -128,14 +129,23 @@ class _Fetch:
                 return None
         return at
 
+    def next_request(self) -> float:
+        """When the next burst's AR may go out (infinity when fetch is done or must wait)."""
+        if self.requested >= self.beats:
+            return math.inf
+        known = (self.requested, len(self.dispatched))
+        if self._next[0] != known:  # the next request moves only with these
+            self._next = (known, self._next_request())
+        at = self._next[1]
+        return math.inf if at is None else at
+
     def book_until(self, time: float, beats_needed: int = 0) -> None:
         """Book the fetch bursts whose addresses go out before ``time``, and at least until
         ``beats_needed`` beats are requested."""
         while self.requested < self.beats:
-            known = (self.requested, len(self.dispatched))
-            if self._next[0] != known:  # the next request moves only with these
-                self._next = (known, self._next_request())
-            at = self._next[1]
+            at = self.next_request()
+            if at == math.inf:
+                at = None
             if at is None or (at >= time and self.requested >= beats_needed):
                 return
             n = min(self.burst, self.beats - self.requested)
@@ -203,11 +213,13 @@ def _load_time(dma: _Dma, channel: _ReadChannel, fetch: _Fetch, t: _Transfer, st
     last = at
     freed, outstanding, delay = dma.freed, dma.outstanding, channel.delay
     gap = terms.load_run_gap  # before this LOAD's first data only
+    fetching = fetch.next_request()  # the fetch's next AR, booked first where it comes first
     for count in t.bursts:  # the hot loop of the timeline: `_Dma.slot`, `_ReadChannel.book`
         k = len(freed) - outstanding
         at = max(at, dma.address + 1, freed[k] + terms.slot_reuse if k >= 0 else 0.0)
-        if fetch.requested < fetch.beats:
+        if fetching < at:
             fetch.book_until(at)
+            fetching = fetch.next_request()
         at = max(at, channel.address)
         dma.address, channel.address = at, at + 1
         earliest = dma.data + dma.pace + gap if freed else 0.0
@@ -293,6 +305,8 @@ def _mac_step_cycles(step, c: Compute) -> float:
 #: last, so the fetch's requests interleave with the LOADs' as in time; it stops early once
 #: two passes agree.
 PASSES = 5
+#: Two passes whose cycles differ by at most this share have settled.
+SETTLED = 0.002
 
 
 
@@ -306,7 +320,7 @@ def trace_cycles(instructions, config: AcceleratorConfig, step, p,
 
     Fetch requests wait on dispatch, which comes later in program order than the LOADs
     whose data shares the read channel with them; so the timeline runs again with the last
-    pass's dispatch times until its cycles settle (`PASSES`)."""
+    pass's dispatch times until its cycles settle (`SETTLED`, `PASSES`)."""
     program = [i for i in instructions if not isinstance(i, Finish)]
     transfers = {k: _transfer(config, i) for k, i in enumerate(program)
                  if isinstance(i, (Load, Store))}
@@ -316,7 +330,7 @@ def trace_cycles(instructions, config: AcceleratorConfig, step, p,
         events: list = []
         last, (cycles, hint) = cycles, _pass(program, transfers, config, step, p, terms, hint,
                                              events)
-        if cycles == last:
+        if last is not None and abs(cycles - last) <= SETTLED * last:
             break
     if log is not None:
         log.extend(events)

@@ -62,23 +62,33 @@ class SearchResult:
     # (evaluations, best cycles, its energy pJ) at each new best: the search's convergence,
     # which UNICO's successive halving (AUC) and robustness metric read
     history: list[tuple[int, float, float]] = field(default_factory=list)
+    # the best few distinct candidates by the batch model, best first (``mapping`` among
+    # them): the evaluator prices them again by the program's own timeline, which can order
+    # close candidates differently
+    finalists: tuple[Mapping, ...] = ()
 
     @property
     def found(self) -> bool:
         return self.mapping is not None and math.isfinite(self.cycles)
 
 
+#: Distinct candidates a search hands the evaluator to price by the timeline.
+FINALISTS = 2
+
+
 class _Tracker:
-    """Keeps the best candidate of everything evaluated."""
+    """Keeps the best candidate of everything evaluated, and the `FINALISTS` best distinct."""
 
     def __init__(self, space: SoftwareSpace) -> None:
         self.space, self.best, self.energy = space, math.inf, math.inf
         self.best_batch: Candidates | None = None
         self.history: list[tuple[int, float, float]] = []
+        self.finalists: list[tuple[float, bytes, Candidates]] = []  # best first
 
     def see(self, batch: Candidates, cycles: np.ndarray, energy: np.ndarray) -> bool:
         if not len(cycles):
             return False
+        self._keep_finalists(batch, cycles)
         row = int(np.argmin(cycles))
         if cycles[row] < self.best:
             self.best, self.energy = float(cycles[row]), float(energy[row])
@@ -87,10 +97,23 @@ class _Tracker:
             return True
         return False
 
+    def _keep_finalists(self, batch: Candidates, cycles: np.ndarray) -> None:
+        rows = np.argsort(cycles, kind="stable")[:FINALISTS]
+        rows = rows[np.isfinite(cycles[rows])]
+        if not len(rows):
+            return
+        picked = batch.take(rows)
+        entries = {key: (c, key, entry) for c, key, entry in self.finalists}
+        for i, key in enumerate(picked.keys()):
+            if key not in entries:
+                entries[key] = (float(cycles[rows[i]]), key, picked.take(np.array([i])))
+        self.finalists = sorted(entries.values(), key=lambda e: (e[0], e[1]))[:FINALISTS]
+
     def result(self) -> SearchResult:
         mapping = self.space.mapping(self.best_batch, 0) if self.best_batch is not None else None
+        finalists = tuple(self.space.mapping(entry, 0) for _, _, entry in self.finalists)
         return SearchResult(self.best, self.energy, mapping, self.space.evaluations,
-                            self.history)
+                            self.history, finalists)
 
 
 def random_search(space: SoftwareSpace, budget: int, seed: int, *,

@@ -215,3 +215,31 @@ def test_searches_stop_when_the_space_is_used_up():
     rand = random_search(SoftwareSpace.build(workload, GEMM_CORE), 1000, 0)
     assert hasco.evaluations <= space_size(space) and rand.evaluations <= space_size(space)
     assert hasco.cycles == best.cycles
+
+
+def test_finalists_are_the_best_distinct_candidates_and_the_timeline_picks_among_them():
+    """A search hands over its best few distinct candidates by the batch model, its own
+    choice first; the evaluator reports the one whose program the timeline prices fastest
+    (or the library's mapping, when that is faster still)."""
+    from tensorforge.dse.cost_model import evaluate_mapping, rtl_parameters
+    from tensorforge.dse.sw_search import FINALISTS
+    from tensorforge.memory import DEFAULT_MEMORY
+
+    workload = parse_workload(CONV, "k=32,c=16,x=6,y=6,r=3,s=3")
+    config = AcceleratorConfig.from_dict({
+        "array": {"rows": 8, "cols": 8},
+        "scratchpad": {"capacity": 16 * 1024, "banks": 4, "accumulator": 8 * 1024}})
+    space = SoftwareSpace.build(workload, config)
+    result = random_search(space, 300, 4)
+    assert 1 < len(result.finalists) <= FINALISTS
+    assert result.finalists[0] == result.mapping
+    batch = [space.evaluate(space.from_mapping(m))[0][0] for m in result.finalists]
+    assert batch == sorted(batch) and batch[0] == result.cycles
+    assert len({repr(m) for m in result.finalists}) == len(result.finalists)
+
+    evaluator = SoftwareSearchEvaluator(method="random", budget=300)
+    reported = evaluator(workload, config, 4)
+    parameters = rtl_parameters(DEFAULT_MEMORY, config)
+    timeline = [evaluate_mapping(workload, m, config, parameters)["cycles"]
+                for m in result.finalists]
+    assert reported.cycles <= min(timeline)
