@@ -123,8 +123,8 @@ def write_doc(rows: list[dict], layers: int, elapsed: float, build: float) -> No
         f"Mean utilization over the {len(convs)} distinct conv layers: {mean:.1%} "
         "(target >= 75%).",
         "",
-        f"Time: {elapsed:.0f} s for this run's layers on the shared 2-core machine (model "
-        f"build {build:.0f} s); of the layers' {wall:.0f} s of wall time, {simulated:.0f} s "
+        f"Time: {elapsed:.0f} s in all on the shared 2-core machine, of which the Verilator "
+        f"model's build {build:.0f} s; of the layers' {wall:.0f} s of wall time, {simulated:.0f} s "
         f"are the simulation from start to done ({speed:,.0f} cycles/s); the rest is "
         "compiling, writing the DRAM image into the simulator, reading the output back and the "
         "numpy reference.",
