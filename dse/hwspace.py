@@ -46,7 +46,9 @@ DEFAULT_SPACE: dict[str, Any] = {
     "acc_kib": 32,
     "bus_bits": {"choices": [64, 128, 256]},
     "max_burst": {"low": 4, "high": 64, "power_of_two": True},
-    # fixed until the cost model prices it; a space file may search it, e.g. {choices=[4, 16, 64]}
+    # the cost model prices its latency hiding (cost_trace, rtl_parameters) but the area model
+    # not yet its queues, so a search would always take the most; a space file may search it,
+    # e.g. {choices=[4, 8, 16]}
     "outstanding": 16,
     "in_bits": 8,
     "acc_bits": 32,
