@@ -32,6 +32,7 @@ from tensorforge.compiler.mapping import Mapping
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
 from tensorforge.dse.fidelity_cases import FidelityCase
+from tensorforge.errors import SimulationError
 from tensorforge.hashing import stable_hash
 from tensorforge.memory import MemorySystem
 from tensorforge.store import ResultStore
@@ -209,6 +210,11 @@ def validate(cases: Sequence[FidelityCase], *, jobs: int = 1,
     for case in cases:
         p = prepared[case.name]
         entry = stored[case.name]
+        if entry is None and p.key not in fresh:
+            raise SimulationError(
+                f"{case.name}: its program changed while the validation ran (the code "
+                "generator or the hardware was edited); the results so far are stored, so "
+                "run it again")
         payload = entry.payload if entry is not None else fresh[p.key]
         model = model_prediction(case.workload(), p.program.mapping, case.config,
                                  case.memory())
