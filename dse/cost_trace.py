@@ -36,9 +36,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from tensorforge.config import AcceleratorConfig
-from tensorforge.hw.axi import plan_bursts
+from tensorforge.dse.cost_transfers import TransferShape, transfer_shape
 from tensorforge.hw.controller import TOKEN_QUEUES, Controller
-from tensorforge.isa import INSTRUCTION_BYTES, Buffer, Compute, ComputeMode, Finish, Load, Store
+from tensorforge.isa import INSTRUCTION_BYTES, Compute, ComputeMode, Finish, Load, Store
 
 
 @dataclass(frozen=True)
@@ -144,9 +144,7 @@ class _Fetch:
         ``beats_needed`` beats are requested."""
         while self.requested < self.beats:
             at = self.next_request()
-            if at == math.inf:
-                at = None
-            if at is None or (at >= time and self.requested >= beats_needed):
+            if at == math.inf or (at >= time and self.requested >= beats_needed):
                 return
             n = min(self.burst, self.beats - self.requested)
             at = max(at, self.channel.address)
@@ -163,32 +161,9 @@ class _Fetch:
         return self.arrived[last_beat] + self.terms.fetch_to_dispatch
 
 
-@dataclass(frozen=True)
-class _Transfer:
-    """A LOAD or STORE as the DMA moves it: its bursts (beats each), data lines, zero lines."""
-
-    bursts: tuple[int, ...]
-    rows: int
-    zero_lines: int
-
-
-def _transfer(config: AcceleratorConfig, instruction) -> _Transfer:
-    from tensorforge.sim.axi_traffic import dram_runs
-
-    bus, burst = config.dma.bus_bytes, config.dma.max_burst
-    bursts = tuple(count for start, length in dram_runs(config, instruction)
-                   for _, count in plan_bursts(start, length, bus, burst))
-    to_acc = not isinstance(instruction, Load) or instruction.buffer is Buffer.ACC
-    line_elems = config.acc_line_elems if to_acc else config.spad_line_elems
-    rows = instruction.rows if min(instruction.row_len, line_elems) else 0
-    zeros = (instruction.pad_before + instruction.pad_after) if isinstance(instruction, Load) \
-        else 0
-    return _Transfer(bursts, rows, zeros + (instruction.rows - rows))
-
-
 class _Dma:
     """One DMA unit's bursts: addresses a cycle apart, ``outstanding`` in flight, data in
-    order; ``free[j]`` is when burst slot ``j`` (modulo ``outstanding``) frees."""
+    order; ``freed[j]`` is when burst ``j``'s slot (of ``outstanding``) freed."""
 
     def __init__(self, outstanding: int) -> None:
         self.outstanding = outstanding
@@ -204,7 +179,7 @@ class _Dma:
         return self.freed[k] + reuse if k >= 0 else 0.0
 
 
-def _load_time(dma: _Dma, channel: _ReadChannel, fetch: _Fetch, t: _Transfer, start: float,
+def _load_time(dma: _Dma, channel: _ReadChannel, fetch: _Fetch, t: TransferShape, start: float,
                p, terms: TraceTerms) -> tuple[float, float]:
     """(when the unit may take its next LOAD, when this one retires)."""
     beats = sum(t.bursts)
@@ -234,7 +209,7 @@ def _load_time(dma: _Dma, channel: _ReadChannel, fetch: _Fetch, t: _Transfer, st
     return (dma.address + terms.load_next if t.bursts else start + 1), retire
 
 
-def _store_time(dma: _Dma, t: _Transfer, start: float, p, terms: TraceTerms
+def _store_time(dma: _Dma, t: TransferShape, start: float, p, terms: TraceTerms
                 ) -> tuple[float, float]:
     """(when the unit may take its next STORE, when this one retires)."""
     beats = sum(t.bursts)
@@ -275,8 +250,11 @@ class _Computes:
 
 
 def _mac_step_cycles(step, c: Compute) -> float:
-    """Mean cycles of one step of ``c``'s micro-loop (`cost_model._step_cycles` for one
-    instruction): a run of steps on one stationary block streams a step every ``beats``."""
+    """Mean cycles of one step of ``c``'s micro-loop: `cost_model._step_cycles` on the run of
+    steps each stationary block serves and the steps between two writes of one C line, read
+    off the instruction's strides (as `cost_model._micro_loops` derives them from a tiling)."""
+    from tensorforge.dse.cost_model import _MicroLoops, _step_cycles
+
     stationary = (c.a_outer, c.a_inner) if step.stationary_role == "A" else (c.b_outer, c.b_inner)
     if c.inner > 1 and stationary[1] != 0:
         run = 1
@@ -284,21 +262,12 @@ def _mac_step_cycles(step, c: Compute) -> float:
         run = c.inner
     else:
         run = c.outer * c.inner
-    first = max(step.beats, step.stationary_lines)
-    streaming = first + (run - 1) * step.beats
-    bank_cycle = (step.bank_reuse_gap + step.stationary_lines + run * step.beats - 1) / (
-        step.stationary_banks)
-    per_step = max(streaming, bank_cycle) / run
-    if c.inner > 1 and c.acc_inner == 0:
-        revisit = 0 if step.groups_span_steps else 1
-    elif c.outer > 1 and c.acc_outer == 0 and c.acc_inner == 0:
-        revisit = 0 if step.groups_span_steps else 1
-    elif c.outer > 1 and c.acc_outer == 0:
-        revisit = c.inner
-    else:
-        revisit = 0
-    hazard = step.accumulate_round_trip / revisit if revisit else 0.0
-    return max(per_step, hazard)
+    c_moves_inner, c_moves_outer = c.acc_inner != 0, c.acc_outer != 0
+    per_pass = c.inner if c_moves_inner and not c_moves_outer and c.outer > 1 else 0
+    same_c = not c_moves_inner and (c.inner > 1 or (not c_moves_outer and c.outer > 1))
+    revisit = per_pass if step.groups_span_steps or not same_c else 1
+    loops = _MicroLoops(instructions=1, inner=c.inner, run=run, revisit=revisit)
+    return float(_step_cycles(step, loops, max(step.beats, step.stationary_lines)))
 
 
 #: Passes of `trace_cycles` at most: each runs the program with the dispatch times of the
@@ -307,8 +276,6 @@ def _mac_step_cycles(step, c: Compute) -> float:
 PASSES = 5
 #: Two passes whose cycles differ by at most this share have settled.
 SETTLED = 0.002
-
-
 
 
 def trace_cycles(instructions, config: AcceleratorConfig, step, p,
@@ -322,7 +289,7 @@ def trace_cycles(instructions, config: AcceleratorConfig, step, p,
     whose data shares the read channel with them; so the timeline runs again with the last
     pass's dispatch times until its cycles settle (`SETTLED`, `PASSES`)."""
     program = [i for i in instructions if not isinstance(i, Finish)]
-    transfers = {k: _transfer(config, i) for k, i in enumerate(program)
+    transfers = {k: transfer_shape(config, i) for k, i in enumerate(program)
                  if isinstance(i, (Load, Store))}
     hint: list[float] = []
     cycles = None

@@ -56,25 +56,43 @@ class _Recorder:
         pass
 
 
-def _measure(instructions, config: AcceleratorConfig) -> TransferCounts:
+@dataclass(frozen=True)
+class TransferShape:
+    """One LOAD or STORE as the DMA moves it: its AXI bursts (beats each), its DRAM rows of
+    data (one buffer line each), the elements they carry, and its zero lines (padding, and
+    rows of no element)."""
+
+    bursts: tuple[int, ...]
+    rows: int
+    elements: int
+    zero_lines: int
+
+
+def transfer_shape(config: AcceleratorConfig, instruction) -> TransferShape:
+    """The bursts, rows and lines of one LOAD or STORE (`hw.dma_rows.transfer_runs` cut by
+    `hw.axi.plan_bursts`, as the DMA units do)."""
     from tensorforge.hw.axi import plan_bursts
     from tensorforge.isa import Buffer, Load
     from tensorforge.sim.axi_traffic import dram_runs
 
     bus, burst = config.dma.bus_bytes, config.dma.max_burst
-    elements = beats = bursts = rows = lines = 0
-    for i in instructions:
-        for start, length in dram_runs(config, i):
-            plan = plan_bursts(start, length, bus, burst)
-            bursts += len(plan)
-            beats += sum(count for _, count in plan)
-        to_acc = not isinstance(i, Load) or i.buffer is Buffer.ACC
-        line_elems = config.acc_line_elems if to_acc else config.spad_line_elems
-        data_rows = i.rows if min(i.row_len, line_elems) else 0
-        elements += data_rows * min(i.row_len, line_elems)
-        rows += data_rows
-        lines += i.rows + (i.pad_before + i.pad_after if isinstance(i, Load) else 0)
-    return TransferCounts(len(instructions), elements, beats, bursts, rows, lines)
+    bursts = tuple(count for start, length in dram_runs(config, instruction)
+                   for _, count in plan_bursts(start, length, bus, burst))
+    is_load = isinstance(instruction, Load)
+    to_acc = not is_load or instruction.buffer is Buffer.ACC
+    line_elems = config.acc_line_elems if to_acc else config.spad_line_elems
+    row_elems = min(instruction.row_len, line_elems)
+    rows = instruction.rows if row_elems else 0
+    pads = instruction.pad_before + instruction.pad_after if is_load else 0
+    return TransferShape(bursts, rows, rows * row_elems, pads + instruction.rows - rows)
+
+
+def _measure(instructions, config: AcceleratorConfig) -> TransferCounts:
+    shapes = [transfer_shape(config, i) for i in instructions]
+    return TransferCounts(
+        instructions=len(shapes), elements=sum(s.elements for s in shapes),
+        beats=sum(sum(s.bursts) for s in shapes), bursts=sum(len(s.bursts) for s in shapes),
+        rows=sum(s.rows for s in shapes), lines=sum(s.rows + s.zero_lines for s in shapes))
 
 
 class TransferCounter:

@@ -9,7 +9,7 @@ plain values: picklable for worker processes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from tensorforge.compiler.mappers import library_mapping
 from tensorforge.compiler.workload import Workload
@@ -80,17 +80,14 @@ class SoftwareSearchEvaluator:
         # the search ranks by the batch model; its finalists are priced again by the
         # program's own timeline (the model docs/fidelity.md checks), which orders close
         # candidates better, and so is the library's mapping they are compared with
-        searched = None
+        chosen, searched = None, None
         for mapping in (result.finalists or ((result.mapping,) if result.found else ())):
             try:
                 numbers = evaluate_mapping(workload, mapping, config, parameters)
             except MappingError:  # a finalist the code generator refuses: the others stand
                 continue
-            if searched is None or numbers["cycles"] < searched[1]["cycles"]:
-                searched = (mapping, numbers)
-        if searched is not None:
-            result = replace(result, mapping=searched[0])
-            searched = searched[1]
+            if searched is None or numbers["cycles"] < searched["cycles"]:
+                chosen, searched = mapping, numbers
         try:
             fallback = library_mapping(workload, config)
         except MappingError:
@@ -104,7 +101,7 @@ class SoftwareSearchEvaluator:
                 f"no legal mapping of {workload.text} found on {config.describe()} in "
                 f"{self.budget} evaluations, and the library has none"
             )
-        return _metrics(result.mapping, searched, result, library=False)
+        return _metrics(chosen, searched, result, library=False)
 
 
 def _model_digest() -> str:
