@@ -77,9 +77,11 @@ def markdown(outcomes: Sequence[CaseOutcome], *, commit: str, plot_name: str = P
         "`evaluate_mapping`) comes from the instruction-level timeline of the compiled "
         "program (`dse/cost_trace.py`), under `rtl_parameters` at the same DRAM latency. "
         "Error is model / RTL - 1 of the accelerator's cycles (the host-side copy of "
-        "gathered layouts left out of both). The timeline's offsets were fitted on the "
-        "calibration set only (`benchmarks/check_cost_model_rtl.py --trace`); the held-out "
-        "set shares no program with it.",
+        "gathered layouts left out of both). The timeline's offsets were read off RTL "
+        "waveforms of a calibration program and of diagnostic programs in neither set (one "
+        "mechanism, a gate held while its command awaits tokens, was first seen on a held-out "
+        "program's waveform; no number was set from one); the held-out set shares no program "
+        "with the calibration set.",
         "",
         f"Targets on the held-out set: mean |error| <= {TARGET_MEAN_ERROR:.0%}, "
         f"max <= {TARGET_MAX_ERROR:.0%}, Spearman >= {TARGET_SPEARMAN}.",
