@@ -1,0 +1,123 @@
+"""The memories the generated RTL holds, predicted from an `AcceleratorConfig`, and what the
+IHP SG13G2 flow makes of them (macro arrays, their area and leakage), without synthesis.
+
+Memories are most of an accelerator's area, and their cost is not a trend to fit: the ASIC
+flow picks an array of foundry macros for each ``$mem_v2`` cell by its shape
+(`fpga.macro_picker.pick`) and sums the macros' Liberty area. So the area model predicts the
+same shapes from the configuration and picks the same way, which makes its memory area exact
+for any configuration, inside the calibration set or not.
+
+Only memories with synchronous read ports can become macros; the rest (the first-word-through
+FIFOs of the compute, load and store units, read asynchronously) are always flip-flops, whose
+area the logic fit carries. `memory_requests` therefore lists the synchronous ones, each as the
+`MemoryRequest` the flow builds from Yosys' ``$mem_v2`` cell (`tests/test_memory_shapes.py`
+checks the list against Yosys on generated designs):
+
+=====================  ==============================================================
+memory                 shape
+=====================  ==============================================================
+scratchpad bank (x B)  ``bank_depth`` lines of the operand line, 1 read + 1 write port,
+                       write enable per operand element (`hw.scratchpad`)
+accumulator            ``acc_lines`` lines of the accumulator line, 2 read + 1 write,
+                       write enable per accumulator element (`hw.accumulator`)
+instruction queues x3  ``queue_depth - 1`` instructions, 1 + 1, one enable
+                       (`hw.controller`, a `SyncFIFOBuffered` keeps one word in a register)
+fetch queue            ``fetch_chunks - 1`` chunks of max(instruction, bus width), 1 + 1
+=====================  ==============================================================
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from tensorforge.config import AcceleratorConfig
+from tensorforge.fpga.macro_picker import MemoryChoice, MemoryRequest, pick
+from tensorforge.isa import INSTRUCTION_BITS
+
+#: The technology whose macros `memory_choices` picks (the only one with a macro catalogue).
+TECH = "ihp-sg13g2"
+
+
+@dataclass(frozen=True)
+class PredictedMemory:
+    """One memory of the generated RTL: its instance path (as Yosys names it) and shape."""
+
+    instance: str
+    request: MemoryRequest
+
+
+def _enables(bits: int, granularity: int) -> tuple[int, ...]:
+    """One write-enable signal per ``granularity`` bits (``granularity == bits``: one)."""
+    return tuple(bit // granularity for bit in range(bits))
+
+
+def _fifo(instance: str, words: int, bits: int) -> PredictedMemory:
+    return PredictedMemory(instance, MemoryRequest(words, bits, enable_groups=_enables(bits,
+                                                                                      bits)))
+
+
+def memory_requests(config: AcceleratorConfig) -> list[PredictedMemory]:
+    """The synchronous-read memories of ``Accelerator(config)`` (see the module docstring)."""
+    from tensorforge.hw.controller import Controller
+
+    in_bits, acc_bits = config.precision.in_bits, config.precision.acc_bits
+    line_bits = config.spad_line_elems * in_bits
+    acc_line_bits = config.acc_line_elems * acc_bits
+    memories = [
+        PredictedMemory(f"scratchpad.bank{index}", MemoryRequest(
+            config.bank_depth, line_bits, enable_groups=_enables(line_bits, in_bits)))
+        for index in range(config.scratchpad.banks)
+    ]
+    memories.append(PredictedMemory("accumulator.memory", MemoryRequest(
+        config.acc_lines, acc_line_bits, read_ports=2,
+        enable_groups=_enables(acc_line_bits, acc_bits))))
+    memories += [_fifo(f"controller.{unit}_queue.storage", Controller.queue_depth - 1,
+                       INSTRUCTION_BITS) for unit in ("load", "compute", "store")]
+    memories.append(_fifo("controller.fetched.storage", Controller.fetch_chunks - 1,
+                          max(INSTRUCTION_BITS, config.dma.bus_bits)))
+    return [m for m in memories if m.request.words > 1]
+
+
+@functools.cache
+def _catalogue():
+    from tensorforge.fpga import ihp_sg13g2
+
+    return [model.macro for model in ihp_sg13g2.catalogue()], ihp_sg13g2.flop_cost()
+
+
+def choose(request: MemoryRequest) -> MemoryChoice:
+    """What the IHP flow makes of ``request``: `fpga.ihp_sg13g2.map_memories`' own pick."""
+    macros, flops = _catalogue()
+    return pick(request, macros, flops)
+
+
+@dataclass(frozen=True)
+class MemoryCost:
+    """Macro area (um^2) and leakage (mW) of an accelerator's memories, and the flip-flop
+    estimate of those left to flip-flops (a feature of the logic fit, not part of the area)."""
+
+    macro_area_um2: float
+    macro_leakage_mw: float
+    macro_count: int
+    flop_area_um2: float
+    slowest_access_ns: float
+
+
+def memory_cost(config: AcceleratorConfig, prefix: str = "") -> MemoryCost:
+    """The macro cost of the memories of ``config`` whose instance starts with ``prefix``
+    (``"scratchpad."``, ``"accumulator."``, ``"controller."``; empty: all)."""
+    area = leakage = flops = access = 0.0
+    count = 0
+    for memory in memory_requests(config):
+        if not memory.instance.startswith(prefix):
+            continue
+        choice = choose(memory.request)
+        if choice.array is None:
+            flops += choice.flop_area_um2
+            continue
+        area += choice.array.area_um2
+        leakage += choice.array.leakage_nw * 1e-6
+        count += choice.array.count
+        access = max(access, choice.array.macro.access_ns)
+    return MemoryCost(area, leakage, count, flops, access)
