@@ -258,19 +258,25 @@ def _mac_step_cycles(step, c: Compute) -> float:
     off the instruction's strides (as `cost_model._micro_loops` derives them from a tiling)."""
     from tensorforge.dse.cost_model import _MicroLoops, _step_cycles
 
-    stationary = (c.a_outer, c.a_inner) if step.stationary_role == "A" else (c.b_outer, c.b_inner)
-    if c.inner > 1 and stationary[1] != 0:
-        run = 1
-    elif c.outer > 1 and stationary[0] != 0:
-        run = c.inner
-    else:
-        run = c.outer * c.inner
+    run = stationary_run(step, c)
     c_moves_inner, c_moves_outer = c.acc_inner != 0, c.acc_outer != 0
     per_pass = c.inner if c_moves_inner and not c_moves_outer and c.outer > 1 else 0
     same_c = not c_moves_inner and (c.inner > 1 or (not c_moves_outer and c.outer > 1))
     revisit = per_pass if step.groups_span_steps or not same_c else 1
     loops = _MicroLoops(instructions=1, inner=c.inner, run=run, revisit=revisit)
     return float(_step_cycles(step, loops, max(step.beats, step.stationary_lines)))
+
+
+def stationary_run(step, c: Compute) -> int:
+    """Steps of ``c``'s micro-loop that keep one stationary block (the PEs reload it between
+    runs): 1 where the inner loop moves it, the inner loop where only the outer does, else
+    every step."""
+    stationary = (c.a_outer, c.a_inner) if step.stationary_role == "A" else (c.b_outer, c.b_inner)
+    if c.inner > 1 and stationary[1] != 0:
+        return 1
+    if c.outer > 1 and stationary[0] != 0:
+        return c.inner
+    return c.outer * c.inner
 
 
 #: Passes of `trace_cycles` at most: each runs the program with the dispatch times of the

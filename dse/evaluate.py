@@ -28,6 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig, Interconnect
+from tensorforge.dse.energy import EventEnergies, missing_events
 
 
 @dataclass(frozen=True)
@@ -74,12 +75,20 @@ class LayerEvaluator(Protocol):
 
 @dataclass(frozen=True)
 class HardwareCost:
-    """What the accelerator costs regardless of the workload."""
+    """What the accelerator costs regardless of the workload.
+
+    ``energies`` prices the events a layer evaluator counts in its technology
+    (`tensorforge.dse.energy`); a model without them (the first-order one) leaves each layer's
+    own ``energy_pj`` as the dynamic energy. ``clock_power_w`` is drawn while the clock runs
+    with the data still (clock tree and flip-flop clock pins), like leakage for the whole run.
+    """
 
     area_mm2: float
     static_power_w: float  # leakage, paid for the whole run time
     clock_mhz: float
     peak_power_w: float  # every PE and buffer busy every cycle: a bound, for reference points
+    clock_power_w: float = 0.0
+    energies: EventEnergies | None = None
 
 
 @runtime_checkable
@@ -107,12 +116,20 @@ class Metrics:
         return asdict(self)
 
 
+def layer_energy_pj(layer: LayerMetrics, hardware: HardwareCost) -> float:
+    """The layer's dynamic energy: its events priced by the hardware's technology where the
+    hardware model has energies and the evaluator counted them, else the evaluator's own."""
+    if hardware.energies is None or missing_events(layer.details):
+        return layer.energy_pj
+    return hardware.energies.dynamic_pj(layer.details)
+
+
 def aggregate(layers: Sequence[tuple[LayerMetrics, int]], hardware: HardwareCost) -> Metrics:
     """Whole-workload metrics from ``(layer metrics, repeat count)`` pairs."""
     cycles = sum(layer.cycles * count for layer, count in layers)
-    dynamic_pj = sum(layer.energy_pj * count for layer, count in layers)
+    dynamic_pj = sum(layer_energy_pj(layer, hardware) * count for layer, count in layers)
     seconds = cycles / (hardware.clock_mhz * 1e6)
-    static_j = hardware.static_power_w * seconds
+    static_j = (hardware.static_power_w + hardware.clock_power_w) * seconds
     energy_j = dynamic_pj * 1e-12 + static_j
     power_w = energy_j / seconds if seconds > 0 else hardware.static_power_w
     return Metrics(
