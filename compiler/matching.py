@@ -28,11 +28,26 @@ before tensorizing, so choices map index to index (and MTTKRP's GEMM covers thre
 
 Workloads with three or more inputs are matched per product node of their TST (`tst.stages`):
 a choice on an inner stage computes an intermediate such as MTTKRP's ``(A*B)[i,k,j]``.
+
+Padding. Where no choice matches every intrinsic index (a depthwise convolution has no index
+for GEMM's ``j``: its channel index is in all three tensors; a matrix product has no sliding
+window for CONV2D's ``y+s``), the least wasteful choices that leave some intrinsic indices
+*padded* are offered instead: a padded index runs at size 1, its other positions multiply
+zeros (the LOADs fill them), and the array does proportionally less useful work. "Least
+wasteful" is the smallest product of the padded indices' sizes on the nominal intrinsic,
+then the fewest padded indices. An intrinsic index left alone in its ``add`` (CONV2D's ``y``
+with ``s`` padded) no longer slides, so its coefficient is a load stride like a lone
+index's: that is how a stride-2 convolution runs on CONV2D, one kernel tap per step. A
+workload that matches without padding never gets padded choices, so none of its programs
+change. A padded choice still computes the whole workload exactly: padding only decides how
+much of the array each step uses.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
+import math
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -70,6 +85,7 @@ class TensorizeChoice:
     dims: tuple[tuple[str, int, int], ...]  # (intrinsic tensor, its dim, workload tensor dim)
     outer: tuple[str, ...]  # workload indices left to software loops, in workload order
     complete: bool  # the intrinsic plus outer loops compute the whole workload
+    padded: tuple[str, ...] = ()  # intrinsic indices run at size 1 (module docstring)
 
     @property
     def operand_map(self) -> dict[str, str]:
@@ -98,18 +114,49 @@ class TensorizeChoice:
         )
         stage = f" stage {self.stage}" if not self.complete else ""
         outer = ",".join(self.outer) or "none"
-        return f"{self.intrinsic}{stage}: {indices} | {operands} | outer loops: {outer}"
+        padded = f" | padded to 1: {','.join(self.padded)}" if self.padded else ""
+        return f"{self.intrinsic}{stage}: {indices} | {operands} | outer loops: {outer}{padded}"
 
 
 def tensorize_choices(workload: Workload, intrinsic: Workload | str) -> list[TensorizeChoice]:
-    """Every legal tensorize choice of ``intrinsic`` (a workload or a name) in ``workload``."""
-    intrinsic = _as_intrinsic(intrinsic)
+    """Every legal tensorize choice of ``intrinsic`` (a workload or a name) in ``workload``.
+
+    A stage that no choice matches without padding gets its least wasteful padded choices
+    (module docstring).
+    """
+    return list(_cached_choices(workload, _as_intrinsic(intrinsic)))
+
+
+@functools.lru_cache(maxsize=4096)  # the software search asks again for every design point
+def _cached_choices(workload: Workload, intrinsic: Workload) -> tuple[TensorizeChoice, ...]:
     choices: list[TensorizeChoice] = []
     parts = stages(workload)
     for position, stage in enumerate(parts):
-        for matched in _matches(stage, intrinsic):
-            choices.append(_choice(workload, intrinsic, parts, position, *matched))
-    return choices
+        for level in _padding_levels(intrinsic):
+            found = [_choice(workload, intrinsic, parts, position, *matched, pads)
+                     for pads in level for matched in _matches(stage, intrinsic, pads=pads)]
+            if found:
+                choices += found
+                break
+    return tuple(choices)
+
+
+def _padding_levels(intrinsic: Workload) -> list[list[tuple[str, ...]]]:
+    """Sets of intrinsic indices to pad, grouped by waste, least first: ``[[()], ...]``.
+
+    Waste is the product of the padded indices' nominal sizes, then their count; sets of one
+    level are tried together. Only indices that reach an input can be padded (the others are
+    never matched anyway).
+    """
+    used = {i for a in intrinsic.inputs for i in a.indices}
+    candidates = [i for i in intrinsic.indices if i in used]
+    sizes = intrinsic.sizes
+    levels: dict[tuple[int, int], list[tuple[str, ...]]] = {}
+    for count in range(len(candidates)):  # padding every index would match anything
+        for pads in itertools.combinations(candidates, count):
+            waste = math.prod(sizes[i] for i in pads)
+            levels.setdefault((waste, count), []).append(pads)
+    return [levels[key] for key in sorted(levels)]
 
 
 def why_illegal(
@@ -153,12 +200,14 @@ def _matches(
     only_order: tuple[int, ...] | None = None,
     only_indices: dict[str, str] | None = None,
     reasons: list[str] | None = None,
+    pads: tuple[str, ...] = (),
 ) -> Iterator[tuple[tuple[int, ...], dict[str, str], dict[Leaf, Leaf]]]:
-    """(operand order, index mapping, leaf mapping) of each legal match on one stage."""
+    """(operand order, index mapping, leaf mapping) of each legal match on one stage, with
+    the intrinsic indices ``pads`` left unmatched (padded)."""
     reasons = [] if reasons is None else reasons
     tree_i, tree_w = build_tst(intrinsic), build_tst(stage)
     inputs_used = {i for a in intrinsic.inputs for i in a.indices}
-    matched = [i for i in intrinsic.indices if i in inputs_used]
+    matched = [i for i in intrinsic.indices if i in inputs_used and i not in pads]
     orders = [only_order] if only_order else list(itertools.permutations(range(2)))
     for order in orders:
         operand = {-1: -1, **dict(enumerate(order))}
@@ -238,7 +287,8 @@ def _structure_problem(tree_i: TST, tree_w: TST, leaves: dict[Leaf, Leaf]) -> st
     """Step 2: lowest common ancestors must agree in kind and pair up one-to-one."""
     pairs: dict[tuple[int, ...], tuple[int, ...]] = {}
     for leaf, image in leaves.items():
-        if leaf.in_add and image.coef != leaf.coef:
+        sliding = any(other.path[:-1] == leaf.path[:-1] for other in leaves if other is not leaf)
+        if leaf.in_add and sliding and image.coef != leaf.coef:
             return (
                 f"{image.index} has coefficient {image.coef} in {image.tensor} but the "
                 f"intrinsic's {leaf.index} slides with coefficient {leaf.coef} (stride)"
@@ -266,6 +316,7 @@ def _choice(
     order: tuple[int, ...],
     mapping: dict[str, str],
     leaves: dict[Leaf, Leaf],
+    padded: tuple[str, ...] = (),
 ) -> TensorizeChoice:
     stage = parts[position]
     operands = [(intrinsic.output.tensor, stage.output)]
@@ -283,4 +334,5 @@ def _choice(
         dims=tuple(dims),
         outer=tuple(i for i in workload.indices if i not in mapped),
         complete=len(parts) == 1,
+        padded=padded,
     )

@@ -57,7 +57,7 @@ def run_choice(stage, intr, choice, inputs):
             names = access.indices
             for values in itertools.product(*(range(intr_sizes[n]) for n in names)):
                 at_i = dict(zip(names, values, strict=True))
-                at_w = {**fixed, **{mapping[n]: v for n, v in at_i.items()}}
+                at_w = {**fixed, **{mapping[n]: v for n, v in at_i.items() if n in mapping}}
                 u, w = evaluate(access.dims, at_i), evaluate(target.dims, at_w)
                 assert source.setdefault(u, w) == w, "one intrinsic element, two workload ones"
                 shape = shapes[target.tensor]
@@ -152,16 +152,24 @@ def test_gemm_on_conv_count_by_hand():
     assert got == expected
 
 
-def test_conv2d_on_conv_and_not_on_stride_two():
+STRIDED = parse_workload("C[k,x,y] += A[c,2*x+r,2*y+s] * B[k,c,r,s]", "k=2,c=2,x=2,y=2,r=2,s=2")
+DEPTHWISE = parse_workload("C[c,x,y] += A[c,x+r,y+s] * B[c,r,s]", "c=2,x=2,y=2,r=2,s=2")
+
+
+def test_conv2d_on_conv_and_on_stride_two_only_padded():
     choices = tensorize_choices(CONV_W, intrinsic("conv2d"))
     assert sorted(c.index_map["x"] for c in choices) == ["x", "y"]  # identity, x/y transposed
-    strided = parse_workload("C[k,x,y] += A[c,2*x+r,2*y+s] * B[k,c,r,s]", "k=2,c=2,x=2,y=2,r=2,s=2")
-    assert tensorize_choices(strided, intrinsic("conv2d")) == []
+    assert not any(c.padded for c in choices)
+    padded = tensorize_choices(STRIDED, intrinsic("conv2d"))
+    assert padded and all(c.padded for c in padded)
+    for choice in padded:  # no window slides over a stride-2 dimension
+        for pair in (("x", "r"), ("y", "s")):
+            assert set(pair) & set(choice.padded), choice.describe()
     reason = why_illegal(
-        strided, intrinsic("conv2d"), {"A": "A", "B": "B"}, {i: i for i in "kcxyrs"}
+        STRIDED, intrinsic("conv2d"), {"A": "A", "B": "B"}, {i: i for i in "kcxyrs"}
     )
     assert "coefficient 2" in reason
-    assert len(tensorize_choices(strided, intrinsic("gemm"))) == 8
+    assert len(tensorize_choices(STRIDED, intrinsic("gemm"))) == 8
 
 
 def test_dot_matches_any_reduction():
@@ -185,9 +193,11 @@ def test_mttkrp_gemv_four_loops_gemm_three():
     gemv = tensorize_choices(mttkrp, intrinsic("gemv"))
     gemm = tensorize_choices(mttkrp, intrinsic("gemm"))
     assert {c.stage for c in gemv} == {0, 1}
-    assert {c.stage for c in gemm} == {0}  # only the A x B stage is a GEMM
+    # only the A x B stage is a GEMM; the other has j in all three tensors: it pads GEMM's j
+    assert {c.stage for c in gemm if not c.padded} == {0}
+    assert {c.padded for c in gemm if c.stage == 1} == {("i",), ("j",)}  # or i, operands swapped
     assert best_cover(gemv) == 4  # i, k, l and j
-    assert best_cover(gemm) == 3  # i/k, l and j
+    assert best_cover([c for c in gemm if not c.padded]) == 3  # i/k, l and j
     assert not any(c.complete for c in gemv + gemm)
 
 
@@ -205,7 +215,22 @@ CASES = [
     ),
     (parse_workload("C[c,x,y] += A[c,x+r,y+s] * B[c,r,s]", "c=2,x=2,y=2,r=2,s=2"), "gemv"),
     (parse_workload("C[i,j,k] += A[i,j,l] * B[l,k]", "i=2,j=2,k=2,l=3"), "gemm"),
+    # padded choices: no workload index for some intrinsic index, or no sliding window
+    (DEPTHWISE, "gemm"),
+    (DEPTHWISE, "conv2d"),
+    (STRIDED, "conv2d"),
+    (GEMM_W, "conv2d"),
 ]
+
+
+def test_padding_is_the_least_wasteful_fallback():
+    """Padded choices appear only where nothing matches in full, and pad the fewest PEs."""
+    assert not any(c.padded for c in tensorize_choices(GEMM_W, intrinsic("gemm")))
+    assert {c.padded for c in tensorize_choices(DEPTHWISE, intrinsic("gemm"))} == {
+        ("i",), ("j",)}
+    sized = parse_workload(CONV2D, "k=4,c=4,x=1,y=4,r=1,s=3", name="conv2d")
+    # a matrix product on CONV2D pads the window (s: 3 PEs' worth, x and r are 1 wide)
+    assert {c.padded for c in tensorize_choices(GEMM_W, sized)} == {("x", "r", "s")}
 
 
 @pytest.mark.parametrize(("workload", "name"), CASES)
