@@ -45,6 +45,7 @@ class EventEnergies:
     forward_pj_per_byte: float
     dma_beat_pj: float
     dram_pj_per_byte: float
+    acc_write_logic_pj: float = 0.0  # the accumulate adders and write staging of a line
     source: str = ""
 
     def per_event(self) -> dict[str, float]:
@@ -59,13 +60,16 @@ class EventEnergies:
     def split_pj(self, events: Mapping[str, float]) -> dict[str, float]:
         """``events`` priced, by kind: logic (MACs, forwarding, DMA), memories (scratchpad
         and accumulator), dram (off chip)."""
-        cost = {name: float(events.get(name, 0.0)) * pj for name, pj in
-                self.per_event().items()}
+        count = {name: float(events.get(name, 0.0)) for name in EVENTS}
         return {
-            "logic": cost["macs"] + cost["forward_bytes"] + cost["dma_beats"],
-            "memories": cost["spad_line_reads"] + cost["spad_line_writes"]
-            + cost["acc_line_reads"] + cost["acc_line_writes"],
-            "dram": cost["dram_bytes"],
+            "logic": count["macs"] * self.mac_pj + count["forward_bytes"]
+            * self.forward_pj_per_byte + count["dma_beats"] * self.dma_beat_pj
+            + count["acc_line_writes"] * self.acc_write_logic_pj,
+            "memories": count["spad_line_reads"] * self.spad_read_pj
+            + count["spad_line_writes"] * self.spad_write_pj
+            + count["acc_line_reads"] * self.acc_read_pj
+            + count["acc_line_writes"] * self.acc_write_pj,
+            "dram": count["dram_bytes"] * self.dram_pj_per_byte,
         }
 
     def dynamic_pj(self, events: Mapping[str, float], *, on_chip: bool = False) -> float:

@@ -1,0 +1,197 @@
+"""Per-event energies of an accelerator on IHP SG13G2 (`energy.EventEnergies`), and the power of
+its running clock.
+
+Memories are not fitted: a line read or written costs what the IHP macros the flow picks for
+that memory (`memory_shapes.choose`) say in their Liberty files, the same figures the ASIC
+flow charges per counted access: a read touches the ``cols`` macros of one row of one copy, a
+write every copy. A memory the flow builds from flip-flops has no macro energy; its logic is
+in the logic fit.
+
+The logic is fitted (`fit_energies`, by ``benchmarks/calibrate_energy.py``) on workload-driven
+power runs of the synthesized netlist (`tensorforge.sim.power`): its energy over a run is
+non-negative least squares on the run's events (`LOGIC_EVENTS`: MACs, bytes forwarded between
+PEs, bus beats, accumulator lines written, each carrying the logic around it) plus a clock
+term per cycle that grows with the design's registers (`clock_features`). DRAM is off chip:
+`DRAM_PJ_PER_BYTE`, a published figure.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from tensorforge.config import AcceleratorConfig
+from tensorforge.dse.energy import EventEnergies
+from tensorforge.errors import ConfigError
+
+TECH = "ihp-sg13g2"
+FIT_FILE = f"energy_fit-{TECH}.json"
+#: DRAM access energy: 20 pJ/bit, the low end of the 1.3-2.6 nJ per 64-bit access in
+#: M. Horowitz, "Computing's energy problem (and what we can do about it)", ISSCC 2014 (the
+#: figure the first-order model takes too, so the two agree off chip).
+DRAM_PJ_PER_BYTE = 160.0
+#: The events whose logic energy is fitted (their memories are priced from the macros).
+LOGIC_EVENTS = ("macs", "forward_bytes", "dma_beats", "acc_line_writes")
+
+
+def clock_features(config: AcceleratorConfig) -> dict[str, float]:
+    """What the clock's energy per cycle grows with: the PEs' registers, the buffer lines' (the
+    read data and write staging registers of every bank and the accumulator), and a constant
+    (controller, queues, DMA)."""
+    line_bits = config.spad_line_bytes * 8 * config.scratchpad.banks
+    return {"pes": float(config.array.pes),
+            "line_bits": float(line_bits + config.acc_line_bytes * 8), "one": 1.0}
+
+
+@dataclass(frozen=True)
+class EnergyFit:
+    """Fitted logic energy per event (pJ) and clock energy per cycle per feature (pJ), with
+    the held-out check of the whole model and the setting it was fitted in."""
+
+    logic_pj: dict[str, float]
+    clock_pj: dict[str, float]
+    clock_ns: float
+    data: str
+    rtl_commit: str
+    errors: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EnergyFit:
+        return cls(**data)
+
+    def clock_pj_per_cycle(self, config: AcceleratorConfig) -> float:
+        return sum(self.clock_pj.get(k, 0.0) * v for k, v in clock_features(config).items())
+
+
+@functools.cache
+def load_energy_fit() -> EnergyFit | None:
+    """The packaged fit (``dse/data/energy_fit-ihp-sg13g2.json``), None before the first
+    calibration."""
+    path = resources.files("tensorforge.dse") / "data" / FIT_FILE
+    try:
+        return EnergyFit.from_dict(json.loads(path.read_text()))
+    except FileNotFoundError:
+        return None
+
+
+def memory_access_pj(config: AcceleratorConfig) -> dict[str, float]:
+    """Macro energy of one scratchpad-bank and one accumulator line read and write (pJ)."""
+    from tensorforge.dse.memory_shapes import choose, memory_requests
+
+    energies = {"spad_read": 0.0, "spad_write": 0.0, "acc_read": 0.0, "acc_write": 0.0}
+    for memory in memory_requests(config):
+        kind = ("spad" if memory.instance.startswith("scratchpad.")
+                else "acc" if memory.instance.startswith("accumulator.") else None)
+        array = choose(memory.request).array if kind else None
+        if array is None:
+            continue
+        energies[f"{kind}_read"] = array.cols * array.macro.read_pj
+        energies[f"{kind}_write"] = array.cols * array.copies * array.macro.write_pj
+    return energies
+
+
+def ihp_energies(config: AcceleratorConfig, fit: EnergyFit | None = None) -> EventEnergies:
+    """The per-event energies of ``config`` (``fit``: the packaged one)."""
+    fit = fit or load_energy_fit()
+    if fit is None:
+        raise ConfigError(f"{FIT_FILE} is missing from tensorforge/dse/data; run "
+                          "`python benchmarks/calibrate_energy.py` to make it")
+    memory = memory_access_pj(config)
+    logic = fit.logic_pj
+    return EventEnergies(
+        mac_pj=logic.get("macs", 0.0),
+        spad_read_pj=memory["spad_read"],
+        spad_write_pj=memory["spad_write"],
+        acc_read_pj=memory["acc_read"],
+        acc_write_pj=memory["acc_write"],
+        forward_pj_per_byte=logic.get("forward_bytes", 0.0),
+        dma_beat_pj=logic.get("dma_beats", 0.0),
+        dram_pj_per_byte=DRAM_PJ_PER_BYTE,
+        acc_write_logic_pj=logic.get("acc_line_writes", 0.0),
+        source=f"{TECH}: memories from the macros' Liberty, logic fitted on workload-driven "
+               f"power runs (RTL of {fit.rtl_commit})",
+    )
+
+
+def clock_power_w(config: AcceleratorConfig, clock_mhz: float,
+                  fit: EnergyFit | None = None) -> float:
+    """The power of ``config``'s running clock at ``clock_mhz`` with its data still."""
+    fit = fit or load_energy_fit()
+    if fit is None:
+        return 0.0
+    return fit.clock_pj_per_cycle(config) * 1e-12 * clock_mhz * 1e6
+
+
+# --- fitting ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PowerRun:
+    """One workload-driven power run: the program's events, its cycles and clock, and the
+    measured power of the netlist by kind (mW; ``logic`` includes the clock's)."""
+
+    name: str
+    config: AcceleratorConfig
+    events: dict[str, float]
+    cycles: int
+    clock_ns: float
+    logic_mw: float
+    memory_mw: float
+    leakage_mw: float
+
+    @property
+    def seconds(self) -> float:
+        return self.cycles * self.clock_ns * 1e-9
+
+    @property
+    def logic_pj(self) -> float:
+        return self.logic_mw * self.cycles * self.clock_ns  # mW x ns = pJ
+
+    @property
+    def total_mw(self) -> float:
+        return self.logic_mw + self.memory_mw + self.leakage_mw
+
+
+def _logic_row(run: PowerRun) -> tuple[list[str], list[float]]:
+    names = list(LOGIC_EVENTS) + [f"clock:{k}" for k in clock_features(run.config)]
+    values = [float(run.events.get(e, 0.0)) for e in LOGIC_EVENTS]
+    values += [v * run.cycles for v in clock_features(run.config).values()]
+    return names, values
+
+
+def fit_energies(runs: list[PowerRun], *, data: str, rtl_commit: str) -> EnergyFit:
+    """Non-negative least squares of the runs' logic energy on their events and clock terms
+    (columns scaled so the fit is well conditioned)."""
+    from sklearn.linear_model import LinearRegression
+
+    if not runs:
+        raise ConfigError("no power runs to fit energies on")
+    names = _logic_row(runs[0])[0]
+    x = np.array([_logic_row(r)[1] for r in runs])
+    y = np.array([r.logic_pj for r in runs])
+    scale = np.maximum(np.abs(x).max(axis=0), 1e-12)
+    coef = LinearRegression(positive=True, fit_intercept=False).fit(x / scale, y).coef_ / scale
+    values = dict(zip(names, map(float, coef), strict=True))
+    return EnergyFit(
+        logic_pj={k: v for k, v in values.items() if not k.startswith("clock:")},
+        clock_pj={k.split(":", 1)[1]: v for k, v in values.items() if k.startswith("clock:")},
+        clock_ns=runs[0].clock_ns, data=data, rtl_commit=rtl_commit)
+
+
+def predicted_mw(run: PowerRun, fit: EnergyFit, leakage_mw: float) -> dict[str, float]:
+    """The model's on-chip power for ``run``'s program: its events priced, the clock per cycle,
+    and ``leakage_mw`` (the area model's)."""
+    split = ihp_energies(run.config, fit).split_pj(run.events)
+    ns = run.cycles * run.clock_ns
+    logic = split["logic"] + fit.clock_pj_per_cycle(run.config) * run.cycles
+    memories = split["memories"]
+    return {"logic_mw": logic / ns, "memory_mw": memories / ns, "leakage_mw": leakage_mw,
+            "total_mw": (logic + memories) / ns + leakage_mw}
