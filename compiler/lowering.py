@@ -27,6 +27,7 @@ from functools import cached_property
 import numpy as np
 
 from tensorforge.compiler.layout import gather
+from tensorforge.compiler.matching import TensorizeChoice, tensorize_choices
 from tensorforge.compiler.tst import stages
 from tensorforge.compiler.workload import Access, AffineExpr, Workload
 from tensorforge.errors import MappingError
@@ -34,6 +35,24 @@ from tensorforge.errors import MappingError
 
 def fused_name(group: tuple[str, ...]) -> str:
     return "_".join(group)
+
+
+def device_choices(workload: Workload, intrinsic: str,
+                   groups: tuple[tuple[str, ...], ...] = ()) -> list[TensorizeChoice]:
+    """The tensorize choices the device can run under the fusion ``groups`` (stage 0).
+
+    Padded choices (`tensorforge.compiler.matching`) are a last resort for the layer, not
+    for each lowering: a fused form's padded choices are dropped when the workload as
+    written runs in full (a convolution on CONV2D keeps the choices it had, rather than
+    also trying its im2col matrix padded onto the window).
+    """
+    fused = Lowering(workload, groups).fused
+    found = [c for c in tensorize_choices(fused, intrinsic) if c.stage == 0]
+    if groups and any(c.padded for c in found):
+        written = tensorize_choices(workload, intrinsic)
+        if any(c.stage == 0 and not c.padded for c in written):
+            return [c for c in found if not c.padded]
+    return found
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 
 from tensorforge.compiler.codegen import MAX_EXTENT, micro_loop
 from tensorforge.compiler.lowering import Lowering
+from tensorforge.compiler.lowering import device_choices as lowering_choices
 from tensorforge.compiler.mapping import Mapping, output_first_order
-from tensorforge.compiler.matching import TensorizeChoice, tensorize_choices
+from tensorforge.compiler.matching import TensorizeChoice
 from tensorforge.compiler.tiling import Tiling, build_tiling
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
@@ -41,8 +42,7 @@ MAX_ORDERS = 24
 def device_choices(workload: Workload, config: AcceleratorConfig,
                    groups: tuple[tuple[str, ...], ...] = ()) -> list[TensorizeChoice]:
     """The tensorize choices the device can run (stage 0 of the fused workload)."""
-    fused = Lowering(workload, groups).fused
-    return [c for c in tensorize_choices(fused, config.intrinsic.value) if c.stage == 0]
+    return lowering_choices(workload, config.intrinsic.value, groups)
 
 
 def _no_choice(workload: Workload, config: AcceleratorConfig) -> MappingError:

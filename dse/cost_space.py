@@ -24,8 +24,8 @@ from functools import cached_property
 import numpy as np
 
 from tensorforge.compiler.layout import dense_layout
-from tensorforge.compiler.lowering import Lowering
-from tensorforge.compiler.matching import TensorizeChoice, tensorize_choices
+from tensorforge.compiler.lowering import Lowering, device_choices
+from tensorforge.compiler.matching import TensorizeChoice
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig, Interconnect
 from tensorforge.errors import MappingError
@@ -120,6 +120,13 @@ class LayerSpace:
         from tensorforge.dse.cost_transfers import TransferCounter
 
         return TransferCounter(self.workload, self.choice, self.groups, self.config)
+
+    @cached_property
+    def stack(self):
+        """This space alone as a `cost_rows.SpaceStack`, the form the batch model prices."""
+        from tensorforge.dse.cost_rows import SpaceStack
+
+        return SpaceStack([self])
 
     def describe(self) -> str:
         fused = f" fused {[list(g) for g in self.groups]}" if self.groups else ""
@@ -235,12 +242,10 @@ def layer_spaces(workload: Workload, config: AcceleratorConfig, *,
     spaces = []
     for groups in fusions:
         try:
-            fused = Lowering(workload, groups, 0).fused
+            choices = device_choices(workload, config.intrinsic.value, groups)
         except MappingError:
             continue
-        for choice in tensorize_choices(fused, config.intrinsic.value):
-            if choice.stage != 0:
-                continue
+        for choice in choices:
             try:
                 spaces.append(build_space(workload, choice, config, groups))
             except MappingError:
