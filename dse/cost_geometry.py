@@ -5,13 +5,16 @@ per operand: buffer lines of a tile, DRAM elements, rows, beats and lines of one
 its tiles (`sweep_sums`), LOAD/STORE instructions per tile transfer (`transfers`), and the
 tile steps between an operand's reloads in a loop order (`reload_periods`). A `Geometry`
 of one tile (``sizes`` = the tile) gives the same quantities for one tile step or chunk.
+Every space constant comes per mapping (`cost_rows.SpaceRows`): a batch may mix tensorize
+choices.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from tensorforge.dse.cost_space import AXIS, ELEM, GROUP, LayerSpace, OperandSpec
+from tensorforge.dse.cost_rows import OperandRows, SpaceRows
+from tensorforge.dse.cost_space import AXIS, ELEM, GROUP
 
 I64 = np.int64
 
@@ -40,11 +43,12 @@ def distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 class Geometry:
     """Per-index quantities of a batch: counts, remainders, block counts."""
 
-    def __init__(self, space: LayerSpace, tiles: np.ndarray,
+    def __init__(self, rows: SpaceRows, tiles: np.ndarray,
                  sizes: np.ndarray | None = None) -> None:
-        block = space.block
+        block = rows.block
         self.single = sizes is tiles  # one tile per index: a tile step or chunk on its own
-        sizes = np.broadcast_to(space.sizes if sizes is None else sizes, tiles.shape)
+        sizes = rows.sizes if sizes is None else sizes
+        self.at = np.arange(len(tiles))
         self.tile = np.minimum(tiles, sizes)
         self.full_blocks = ceil_div(self.tile, block)
         if self.single:  # the same numbers without the divisions (the model's hot path)
@@ -59,21 +63,20 @@ class Geometry:
         self.legal = np.all((self.tile % block == 0) | (self.tile == sizes), axis=1)
         self.sizes, self.block = sizes, block
 
-    def col(self, name: str, position: int, default: int = 1) -> np.ndarray:
-        if position < 0:
-            return np.full(self.tile.shape[0], default, dtype=I64)
-        return getattr(self, name)[:, position]
+    def col(self, name: str, positions: np.ndarray) -> np.ndarray:
+        """Quantity ``name`` of each mapping's index at ``positions`` (an ``n``-vector)."""
+        return getattr(self, name)[self.at, positions]
 
 
-def tile_lines(g: Geometry, spec: OperandSpec) -> np.ndarray:
+def tile_lines(g: Geometry, spec: OperandRows) -> np.ndarray:
     """Buffer lines of one full tile (as `compiler.tiling` allocates)."""
     lines = np.ones(g.tile.shape[0], dtype=I64)
     for dim in spec.dims:
         p = dim.positions[0]
         if dim.kind == GROUP:
-            lines *= g.tile[:, p]
+            lines *= g.col("tile", p)
         elif dim.kind == ELEM:
-            lines *= g.full_blocks[:, p]
+            lines *= g.col("full_blocks", p)
         else:
             extent = sum(s * g.col("full_blocks", q) for q, s in zip(dim.positions, dim.sizes,
                                                                       strict=True))
@@ -81,20 +84,19 @@ def tile_lines(g: Geometry, spec: OperandSpec) -> np.ndarray:
     return lines
 
 
-def _row_sums(g: Geometry, per_row, position: int, size: int) -> np.ndarray:
+def _row_sums(g: Geometry, per_row, position: np.ndarray, size: np.ndarray) -> np.ndarray:
     """Sum over the tiles of index ``position`` of ``per_row(elements)`` for each LOAD/STORE
     row (full rows of ``size`` elements, then the remainder row) of one tile."""
     def one_tile(valid: np.ndarray) -> np.ndarray:
         part = valid % size
-        return (valid // size) * per_row(np.full_like(valid, size)) + np.where(
-            part > 0, per_row(part), 0)
+        return (valid // size) * per_row(size) + np.where(part > 0, per_row(part), 0)
     if g.single:
-        return one_tile(g.tile[:, position])
-    return (g.count[:, position] - 1) * one_tile(g.tile[:, position]) + one_tile(
-        g.rem[:, position])
+        return one_tile(g.col("tile", position))
+    return (g.col("count", position) - 1) * one_tile(g.col("tile", position)) + one_tile(
+        g.col("rem", position))
 
 
-def sweep_sums(g: Geometry, spec: OperandSpec, elem_bytes: int, bus_bytes: int
+def sweep_sums(g: Geometry, spec: OperandRows, elem_bytes: int, bus_bytes: int
                ) -> dict[str, np.ndarray]:
     """Totals over one pass through every distinct tile of the operand: DRAM elements, data
     rows, beats and buffer lines (pad lines included)."""
@@ -104,14 +106,15 @@ def sweep_sums(g: Geometry, spec: OperandSpec, elem_bytes: int, bus_bytes: int
     for dim in spec.dims:
         p = dim.positions[0]
         if dim.kind == GROUP:
+            sizes = g.col("sizes", p)
             for k in others:
-                others[k] = others[k] * g.sizes[:, p]
+                others[k] = others[k] * sizes
         elif dim.kind == ELEM:
-            others["elements"] = others["elements"] * g.sizes[:, p]
+            others["elements"] = others["elements"] * g.col("sizes", p)
             size = dim.sizes[0]
             elem_rows = _row_sums(g, np.ones_like, p, size)
             elem_beats = _row_sums(g, lambda v: ceil_div(v * elem_bytes, bus_bytes), p, size)
-            others["lines"] = others["lines"] * g.total_blocks[:, p]
+            others["lines"] = others["lines"] * g.col("total_blocks", p)
         else:
             counts = [g.col("count", q) for q in dim.positions]
             sizes = [g.col("sizes", q) for q in dim.positions]
@@ -133,7 +136,7 @@ def sweep_sums(g: Geometry, spec: OperandSpec, elem_bytes: int, bus_bytes: int
             "beats": rows * elem_beats, "lines": others["lines"]}
 
 
-def reload_periods(g: Geometry, space: LayerSpace, order: np.ndarray) -> tuple[np.ndarray, ...]:
+def reload_periods(g: Geometry, rows: SpaceRows, order: np.ndarray) -> tuple[np.ndarray, ...]:
     """Tile steps between reloads of A, B and between stores of C (suffix count products)."""
     counts = np.take_along_axis(g.count, order, axis=1)  # (n x D), outermost first
     suffix = np.cumprod(counts[:, ::-1], axis=1)[:, ::-1]  # product of this loop and inner
@@ -141,7 +144,7 @@ def reload_periods(g: Geometry, space: LayerSpace, order: np.ndarray) -> tuple[n
     total = suffix[:, 0]
     periods = []
     for row in range(3):
-        uses = space.dependence[row][order] & (counts > 1)
+        uses = np.take_along_axis(rows.uses(row), order, axis=1) & (counts > 1)
         last = np.where(uses.any(axis=1), uses.shape[1] - 1 - np.argmax(uses[:, ::-1], axis=1),
                         -1)
         period = np.where(last >= 0, np.take_along_axis(inner, np.maximum(last, 0)[:, None],
@@ -150,7 +153,7 @@ def reload_periods(g: Geometry, space: LayerSpace, order: np.ndarray) -> tuple[n
     return total, periods[0], periods[1], periods[2]
 
 
-def transfers(g: Geometry, spec: OperandSpec, lines: np.ndarray, padded: bool
+def transfers(g: Geometry, spec: OperandRows, lines: np.ndarray, padded: bool
                ) -> np.ndarray:
     """LOAD/STORE instructions per transfer of a tile of ``lines`` lines (mean over the tiles).
 
@@ -172,24 +175,24 @@ def transfers(g: Geometry, spec: OperandSpec, lines: np.ndarray, padded: bool
             return (valid[0] >= last.sizes[0]).astype(float) + (valid[0] % last.sizes[0] > 0)
         return 1.0 + (valid[0] % last.sizes[0] > 0)
 
-    used = [q for q in last.positions if q >= 0]
+    used = [q for q, present in zip(last.positions, last.present, strict=True) if present]
     if len(last.positions) != 1 or not used:  # a sliding window: one run per line extent
         return runs
-    full = per_tile([g.tile[:, q] for q in used])
-    partial = per_tile([g.rem[:, q] for q in used])
-    count = g.count[:, used[0]]
+    full = per_tile([g.col("tile", q) for q in used])
+    partial = per_tile([g.col("rem", q) for q in used])
+    count = g.col("count", used[0])
     return runs * ((count - 1) * full + partial) / count
 
 
-def last_dim_lines(g: Geometry, spec: OperandSpec) -> np.ndarray:
+def last_dim_lines(g: Geometry, spec: OperandRows) -> np.ndarray:
     """Lines of the innermost tile dimension (one LOAD/STORE run covers them)."""
     if not spec.dims:
         return np.ones(g.tile.shape[0], dtype=I64)
     last = spec.dims[-1]
     if last.kind == GROUP:
-        return g.tile[:, last.positions[0]]
+        return g.col("tile", last.positions[0])
     if last.kind == ELEM:
-        return g.full_blocks[:, last.positions[0]]
+        return g.col("full_blocks", last.positions[0])
     extent = sum(s * g.col("full_blocks", q) for q, s in zip(last.positions, last.sizes,
                                                               strict=True))
     return extent - (len(last.positions) - 1)

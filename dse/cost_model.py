@@ -82,6 +82,7 @@ from tensorforge.dse.cost_geometry import (
     tile_lines,
     transfers,
 )
+from tensorforge.dse.cost_rows import OperandRows, SpaceRows
 from tensorforge.dse.cost_space import (
     LayerSpace,
     StepPlan,
@@ -228,38 +229,39 @@ class _MicroLoops:
     revisit: np.ndarray  # steps between two read-modify-writes of one C line; 0: none
 
 
-def _micro_loops(blocks: np.ndarray, space: LayerSpace) -> _MicroLoops:
+def _micro_loops(blocks: np.ndarray, rows: SpaceRows) -> _MicroLoops:
     """Mirror `codegen.micro_loop` on tile steps of ``blocks`` (``n x D``) blocks per index:
     the inner loop runs over the index with the most blocks that the stationary operand does
     not use (else the one with the most), ties to an output index; the outer over the next
     with the most blocks; the rest unroll."""
     n = blocks.shape[0]
+    every = np.arange(n)
     big = np.iinfo(I64).max
-    c_uses = space.dependence[2]
-    s_uses = space.dependence[0 if space.step.stationary_role == "A" else 1]
+    c_uses = rows.uses(2)
+    s_uses = rows.uses(0 if rows.step.stationary_role == "A" else 1)
     key = np.where(blocks > 1, 2 * -blocks + ~c_uses, big)  # lower first, index order on ties
     keep_key = np.where(s_uses, big, key)
     has_keep = keep_key.min(axis=1) < big
     inner_at = np.where(has_keep, np.argmin(keep_key, axis=1), np.argmin(key, axis=1))
     has_inner = key.min(axis=1) < big
     rest = key.copy()
-    rest[np.arange(n), inner_at] = big
+    rest[every, inner_at] = big
     outer_at = np.argmin(rest, axis=1)
     has_outer = rest.min(axis=1) < big
-    inner = np.where(has_inner, blocks[np.arange(n), inner_at], 1)
-    outer = np.where(has_outer, blocks[np.arange(n), outer_at], 1)
-    s_inner, s_outer = has_inner & s_uses[inner_at], has_outer & s_uses[outer_at]
-    c_inner, c_outer = has_inner & c_uses[inner_at], has_outer & c_uses[outer_at]
+    inner = np.where(has_inner, blocks[every, inner_at], 1)
+    outer = np.where(has_outer, blocks[every, outer_at], 1)
+    s_inner, s_outer = has_inner & s_uses[every, inner_at], has_outer & s_uses[every, outer_at]
+    c_inner, c_outer = has_inner & c_uses[every, inner_at], has_outer & c_uses[every, outer_at]
     run = np.where(s_inner, 1, np.where(s_outer, inner, inner * outer))
     # a C line comes back each outer pass when only the inner loop moves C; where C stays
     # from step to step, os arrays add in the PEs, the others read-modify-write every step
     per_pass = np.where(c_inner & ~c_outer & (outer > 1), inner, 0)
     same_c = (~c_inner & (inner > 1)) | (~c_inner & ~c_outer & (outer > 1))
-    revisit = per_pass if space.step.groups_span_steps else np.where(same_c, 1, per_pass)
+    revisit = per_pass if rows.step.groups_span_steps else np.where(same_c, 1, per_pass)
     return _MicroLoops(np.prod(blocks, axis=1) // (inner * outer), inner, run, revisit)
 
 
-def _remainder_loops(g: Geometry, space: LayerSpace, reload_step: np.ndarray
+def _remainder_loops(g: Geometry, rows: SpaceRows, reload_step: np.ndarray
                      ) -> tuple[np.ndarray, np.ndarray]:
     """MAC instructions and MAC step cycles of the whole program, tile step by tile step: a
     step's micro-loop follows its own blocks (a remainder tile has fewer, and may loop over
@@ -273,9 +275,9 @@ def _remainder_loops(g: Geometry, space: LayerSpace, reload_step: np.ndarray
         if not weight.any():
             continue
         blocks = np.where(chosen, g.rem_blocks, g.full_blocks)
-        loops = _micro_loops(blocks, space)
+        loops = _micro_loops(blocks, rows)
         instructions += weight * loops.instructions
-        cycles += weight * np.prod(blocks, axis=1) * _step_cycles(space.step, loops,
+        cycles += weight * np.prod(blocks, axis=1) * _step_cycles(rows.step, loops,
                                                                   reload_step)
     return instructions, cycles
 
@@ -370,10 +372,24 @@ def evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
     if tiles.shape != order.shape or tiles.shape[1] != space.dims:
         raise ValueError(f"tiles {tiles.shape} and order {order.shape} must both be "
                          f"n x {space.dims} ({', '.join(space.names)})")
-    energy = energy or energy_table(space.config)
+    stack = space.stack
+    which = np.zeros(len(tiles), dtype=I64)
+    return evaluate_rows(stack.rows(which), *stack.widen(which, tiles, order), parameters,
+                         energy, exact=exact)
+
+
+def evaluate_rows(rows: SpaceRows, tiles: np.ndarray, order: np.ndarray,
+                  parameters: CostParameters = CostParameters(),
+                  energy: EnergyTable | None = None, *, exact: bool = False) -> CostBatch:
+    """`evaluate` on mappings of several tensorize choices at once: ``rows`` (`cost_rows.
+    SpaceRows`) gives each mapping's space, ``tiles`` and ``order`` are ``n x W`` in its
+    columns (`cost_rows.SpaceStack.widen`). One pass of numpy for the whole batch, with the
+    same figures, bit for bit, as `evaluate` on each choice's mappings."""
+    energy = energy or energy_table(rows.config)
     if len(tiles) <= SLICE_ROWS:
-        return _evaluate(space, tiles, order, parameters, energy, exact)
-    return _concatenate([_evaluate(space, tiles[at:at + SLICE_ROWS], order[at:at + SLICE_ROWS],
+        return _evaluate(rows, tiles, order, parameters, energy, exact)
+    return _concatenate([_evaluate(rows.take(np.arange(at, min(at + SLICE_ROWS, len(tiles)))),
+                                   tiles[at:at + SLICE_ROWS], order[at:at + SLICE_ROWS],
                                    parameters, energy, exact)
                          for at in range(0, len(tiles), SLICE_ROWS)])
 
@@ -390,27 +406,26 @@ def _concatenate(parts: list[CostBatch]) -> CostBatch:
                             for k in parts[0].extra})
 
 
-def _evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
+def _evaluate(rows: SpaceRows, tiles: np.ndarray, order: np.ndarray,
               parameters: CostParameters, energy: EnergyTable, exact: bool) -> CostBatch:
-    """`evaluate` on one slice of mappings."""
-    config, step, p = space.config, space.step, parameters
-    g = Geometry(space, tiles)
+    """`evaluate_rows` on one slice of mappings."""
+    config, step, p = rows.config, rows.step, parameters
+    g = Geometry(rows, tiles)
     n = len(tiles)
-    lines = {s.role: tile_lines(g, s) for s in space.operands}
-    slots = {s.role: np.where(np.prod(g.count[:, list(s.indices)], axis=1) > 1, 2, 1)
-             for s in space.operands}
+    lines = {s.role: tile_lines(g, s) for s in rows.operands}
+    slots = {s.role: np.where(_keys(g, s) > 1, 2, 1) for s in rows.operands}
     spad_lines = lines["A"] * slots["A"] + lines["B"] * slots["B"]
     acc_lines = lines["C"] * slots["C"]
     legal = g.legal & (spad_lines <= config.spad_lines) & (acc_lines <= config.acc_lines)
 
-    steps, *periods = reload_periods(g, space, order)
+    steps, *periods = reload_periods(g, rows, order)
     bus = config.dma.bus_bytes
     in_bytes, acc_bytes = config.precision.in_bytes, config.precision.acc_bytes
     load_cycles, read_bytes, loads, spad_written = [], np.zeros(n), [], np.zeros(n)
     load_instructions = []  # per LOAD event of A, B
-    for row, spec in enumerate(space.operands[:2]):
-        sums = _sweep_counts(space, g, spec, g.tile, legal, exact)
-        keys = np.prod(g.count[:, list(spec.indices)], axis=1)
+    for row, spec in enumerate(rows.operands[:2]):
+        sums = _sweep_counts(rows, g, spec, g.tile, legal, exact)
+        keys = _keys(g, spec)
         count = steps // periods[row]
         sweeps = count // keys
         runs = sums["instructions"] / keys
@@ -421,7 +436,7 @@ def _evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
         load_instructions.append(runs)
         read_bytes = read_bytes + program["elements"] * in_bytes
         spad_written = spad_written + program["lines"] * config.spad_line_bytes
-    out = _sweep_counts(space, g, space.operand("C"), g.tile, legal, exact)
+    out = _sweep_counts(rows, g, rows.operands[2], g.tile, legal, exact)
     stores = steps // periods[2]
     store_instructions = out["instructions"] / np.maximum(stores, 1)
     store_cycles = _unit_time(out, stores, p, store=True)
@@ -432,16 +447,16 @@ def _evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
     # first visit in its tile writes without reading the old line
     zero_steps = np.zeros_like(stores)
     overwritten_lines = stores * lines["C"]
-    loops = _micro_loops(g.full_blocks, space)
+    loops = _micro_loops(g.full_blocks, rows)
     reload_share = 1.0 / loops.run
     banks = config.scratchpad.banks
-    a_first = space.step.stationary_role == "B"
+    a_first = step.stationary_role == "B"
     residue = (-(lines["A"] * slots["A"]) if a_first else lines["A"] * slots["A"]) % banks
     conflicts = np.asarray(step.conflicts_by_residue)[residue]
     reload_step = np.maximum(step.beats, step.stationary_lines) + (
         p.reload_conflict_share * conflicts)
     if exact:
-        mac_instructions, mac_cycles = _remainder_loops(g, space, reload_step)
+        mac_instructions, mac_cycles = _remainder_loops(g, rows, reload_step)
     else:  # every tile step as a full one
         mac_instructions = steps * loops.instructions
         mac_cycles = mac_steps * _step_cycles(step, loops, reload_step)
@@ -468,17 +483,17 @@ def _evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
     # by one, the rest at the mean step cost of the periodic overlap
     def tile_costs(valid: np.ndarray, owners: np.ndarray
                    ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        return _distinct_tile_costs(space, p, valid, g.tile[owners], reload_step[owners],
-                                    exact)
+        return _distinct_tile_costs(rows.take(owners), p, valid, g.tile[owners],
+                                    reload_step[owners], exact)
 
     middle = Middle(np.array(periods).T, per_load, load_instructions, per_step_compute,
                      step_instructions, per_store, store_instructions)
-    schedule = boundary_schedule(space, g, steps, middle, tile_costs,
+    schedule = boundary_schedule(rows, g, steps, middle, tile_costs,
                                  step.isolated_step + p.issue_cycles)
     load_cycles[0] = load_cycles[0] + schedule.extra["load"]
     compute_cycles = compute_cycles + schedule.extra["compute"]
     store_cycles = store_cycles + schedule.extra["store"]
-    host_cycles = np.full(n, space.host_bytes / bus)
+    host_cycles = rows.host_bytes / bus
     cycles = (timeline(schedule.groups, window, gate, fetch, p.dram_latency_cycles)
               + schedule.skipped * overlapped / steps
               + step.array_latency + host_cycles)
@@ -494,9 +509,9 @@ def _evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
     hop_bytes = mac_steps * step.beats * config.spad_line_elems * in_bytes * movement_hops(config)
     energy_pj = (executed * energy.mac_pj + spad_bytes * energy.spad_pj_per_byte
                  + acc_bytes_moved * energy.acc_pj_per_byte
-                 + (read_bytes + write_bytes + space.host_bytes) * energy.dram_pj_per_byte
+                 + (read_bytes + write_bytes + rows.host_bytes) * energy.dram_pj_per_byte
                  + hop_bytes * energy.hop_pj_per_byte)
-    useful = float(np.prod(space.sizes.astype(float)))
+    useful = rows.useful
     return CostBatch(
         legal=legal, cycles=cycles, energy_pj=energy_pj, compute_cycles=compute_cycles,
         load_cycles=load_cycles[0] + load_cycles[1], store_cycles=store_cycles,
@@ -511,15 +526,22 @@ def _evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
                + schedule.extra["transfers"]})
 
 
-def _sweep_counts(space: LayerSpace, g: Geometry, spec, tiles: np.ndarray,
+def _keys(g: Geometry, spec: OperandRows) -> np.ndarray:
+    """Distinct tiles of the operand: the product of its indices' tile counts."""
+    return np.prod(np.where(spec.uses, g.count, 1), axis=1)
+
+
+def _sweep_counts(rows: SpaceRows, g: Geometry, spec: OperandRows, tiles: np.ndarray,
                   legal: np.ndarray, exact: bool) -> dict[str, np.ndarray]:
     """`cost_transfers.COUNTS` summed over one pass through every distinct tile of the
     operand: per index its full tiles and its remainder, each combination weighted by how
     often it occurs, each measured on the code generator (`LayerSpace.transfer_counter`);
     or, not ``exact``, the closed-form geometry's (`_closed_form_counts`)."""
     if not exact:
-        return _closed_form_counts(space, g, spec)
-    uses = tuple(spec.indices)
+        return _closed_form_counts(rows, g, spec)
+    space = rows.single()
+    uses = space.operand(spec.role).indices
+    tiles = tiles[:, : space.dims]
     n = len(tiles)
     total = {k: np.zeros(n) for k in COUNTS}
     variants = [(False,)] * len(uses) if g.single else [(False, True)] * len(uses)
@@ -530,21 +552,23 @@ def _sweep_counts(space: LayerSpace, g: Geometry, spec, tiles: np.ndarray,
                 valid[:, position] = g.rem[:, position]
             else:
                 weight = weight * (1 if g.single else g.count[:, position] - 1)
-        counts = space.transfer_counter.batch(spec.role, uses, space.names, tiles, valid,
+        counts = space.transfer_counter.batch(spec.role, uses, space.names, tiles,
+                                              valid[:, : space.dims],
                                               legal & (weight > 0))
         for k in COUNTS:
             total[k] = total[k] + weight * counts[k]
     return total
 
 
-def _closed_form_counts(space: LayerSpace, g: Geometry, spec) -> dict[str, np.ndarray]:
+def _closed_form_counts(rows: SpaceRows, g: Geometry, spec: OperandRows
+                        ) -> dict[str, np.ndarray]:
     """The counts of `_sweep_counts` by the closed-form geometry: LOAD/STORE instructions
     per run of a tile's innermost lines (`cost_geometry.transfers`), rows, beats and lines
     of row-major regions (`cost_geometry.sweep_sums`), one burst per row."""
-    config, store = space.config, spec.role == "C"
+    config, store = rows.config, spec.role == "C"
     elem_bytes = config.precision.acc_bytes if store else config.precision.in_bytes
     sums = sweep_sums(g, spec, elem_bytes, config.dma.bus_bytes)
-    keys = np.prod(g.count[:, list(spec.indices)], axis=1)
+    keys = _keys(g, spec)
     runs = transfers(g, spec, tile_lines(g, spec), padded=not store)
     return {"instructions": keys * runs, "elements": sums["elements"], "beats": sums["beats"],
             "bursts": sums["rows"], "rows": sums["rows"],
@@ -576,7 +600,7 @@ def _stream(c: dict[str, np.ndarray], p: CostParameters, *, store: bool) -> np.n
     return stream + zero_lines
 
 
-def _distinct_tile_costs(space: LayerSpace, p: CostParameters, valid: np.ndarray,
+def _distinct_tile_costs(rows: SpaceRows, p: CostParameters, valid: np.ndarray,
                          tiles: np.ndarray, reload_step: np.ndarray, exact: bool = True
                          ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """`_tile_costs`, priced once per distinct row: the chunks of a batch's boundary steps
@@ -584,31 +608,32 @@ def _distinct_tile_costs(space: LayerSpace, p: CostParameters, valid: np.ndarray
     The tiles are part of a row only where they change its price (``exact``: they decide
     how the code generator lays the lines out)."""
     _, step_code = np.unique(reload_step, return_inverse=True)
-    key = np.concatenate([valid, *([tiles] if exact else []), step_code.reshape(-1, 1)],
-                         axis=1)
+    key = np.concatenate([valid, *([tiles] if exact else []), step_code.reshape(-1, 1),
+                          rows.space.reshape(-1, 1)], axis=1)
     first, inverse = distinct_rows(key)
-    costs = _tile_costs(space, p, valid[first], tiles[first], reload_step[first], exact)
+    costs = _tile_costs(rows.take(first), p, valid[first], tiles[first], reload_step[first],
+                        exact)
     return {role: (c[inverse], m[inverse]) for role, (c, m) in costs.items()}
 
 
-def _tile_costs(space: LayerSpace, p: CostParameters, valid: np.ndarray, tiles: np.ndarray,
+def _tile_costs(rows: SpaceRows, p: CostParameters, valid: np.ndarray, tiles: np.ndarray,
                 reload_step: np.ndarray, exact: bool = True
                 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """``(cycles, instructions)`` of LOADing A and B, COMPUTE (``"MAC"``) and STOREing C for
     one tile step (or chunk) of ``valid`` (``n x D``) elements per index, by the same terms
     as the whole program's (the first MAC's wait for a drained array not included);
     ``tiles`` are the mappings' tiles, which decide how the lines lie in the buffers."""
-    g = Geometry(space, valid, sizes=valid)
+    g = Geometry(rows, valid, sizes=valid)
     everywhere = np.ones(len(valid), dtype=bool)
     costs = {}
-    for spec in space.operands:
+    for spec in rows.operands:
         store = spec.role == "C"
-        sums = _sweep_counts(space, g, spec, tiles, everywhere, exact)
+        sums = _sweep_counts(rows, g, spec, tiles, everywhere, exact)
         costs[spec.role] = (_unit_time(sums, np.minimum(sums["instructions"], 1), p,
                                        store=store), sums["instructions"])
-    loops = _micro_loops(g.full_blocks, space)
+    loops = _micro_loops(g.full_blocks, rows)
     steps = np.prod(g.total_blocks, axis=1)
-    costs["MAC"] = (steps * _step_cycles(space.step, loops, reload_step) + loops.instructions
+    costs["MAC"] = (steps * _step_cycles(rows.step, loops, reload_step) + loops.instructions
                     * (p.instruction_fill_cycles + p.issue_cycles), loops.instructions)
     return costs
 

@@ -120,17 +120,18 @@ def _run(present, start, cycles, count, end, dispatch, window, fetch):
     return np.where(present, finish, end), np.where(present, moved, dispatch)
 
 
-def split_index(blocks: np.ndarray, candidates: np.ndarray, names: tuple[str, ...],
+def split_index(blocks: np.ndarray, candidates: np.ndarray, rank: np.ndarray,
                 preferred: np.ndarray | None = None) -> np.ndarray:
     """Per mapping, the index position a boundary step is cut along, or -1.
 
     ``blocks`` (``n x D``) blocks of that step per index, ``candidates`` (``n x D``) where
-    a cut is allowed; a ``preferred`` (``D``) index first, then the most blocks, ties to the
-    greater name (the code generator takes ``max((preferred, blocks, name))``).
+    a cut is allowed; a ``preferred`` (``n x D``) index first, then the most blocks, ties to
+    the greater name (the code generator takes ``max((preferred, blocks, name))``; ``rank``
+    (``n x D``) is the name order of each position).
     """
-    rank = np.argsort(np.argsort(np.array(names)))  # name order of each position
-    first = 0 if preferred is None else preferred * (blocks.max(initial=0) + 1) * len(names)
-    key = np.where(candidates & (blocks >= 2), first + blocks * len(names) + rank, -1)
+    width = blocks.shape[1]
+    first = 0 if preferred is None else preferred * (blocks.max(initial=0) + 1) * width
+    key = np.where(candidates & (blocks >= 2), first + blocks * width + rank, -1)
     return np.where(key.max(axis=1) >= 0, np.argmax(key, axis=1), -1)
 
 
@@ -193,40 +194,38 @@ class Schedule:
 NEAR_STEPS = 16
 
 
-def boundary_schedule(space, g, steps: np.ndarray, middle: Middle, tile_costs,
+def boundary_schedule(rows, g, steps: np.ndarray, middle: Middle, tile_costs,
                       first_wait: float) -> Schedule:
     """The first tile step, up to `NEAR_STEPS` unsplit steps and the last tile step as
     `Group`s, the boundary steps cut as the code generator cuts them.
 
-    ``g``: the batch's `cost_geometry.Geometry`; ``tile_costs(valid, owners)``: ``(cycles,
+    ``rows``: the batch's `cost_rows.SpaceRows`; ``g``: its `cost_geometry.Geometry`;
+    ``tile_costs(valid, owners)``: ``(cycles,
     instructions)`` per unit of tile steps of ``valid`` (``m x D``) elements per index, row
     ``i`` a step of mapping ``owners[i]`` (only the mappings that have a chunk are priced);
     ``first_wait``: what a C tile's first MAC waits for the array to drain.
     """
-    n, dims = g.tile.shape
-    uses = space.dependence
-    chunkable = np.array([not any(d in dim.positions and len(dim.positions) > 1
-                                  for spec in space.operands for dim in spec.dims)
-                          for d in range(dims)])
+    n = len(steps)
+    uses, chunkable = [rows.uses(r) for r in range(3)], rows.chunkable
     many = steps > 1
     everywhere = np.ones(n, dtype=bool)
     # first step: every operand loads; cut along a reduction index both use
-    allowed = np.broadcast_to(~uses[2] & chunkable & uses[0] & uses[1], (n, dims))
-    cut = np.where(many, split_index(g.full_blocks, allowed, space.names), -1)
+    allowed = ~uses[2] & chunkable & uses[0] & uses[1]
+    cut = np.where(many, split_index(g.full_blocks, allowed, rows.rank), -1)
     cuts = _with_inner_cut(cut, g.full_blocks, uses[2] & chunkable & (uses[0] | uses[1]),
-                           space.names)
-    first = _split_step(space, g.tile, cuts, np.ones((n, 2), dtype=bool), True,
+                           rows.rank)
+    first = _split_step(rows, g.tile, cuts, np.ones((n, 2), dtype=bool), True,
                         middle.periods[:, 2] == 1, everywhere, everywhere, tile_costs,
                         first_wait)
     # last step: the operands whose innermost loop moves reload; cut along an output index,
     # one the stationary operand uses if it can
-    allowed = np.broadcast_to(uses[2] & chunkable, (n, dims))
-    stationary = uses["AB".index(space.step.stationary_role)]
-    cut = np.where(many, split_index(g.rem_blocks, allowed, space.names, stationary), -1)
-    cuts = _with_inner_cut(cut, g.rem_blocks, uses[2] & chunkable, space.names)
+    allowed = uses[2] & chunkable
+    stationary = uses["AB".index(rows.step.stationary_role)]
+    cut = np.where(many, split_index(g.rem_blocks, allowed, rows.rank, stationary), -1)
+    cuts = _with_inner_cut(cut, g.rem_blocks, allowed, rows.rank)
     loaded = (middle.periods[:, :2] == 1) & many[:, None]
     new_c = (steps - 1) % middle.periods[:, 2] == 0
-    last = _split_step(space, g.rem, cuts, loaded, False, everywhere, new_c, many, tile_costs,
+    last = _split_step(rows, g.rem, cuts, loaded, False, everywhere, new_c, many, tile_costs,
                        first_wait)
     near = [_unsplit_step(middle, steps, k) for k in range(NEAR_STEPS)]
     extra = {k: first[1][k] + last[1][k] for k in first[1]}
@@ -235,12 +234,12 @@ def boundary_schedule(space, g, steps: np.ndarray, middle: Middle, tile_costs,
 
 
 def _with_inner_cut(cut: np.ndarray, blocks: np.ndarray, allowed: np.ndarray,
-                    names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+                    rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(cut, inner cut)``: the boundary chunk of a step cut along ``cut`` is cut again
     along the ``allowed`` output index of most blocks but ``cut`` (`codegen._Walker.
     _split_indices`); -1 where there is none."""
-    others = allowed[None, :] & (np.arange(blocks.shape[1])[None, :] != cut[:, None])
-    inner = split_index(blocks, others, names)
+    others = allowed & (np.arange(blocks.shape[1])[None, :] != cut[:, None])
+    inner = split_index(blocks, others, rank)
     return cut, np.where(cut >= 0, inner, -1)
 
 
@@ -282,26 +281,26 @@ class _Piece:
     sub: bool
 
 
-def _pieces(space, valid, cuts, growing, active) -> list[_Piece]:
+def _pieces(rows, valid, cuts, growing, active) -> list[_Piece]:
     """The chunks of one boundary step in program order (`codegen._Walker._split_step`):
     along ``cuts[0]``, the boundary chunk (the first of a growing cut, the last of a
     shrinking one) cut again along ``cuts[1]`` where that is not -1. The sub-chunks of the
     last step's last chunk come after every mapping's chunks, as empty groups change
     nothing in `timeline`."""
     n = len(valid)
-    rows = np.arange(n)
+    every = np.arange(n)
     blocks, counts, onehots = [], [], []
     for cut in cuts:
         at = np.maximum(cut, 0)
-        blocks.append(np.where(cut >= 0, -(-valid[rows, at] // space.block[at]), 1))
+        blocks.append(np.where(cut >= 0, -(-valid[every, at] // rows.block[every, at]), 1))
         counts.append(chunk_count(blocks[-1]))
         onehots.append(np.arange(valid.shape[1])[None, :] == cut[:, None])
 
     def narrowed(base, level, chunk):
         start, size = chunk_extents(blocks[level], counts[level], chunk, growing)
         at = np.maximum(cuts[level], 0)
-        block = space.block[at]
-        elems = np.minimum(size * block, base[rows, at] - start * block)
+        block = rows.block[every, at]
+        elems = np.minimum(size * block, base[every, at] - start * block)
         return size > 0, np.where(onehots[level] & (cuts[level] >= 0)[:, None],
                                   elems[:, None], base)
 
@@ -316,7 +315,7 @@ def _pieces(space, valid, cuts, growing, active) -> list[_Piece]:
         edge = narrowed(valid, 0, 0)[1]
     else:  # each mapping's last chunk: one block
         at = np.maximum(cuts[0], 0)
-        elems = valid[rows, at] - (blocks[0] - 1) * space.block[at]
+        elems = valid[every, at] - (blocks[0] - 1) * rows.block[every, at]
         edge = np.where(onehots[0] & (cuts[0] >= 0)[:, None], elems[:, None], valid)
     subs = []
     for chunk in range(int(counts[1].max())):
@@ -325,7 +324,7 @@ def _pieces(space, valid, cuts, growing, active) -> list[_Piece]:
     return subs + pieces if growing else pieces + subs
 
 
-def _split_step(space, valid, cuts, loaded, growing, stored, new_c, active, tile_costs,
+def _split_step(space_rows, valid, cuts, loaded, growing, stored, new_c, active, tile_costs,
                 first_wait) -> tuple[list[Group], dict[str, np.ndarray]]:
     """The chunks of one boundary tile step (one chunk where ``cuts[0]`` is -1) as `Group`s,
     and the cycles per unit they add to the step unsplit.
@@ -338,8 +337,8 @@ def _split_step(space, valid, cuts, loaded, growing, stored, new_c, active, tile
     """
     n, dims = valid.shape
     rows = np.arange(n)
-    pieces = _pieces(space, valid, cuts, growing, active)
-    chunked = [[(cut >= 0) & space.dependence[r][np.maximum(cut, 0)] for r in range(3)]
+    pieces = _pieces(space_rows, valid, cuts, growing, active)
+    chunked = [[(cut >= 0) & space_rows.uses(r)[rows, np.maximum(cut, 0)] for r in range(3)]
                for cut in cuts]
     # the whole step, each piece and, for the sub-chunked, their whole boundary chunk
     edge = next((p for p in pieces if p.sub), None)

@@ -41,7 +41,8 @@ import numpy as np
 from tensorforge.compiler.mapping import Mapping
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
-from tensorforge.dse.cost_model import CostBatch, CostParameters, evaluate
+from tensorforge.dse.cost_model import CostBatch, CostParameters, evaluate, evaluate_rows
+from tensorforge.dse.cost_rows import SpaceStack, stack_classes
 from tensorforge.dse.cost_space import LayerSpace, layer_spaces
 from tensorforge.errors import MappingError
 
@@ -116,6 +117,18 @@ class SoftwareSpace:
         for i, space in enumerate(self.spaces):
             self.n_levels[i, : space.dims] = [len(v) for v in self.values[i]]
             self.outputs[i, : space.dims] = space.output_mask
+        # tile sizes by (space, index, level), for a batch's tiles in one lookup
+        self.tile_table = np.ones((len(self.spaces), MAX_DIMS, self.n_levels.max()),
+                                  dtype=np.int64)
+        for i, values in enumerate(self.values):
+            for d, v in enumerate(values):
+                self.tile_table[i, d, : len(v)] = v
+        # the spaces that the batch model prices together, and each space's place in its stack
+        self.stacks = [(SpaceStack([self.spaces[i] for i in members]), np.array(members))
+                       for members in stack_classes(self.spaces)]
+        self.stack_row = np.zeros(len(self.spaces), dtype=np.int64)
+        for _, members in self.stacks:
+            self.stack_row[members] = np.arange(len(members))
 
     @classmethod
     def build(cls, workload: Workload, config: AcceleratorConfig, *, grid: str = "pow2",
@@ -208,15 +221,27 @@ class SoftwareSpace:
         self.evaluations += n
         cycles, energy = np.full(n, np.inf), np.full(n, np.inf)
         extra = {k: np.zeros(n) for k in ("compute_cycles", "load_cycles", "utilization")}
-        for s in np.unique(batch.space):
-            rows = np.flatnonzero(batch.space == s)
-            dims = self.spaces[s].dims
-            result = evaluate(self.spaces[s], self.tiles_of(s, batch.levels[rows]),
-                              batch.order[rows, :dims], self.parameters)
+        for rows, result in self.evaluate_all(batch):
             cycles[rows], energy[rows] = result.cycles, result.energy_pj
             for k in extra:
                 extra[k][rows] = getattr(result, k)
         return cycles, energy, extra
+
+    def evaluate_all(self, batch: Candidates) -> list[tuple[np.ndarray, CostBatch]]:
+        """The batch model's figures of every candidate, one pass per stack of tensorize
+        choices (`cost_rows`; usually one for the whole batch): ``(rows, CostBatch)`` pairs."""
+        levels = np.maximum(batch.levels, 0)
+        tiles = self.tile_table[batch.space[:, None], np.arange(MAX_DIMS)[None, :], levels]
+        out = []
+        for stack, members in self.stacks:
+            rows = (np.arange(len(batch)) if len(self.stacks) == 1
+                    else np.flatnonzero(np.isin(batch.space, members)))
+            if not len(rows):
+                continue
+            which = self.stack_row[batch.space[rows]]
+            wide = stack.widen(which, tiles[rows], batch.order[rows])
+            out.append((rows, evaluate_rows(stack.rows(which), *wide, self.parameters)))
+        return out
 
     def cost(self, batch: Candidates, row: int) -> CostBatch:
         s = int(batch.space[row])

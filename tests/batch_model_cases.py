@@ -15,7 +15,7 @@ import numpy as np
 from tensorforge.compiler.workload import parse_workload
 from tensorforge.config import AcceleratorConfig
 from tensorforge.dse.cost_model import CostBatch, CostParameters, evaluate, rtl_parameters
-from tensorforge.dse.sw_space import Candidates, SoftwareSpace
+from tensorforge.dse.sw_space import MAX_DIMS, Candidates, SoftwareSpace
 from tensorforge.memory import DEFAULT_MEMORY
 
 REFERENCE = Path(__file__).resolve().parent / "data" / "batch_model_reference.json"
@@ -55,17 +55,41 @@ CASES = {
     "gemm_gemv_os": (GEMM, "i=96,j=80,k=112", config("gemv", dataflow="os"), "all", False),
     "gemm_dot": (GEMM, "i=96,j=80,k=112", config("dot", 8, 1, dataflow="os"), "all", True),
 }
-ROWS = 300
+ROWS = 120  # per tensorize choice
 
 
-def case_batch(name: str) -> tuple[SoftwareSpace, Candidates]:
-    """The case's software space and its seeded batch of random candidates."""
+def case_space(name: str) -> SoftwareSpace:
     text, sizes, accelerator, grid, rtl = CASES[name]
     parameters = rtl_parameters(DEFAULT_MEMORY, accelerator) if rtl else CostParameters()
-    space = SoftwareSpace.build(parse_workload(text, sizes), accelerator, grid=grid,
-                                parameters=parameters)
-    seed = int(hashlib.sha256(name.encode()).hexdigest()[:8], 16)
-    return space, space.random(ROWS, np.random.default_rng(seed))
+    return SoftwareSpace.build(parse_workload(text, sizes), accelerator, grid=grid,
+                               parameters=parameters)
+
+
+def seed(*words: str) -> int:
+    return int(hashlib.sha256(" ".join(words).encode()).hexdigest()[:8], 16)
+
+
+def case_batch(name: str) -> tuple[SoftwareSpace, Candidates, dict[str, np.ndarray]]:
+    """The case's space, a batch of random candidates of every tensorize choice in a seeded
+    mixed order, and the batch rows of each choice (by `LayerSpace.describe`). Each choice
+    draws its own candidates from its own seed, so a choice the matcher adds or drops later
+    changes no other choice's rows."""
+    space = case_space(name)
+    parts = []
+    for s, layer in enumerate(space.spaces):
+        rng = np.random.default_rng(seed(name, layer.describe()))
+        levels = np.full((ROWS, MAX_DIMS), -1, dtype=np.int64)
+        order = np.full((ROWS, MAX_DIMS), -1, dtype=np.int64)
+        levels[:, : layer.dims] = rng.integers(0, space.n_levels[s, : layer.dims],
+                                               size=(ROWS, layer.dims))
+        for row in range(ROWS):
+            order[row, : layer.dims] = space._random_order(s, rng)
+        parts.append(Candidates(np.full(ROWS, s), levels, order))
+    mixed = np.random.default_rng(seed(name)).permutation(ROWS * len(parts))
+    batch = space.canonical(Candidates.concat(parts).take(mixed))
+    where = np.argsort(mixed)  # batch row of each drawn candidate
+    return space, batch, {layer.describe(): where[s * ROWS:(s + 1) * ROWS]
+                          for s, layer in enumerate(space.spaces)}
 
 
 def per_choice(space: SoftwareSpace, batch: Candidates) -> dict[str, np.ndarray]:
@@ -77,6 +101,16 @@ def per_choice(space: SoftwareSpace, batch: Candidates) -> dict[str, np.ndarray]
         dims = space.spaces[s].dims
         result = evaluate(space.spaces[s], space.tiles_of(s, batch.levels[rows]),
                           batch.order[rows, :dims], space.parameters)
+        for name, values in figures(result).items():
+            out.setdefault(name, np.zeros(len(batch), dtype=values.dtype))[rows] = values
+    return out
+
+
+def one_pass(space: SoftwareSpace, batch: Candidates) -> dict[str, np.ndarray]:
+    """Every figure per candidate as the search gets them: the whole batch in one pass per
+    stack of choices (`SoftwareSpace.evaluate_all`)."""
+    out: dict[str, np.ndarray] = {}
+    for rows, result in space.evaluate_all(batch):
         for name, values in figures(result).items():
             out.setdefault(name, np.zeros(len(batch), dtype=values.dtype))[rows] = values
     return out
@@ -97,15 +131,24 @@ def digests(values: dict[str, np.ndarray]) -> dict[str, str]:
     return {name: digest(v) for name, v in sorted(values.items())}
 
 
+def reference_of(name: str, values_of) -> dict[str, dict]:
+    """Per tensorize choice: its legal candidates and the digests of its figures, from
+    ``values_of(space, batch)`` (every figure per batch row)."""
+    space, batch, choices = case_batch(name)
+    values = values_of(space, batch)
+    return {choice: {"legal": int(values["legal"][rows].sum()),
+                     "digests": digests({k: v[rows] for k, v in values.items()})}
+            for choice, rows in choices.items()}
+
+
 def main() -> None:
     if sys.argv[1:] != ["--write"]:
         raise SystemExit("usage: python tests/batch_model_cases.py --write")
     reference = {}
     for name in CASES:
-        space, batch = case_batch(name)
-        values = per_choice(space, batch)
-        reference[name] = {"legal": int(values["legal"].sum()), "digests": digests(values)}
-        print(f"{name:28s} {len(space.spaces):2d} choices, {reference[name]['legal']} legal")
+        reference[name] = reference_of(name, per_choice)
+        legal = sum(c["legal"] for c in reference[name].values())
+        print(f"{name:28s} {len(reference[name]):2d} choices, {legal} legal")
     REFERENCE.write_text(json.dumps(reference, indent=1, sort_keys=True) + "\n")
 
 

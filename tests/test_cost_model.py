@@ -301,8 +301,12 @@ def test_pricing_distinct_rows_once_changes_nothing():
     valid = pool[rng.integers(0, len(pool), 500)]
     tiles = np.minimum(layer.sizes, valid * rng.integers(1, 3, size=(500, 1)))
     reload_step = rng.choice([4.0, 6.5], size=500)
-    once = cost_model._distinct_tile_costs(layer, CostParameters(), valid, tiles, reload_step)
-    every = cost_model._tile_costs(layer, CostParameters(), valid, tiles, reload_step)
+    which = np.zeros(500, dtype=np.int64)
+    rows = layer.stack.rows(which)
+    valid, _ = layer.stack.widen(which, valid, np.argsort(valid, axis=1))
+    tiles, _ = layer.stack.widen(which, tiles, np.argsort(tiles, axis=1))
+    once = cost_model._distinct_tile_costs(rows, CostParameters(), valid, tiles, reload_step)
+    every = cost_model._tile_costs(rows, CostParameters(), valid, tiles, reload_step)
     assert once.keys() == every.keys()
     for role in every:
         for got, want in zip(once[role], every[role], strict=True):

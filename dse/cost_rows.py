@@ -1,0 +1,179 @@
+"""Several `LayerSpace`s of one layer as per-row arrays, so that the batch model prices a batch
+mixing tensorize choices in one pass of numpy instead of one pass per choice (a pass costs
+milliseconds of fixed numpy overhead, more than pricing a thousand mappings).
+
+A `SpaceStack` holds the per-choice constants once, as tables with a row per space; `rows`
+picks a table row per mapping (`SpaceRows`). Spaces stack when their operands' tile
+dimensions (`cost_space.OperandSpec.dims`) have the same kinds in the same order once each
+operand's leading groups are padded to a common count: a group of one element changes no
+product, and every choice of one intrinsic for one layer has that form. Each mapping's
+device indices take the first columns; the columns after them, up to one past the widest
+space, are indices of size, tile and block 1 whose loop runs once (innermost), and the last
+column also stands for an intrinsic index that no workload index runs along.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tensorforge.dse.cost_space import GROUP, ROLES, LayerSpace, OperandSpec, StepPlan
+
+I64 = np.int64
+
+
+def signature(space: LayerSpace) -> tuple:
+    """What must agree for spaces to stack: per operand, its non-group tile dimensions' kinds
+    and which of their entries a workload index runs along; and the accelerator."""
+    return (space.config, *(tuple((d.kind, tuple(p >= 0 for p in d.positions))
+                                  for d in spec.dims if d.kind != GROUP)
+                            for spec in space.operands))
+
+
+def stack_classes(spaces: list[LayerSpace]) -> list[list[int]]:
+    """Indices of ``spaces`` grouped by `signature`, in order of first appearance."""
+    classes: dict[tuple, list[int]] = {}
+    for i, space in enumerate(spaces):
+        classes.setdefault(signature(space), []).append(i)
+    return list(classes.values())
+
+
+@dataclass(frozen=True)
+class DimRows:
+    """One operand tile dimension, per mapping: ``positions`` and ``sizes`` (block size) of each
+    entry as ``n``-vectors; ``present``: whether a workload index runs along the entry (where
+    not, its position is the padding column)."""
+
+    kind: int
+    positions: tuple[np.ndarray, ...]
+    sizes: tuple[np.ndarray, ...]
+    present: tuple[bool, ...]
+
+
+@dataclass(frozen=True)
+class OperandRows:
+    """An operand's tile dimensions per mapping and ``uses`` (``n x W``): the device indices
+    its access uses."""
+
+    role: str
+    dims: tuple[DimRows, ...]
+    uses: np.ndarray
+
+
+@dataclass(frozen=True)
+class SpaceRows:
+    """The constants of each mapping's space, ``n`` rows of ``W`` columns (see the module
+    docstring): device sizes and intrinsic blocks, the name order of each index (ties of the
+    code generator's choices), where a boundary step may be cut, the host's bytes and the
+    useful MACs."""
+
+    stack: SpaceStack
+    space: np.ndarray  # (n,) the stack's space of each mapping
+    sizes: np.ndarray
+    block: np.ndarray
+    rank: np.ndarray
+    chunkable: np.ndarray
+    operands: tuple[OperandRows, OperandRows, OperandRows]
+    host_bytes: np.ndarray
+    useful: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.space)
+
+    @property
+    def config(self):
+        return self.stack.spaces[0].config
+
+    @property
+    def step(self) -> StepPlan:
+        return self.stack.spaces[0].step
+
+    def uses(self, role: int) -> np.ndarray:
+        """(``n x W``) bool: operand A/B/C (0/1/2) uses the index."""
+        return self.operands[role].uses
+
+    def take(self, rows: np.ndarray) -> SpaceRows:
+        return self.stack.rows(self.space[rows])
+
+    def single(self) -> LayerSpace:
+        """The one space of these rows (the code generator's exact counts are per space)."""
+        if len(self.stack.spaces) != 1:
+            raise ValueError("exact transfer counts price one tensorize choice at a time: "
+                             "evaluate each space on its own")
+        return self.stack.spaces[0]
+
+
+class SpaceStack:
+    """Per-space constants of stackable `LayerSpace`s (`stack_classes`) as tables, built once."""
+
+    def __init__(self, spaces: list[LayerSpace]) -> None:
+        if len({signature(s) for s in spaces}) != 1:
+            raise ValueError("these spaces do not stack: group them with stack_classes")
+        self.spaces = tuple(spaces)
+        self.width = max(s.dims for s in spaces) + 1
+        pad = self.width - 1
+        count, width = len(spaces), self.width
+        self._sizes = np.ones((count, width), dtype=I64)
+        self._block = np.ones((count, width), dtype=I64)
+        self._rank = np.tile(np.arange(width, dtype=I64), (count, 1))
+        self._chunkable = np.zeros((count, width), dtype=bool)
+        for i, s in enumerate(spaces):
+            self._sizes[i, : s.dims] = s.sizes
+            self._block[i, : s.dims] = s.block
+            self._rank[i, : s.dims] = np.argsort(np.argsort(np.array(s.names)))
+            self._chunkable[i, : s.dims] = [
+                not any(d in dim.positions and len(dim.positions) > 1
+                        for spec in s.operands for dim in spec.dims) for d in range(s.dims)]
+        self._host_bytes = np.array([s.host_bytes for s in spaces], dtype=I64)
+        self._useful = np.array([float(np.prod(s.sizes.astype(float))) for s in spaces])
+        self._operands = [self._operand_tables(r, pad) for r in range(len(ROLES))]
+
+    def _operand_tables(self, role: int, pad: int) -> tuple[np.ndarray, list]:
+        """``(uses table, dims)``; each dim ``(kind, present, positions table, sizes table)``,
+        the tables with a row per space and a column per entry."""
+        specs: list[OperandSpec] = [s.operands[role] for s in self.spaces]
+        groups = max(sum(d.kind == GROUP for d in spec.dims) for spec in specs)
+        uses = np.zeros((len(specs), self.width), dtype=bool)
+        padded = []
+        for i, spec in enumerate(specs):
+            uses[i, list(spec.indices)] = True
+            own = sum(d.kind == GROUP for d in spec.dims)
+            neutral = [(GROUP, (pad,), (1,), (True,))] * (groups - own)  # one element: factor 1
+            padded.append(neutral + [(d.kind, tuple(p if p >= 0 else pad for p in d.positions),
+                                      d.sizes, tuple(p >= 0 for p in d.positions))
+                                     for d in spec.dims])
+        dims = []
+        for at, (kind, _, _, present) in enumerate(padded[0]):
+            dims.append((kind, present,
+                         np.array([row[at][1] for row in padded], dtype=I64),
+                         np.array([row[at][2] for row in padded], dtype=I64)))
+        return uses, dims
+
+    def rows(self, which: np.ndarray) -> SpaceRows:
+        """The constants of space ``which[i]`` (an index into this stack) for row ``i``."""
+        which = np.asarray(which, dtype=I64)
+        operands = []
+        for role, (uses, dims) in zip(ROLES, self._operands, strict=True):
+            operands.append(OperandRows(role, tuple(
+                DimRows(kind, tuple(np.ascontiguousarray(positions[which].T)),
+                        tuple(np.ascontiguousarray(sizes[which].T)), present)
+                for kind, present, positions, sizes in dims), uses[which]))
+        return SpaceRows(self, which, self._sizes[which], self._block[which],
+                         self._rank[which], self._chunkable[which], tuple(operands),
+                         self._host_bytes[which], self._useful[which])
+
+    def widen(self, which: np.ndarray, tiles: np.ndarray, order: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+        """``(n x W tiles, n x W order)`` from tiles and orders of each row's own indices,
+        ``-1`` (or nothing) past them: tile 1 on the padding columns, which loop innermost."""
+        n, width = len(which), self.width
+        dims = np.array([s.dims for s in self.spaces])[which]
+        column = np.arange(width)[None, :]
+        own = column < dims[:, None]
+        wide_tiles = np.ones((n, width), dtype=I64)
+        wide_order = np.broadcast_to(column, (n, width)).copy()
+        span = min(width, tiles.shape[1])
+        wide_tiles[:, :span] = np.where(own[:, :span], tiles[:, :span], 1)
+        wide_order[:, :span] = np.where(own[:, :span], order[:, :span], column[:, :span])
+        return wide_tiles, wide_order

@@ -1,0 +1,45 @@
+"""The software search's one-pass batch model (`SoftwareSpace.evaluate_all`, `cost_rows`)
+against the model priced one tensorize choice at a time: the same figures, bit for bit."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from batch_model_cases import CASES, REFERENCE, case_batch, one_pass, per_choice, reference_of
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_one_pass_gives_the_figures_the_per_choice_model_gave(name):
+    """Digests written by the per-choice model before the batch model priced mixed batches
+    in one pass (``python tests/batch_model_cases.py --write``); a choice the matcher no
+    longer offers is skipped, one it added has no reference yet."""
+    stored = json.loads(REFERENCE.read_text())[name]
+    now = reference_of(name, one_pass)
+    shared = stored.keys() & now.keys()
+    assert len(shared) >= max(1, len(stored) // 2), f"{name}: the choices changed: regenerate"
+    for choice in sorted(shared):
+        changed = [k for k, d in stored[choice]["digests"].items()
+                   if now[choice]["digests"].get(k) != d]
+        assert not changed, f"{name}, {choice}: {changed} differ from the per-choice model's"
+        assert now[choice]["legal"] == stored[choice]["legal"]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_one_pass_equals_pricing_each_choice_on_its_own(name):
+    """A batch mixing every tensorize choice of the layer, in one pass, against one
+    `cost_model.evaluate` call per choice: every figure of every candidate equal."""
+    space, batch, _ = case_batch(name)
+    together, apart = one_pass(space, batch), per_choice(space, batch)
+    assert together.keys() == apart.keys()
+    assert together["legal"].any()
+    for figure, values in apart.items():
+        np.testing.assert_array_equal(together[figure], values, err_msg=figure)
+
+
+def test_the_search_prices_a_mixed_batch_in_one_pass_per_stack():
+    """Every choice of a convolution on a GEMM array (fused or not) stacks: one pass."""
+    space, batch, choices = case_batch("conv3x3_resnet_16x16")
+    assert len(choices) == 10 and len(space.stacks) == 1
+    assert len(space.evaluate_all(batch)) == 1
