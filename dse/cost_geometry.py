@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tensorforge.dse.cost_rows import OperandRows, SpaceRows
+from tensorforge.dse.cost_rows import OperandRows, SpaceRows, gather
 from tensorforge.dse.cost_space import AXIS, ELEM, GROUP
 
 I64 = np.int64
@@ -48,7 +48,7 @@ class Geometry:
         block = rows.block
         self.single = sizes is tiles  # one tile per index: a tile step or chunk on its own
         sizes = rows.sizes if sizes is None else sizes
-        self.at = np.arange(len(tiles))
+        self.offset = np.arange(len(tiles)) * tiles.shape[1]
         self.tile = np.minimum(tiles, sizes)
         self.full_blocks = ceil_div(self.tile, block)
         if self.single:  # the same numbers without the divisions (the model's hot path)
@@ -65,7 +65,7 @@ class Geometry:
 
     def col(self, name: str, positions: np.ndarray) -> np.ndarray:
         """Quantity ``name`` of each mapping's index at ``positions`` (an ``n``-vector)."""
-        return getattr(self, name)[self.at, positions]
+        return np.take(getattr(self, name).reshape(-1), self.offset + positions)
 
 
 def tile_lines(g: Geometry, spec: OperandRows) -> np.ndarray:
@@ -138,13 +138,13 @@ def sweep_sums(g: Geometry, spec: OperandRows, elem_bytes: int, bus_bytes: int
 
 def reload_periods(g: Geometry, rows: SpaceRows, order: np.ndarray) -> tuple[np.ndarray, ...]:
     """Tile steps between reloads of A, B and between stores of C (suffix count products)."""
-    counts = np.take_along_axis(g.count, order, axis=1)  # (n x D), outermost first
+    counts = gather(g.count, order)  # (n x D), outermost first
     suffix = np.cumprod(counts[:, ::-1], axis=1)[:, ::-1]  # product of this loop and inner
     inner = np.concatenate([suffix[:, 1:], np.ones((len(order), 1), dtype=I64)], axis=1)
     total = suffix[:, 0]
     periods = []
     for row in range(3):
-        uses = np.take_along_axis(rows.uses(row), order, axis=1) & (counts > 1)
+        uses = gather(rows.uses(row), order) & (counts > 1)
         last = np.where(uses.any(axis=1), uses.shape[1] - 1 - np.argmax(uses[:, ::-1], axis=1),
                         -1)
         period = np.where(last >= 0, np.take_along_axis(inner, np.maximum(last, 0)[:, None],

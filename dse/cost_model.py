@@ -82,7 +82,7 @@ from tensorforge.dse.cost_geometry import (
     tile_lines,
     transfers,
 )
-from tensorforge.dse.cost_rows import OperandRows, SpaceRows
+from tensorforge.dse.cost_rows import OperandRows, SpaceRows, gather
 from tensorforge.dse.cost_space import (
     LayerSpace,
     StepPlan,
@@ -248,10 +248,10 @@ def _micro_loops(blocks: np.ndarray, rows: SpaceRows) -> _MicroLoops:
     rest[every, inner_at] = big
     outer_at = np.argmin(rest, axis=1)
     has_outer = rest.min(axis=1) < big
-    inner = np.where(has_inner, blocks[every, inner_at], 1)
-    outer = np.where(has_outer, blocks[every, outer_at], 1)
-    s_inner, s_outer = has_inner & s_uses[every, inner_at], has_outer & s_uses[every, outer_at]
-    c_inner, c_outer = has_inner & c_uses[every, inner_at], has_outer & c_uses[every, outer_at]
+    inner = np.where(has_inner, gather(blocks, inner_at), 1)
+    outer = np.where(has_outer, gather(blocks, outer_at), 1)
+    s_inner, s_outer = has_inner & gather(s_uses, inner_at), has_outer & gather(s_uses, outer_at)
+    c_inner, c_outer = has_inner & gather(c_uses, inner_at), has_outer & gather(c_uses, outer_at)
     run = np.where(s_inner, 1, np.where(s_outer, inner, inner * outer))
     # a C line comes back each outer pass when only the inner loop moves C; where C stays
     # from step to step, os arrays add in the PEs, the others read-modify-write every step

@@ -15,12 +15,23 @@ column also stands for an intrinsic index that no workload index runs along.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from tensorforge.dse.cost_space import GROUP, ROLES, LayerSpace, OperandSpec, StepPlan
 
 I64 = np.int64
+
+
+def gather(matrix: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """``matrix[i, columns[i, j]]`` (``columns`` ``n x k``) or ``matrix[i, columns[i]]``
+    (``n``), by one flat gather: a two-axis fancy index or `np.take_along_axis` takes several
+    times as long, which counts in the model's inner loops."""
+    n, width = matrix.shape
+    offset = np.arange(n) * width
+    return np.take(matrix.reshape(-1), columns + (offset if columns.ndim == 1
+                                                  else offset[:, None]))
 
 
 def signature(space: LayerSpace) -> tuple:
@@ -61,25 +72,55 @@ class OperandRows:
     uses: np.ndarray
 
 
-@dataclass(frozen=True)
 class SpaceRows:
     """The constants of each mapping's space, ``n`` rows of ``W`` columns (see the module
     docstring): device sizes and intrinsic blocks, the name order of each index (ties of the
-    code generator's choices), where a boundary step may be cut, the host's bytes and the
-    useful MACs."""
+    code generator's choices), where a boundary step may be cut, the host's bytes, the useful
+    MACs and the operands' tile dimensions. Each is gathered from the stack's tables when
+    first read: a boundary chunk's pricing reads only a few."""
 
-    stack: SpaceStack
-    space: np.ndarray  # (n,) the stack's space of each mapping
-    sizes: np.ndarray
-    block: np.ndarray
-    rank: np.ndarray
-    chunkable: np.ndarray
-    operands: tuple[OperandRows, OperandRows, OperandRows]
-    host_bytes: np.ndarray
-    useful: np.ndarray
+    def __init__(self, stack: SpaceStack, space: np.ndarray) -> None:
+        self.stack = stack
+        self.space = space  # (n,) the stack's space of each mapping
 
     def __len__(self) -> int:
         return len(self.space)
+
+    def _rows(self, table: np.ndarray) -> np.ndarray:
+        return np.take(table, self.space, axis=0)
+
+    @cached_property
+    def sizes(self) -> np.ndarray:
+        return self._rows(self.stack.sizes)
+
+    @cached_property
+    def block(self) -> np.ndarray:
+        return self._rows(self.stack.block)
+
+    @cached_property
+    def rank(self) -> np.ndarray:
+        return self._rows(self.stack.rank)
+
+    @cached_property
+    def chunkable(self) -> np.ndarray:
+        return self._rows(self.stack.chunkable)
+
+    @cached_property
+    def host_bytes(self) -> np.ndarray:
+        return self._rows(self.stack.host_bytes)
+
+    @cached_property
+    def useful(self) -> np.ndarray:
+        return self._rows(self.stack.useful)
+
+    @cached_property
+    def operands(self) -> tuple[OperandRows, OperandRows, OperandRows]:
+        return tuple(
+            OperandRows(role, tuple(
+                DimRows(kind, tuple(np.take(positions, self.space, axis=1)),
+                        tuple(np.take(sizes, self.space, axis=1)), present)
+                for kind, present, positions, sizes in dims), self._rows(uses))
+            for role, (uses, dims) in zip(ROLES, self.stack.operand_tables, strict=True))
 
     @property
     def config(self):
@@ -94,7 +135,7 @@ class SpaceRows:
         return self.operands[role].uses
 
     def take(self, rows: np.ndarray) -> SpaceRows:
-        return self.stack.rows(self.space[rows])
+        return SpaceRows(self.stack, self.space[rows])
 
     def single(self) -> LayerSpace:
         """The one space of these rows (the code generator's exact counts are per space)."""
@@ -114,24 +155,24 @@ class SpaceStack:
         self.width = max(s.dims for s in spaces) + 1
         pad = self.width - 1
         count, width = len(spaces), self.width
-        self._sizes = np.ones((count, width), dtype=I64)
-        self._block = np.ones((count, width), dtype=I64)
-        self._rank = np.tile(np.arange(width, dtype=I64), (count, 1))
-        self._chunkable = np.zeros((count, width), dtype=bool)
+        self.sizes = np.ones((count, width), dtype=I64)
+        self.block = np.ones((count, width), dtype=I64)
+        self.rank = np.tile(np.arange(width, dtype=I64), (count, 1))
+        self.chunkable = np.zeros((count, width), dtype=bool)
         for i, s in enumerate(spaces):
-            self._sizes[i, : s.dims] = s.sizes
-            self._block[i, : s.dims] = s.block
-            self._rank[i, : s.dims] = np.argsort(np.argsort(np.array(s.names)))
-            self._chunkable[i, : s.dims] = [
+            self.sizes[i, : s.dims] = s.sizes
+            self.block[i, : s.dims] = s.block
+            self.rank[i, : s.dims] = np.argsort(np.argsort(np.array(s.names)))
+            self.chunkable[i, : s.dims] = [
                 not any(d in dim.positions and len(dim.positions) > 1
                         for spec in s.operands for dim in spec.dims) for d in range(s.dims)]
-        self._host_bytes = np.array([s.host_bytes for s in spaces], dtype=I64)
-        self._useful = np.array([float(np.prod(s.sizes.astype(float))) for s in spaces])
-        self._operands = [self._operand_tables(r, pad) for r in range(len(ROLES))]
+        self.host_bytes = np.array([s.host_bytes for s in spaces], dtype=I64)
+        self.useful = np.array([float(np.prod(s.sizes.astype(float))) for s in spaces])
+        self.operand_tables = [self._operand_tables(r, pad) for r in range(len(ROLES))]
 
     def _operand_tables(self, role: int, pad: int) -> tuple[np.ndarray, list]:
         """``(uses table, dims)``; each dim ``(kind, present, positions table, sizes table)``,
-        the tables with a row per space and a column per entry."""
+        the tables with a row per entry and a column per space."""
         specs: list[OperandSpec] = [s.operands[role] for s in self.spaces]
         groups = max(sum(d.kind == GROUP for d in spec.dims) for spec in specs)
         uses = np.zeros((len(specs), self.width), dtype=bool)
@@ -145,23 +186,14 @@ class SpaceStack:
                                      for d in spec.dims])
         dims = []
         for at, (kind, _, _, present) in enumerate(padded[0]):
-            dims.append((kind, present,
-                         np.array([row[at][1] for row in padded], dtype=I64),
-                         np.array([row[at][2] for row in padded], dtype=I64)))
+            dims.append((kind, present,  # entries x spaces, gathered by column
+                         np.array([row[at][1] for row in padded], dtype=I64).T.copy(),
+                         np.array([row[at][2] for row in padded], dtype=I64).T.copy()))
         return uses, dims
 
     def rows(self, which: np.ndarray) -> SpaceRows:
         """The constants of space ``which[i]`` (an index into this stack) for row ``i``."""
-        which = np.asarray(which, dtype=I64)
-        operands = []
-        for role, (uses, dims) in zip(ROLES, self._operands, strict=True):
-            operands.append(OperandRows(role, tuple(
-                DimRows(kind, tuple(np.ascontiguousarray(positions[which].T)),
-                        tuple(np.ascontiguousarray(sizes[which].T)), present)
-                for kind, present, positions, sizes in dims), uses[which]))
-        return SpaceRows(self, which, self._sizes[which], self._block[which],
-                         self._rank[which], self._chunkable[which], tuple(operands),
-                         self._host_bytes[which], self._useful[which])
+        return SpaceRows(self, np.asarray(which, dtype=I64))
 
     def widen(self, which: np.ndarray, tiles: np.ndarray, order: np.ndarray
               ) -> tuple[np.ndarray, np.ndarray]:

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tensorforge.dse.cost_rows import gather
+
 I64 = np.int64
 
 
@@ -288,19 +290,18 @@ def _pieces(rows, valid, cuts, growing, active) -> list[_Piece]:
     last step's last chunk come after every mapping's chunks, as empty groups change
     nothing in `timeline`."""
     n = len(valid)
-    every = np.arange(n)
     blocks, counts, onehots = [], [], []
     for cut in cuts:
         at = np.maximum(cut, 0)
-        blocks.append(np.where(cut >= 0, -(-valid[every, at] // rows.block[every, at]), 1))
+        blocks.append(np.where(cut >= 0, -(-gather(valid, at) // gather(rows.block, at)), 1))
         counts.append(chunk_count(blocks[-1]))
         onehots.append(np.arange(valid.shape[1])[None, :] == cut[:, None])
 
     def narrowed(base, level, chunk):
         start, size = chunk_extents(blocks[level], counts[level], chunk, growing)
         at = np.maximum(cuts[level], 0)
-        block = rows.block[every, at]
-        elems = np.minimum(size * block, base[every, at] - start * block)
+        block = gather(rows.block, at)
+        elems = np.minimum(size * block, gather(base, at) - start * block)
         return size > 0, np.where(onehots[level] & (cuts[level] >= 0)[:, None],
                                   elems[:, None], base)
 
@@ -315,7 +316,7 @@ def _pieces(rows, valid, cuts, growing, active) -> list[_Piece]:
         edge = narrowed(valid, 0, 0)[1]
     else:  # each mapping's last chunk: one block
         at = np.maximum(cuts[0], 0)
-        elems = valid[every, at] - (blocks[0] - 1) * rows.block[every, at]
+        elems = gather(valid, at) - (blocks[0] - 1) * gather(rows.block, at)
         edge = np.where(onehots[0] & (cuts[0] >= 0)[:, None], elems[:, None], valid)
     subs = []
     for chunk in range(int(counts[1].max())):
@@ -338,7 +339,7 @@ def _split_step(space_rows, valid, cuts, loaded, growing, stored, new_c, active,
     n, dims = valid.shape
     rows = np.arange(n)
     pieces = _pieces(space_rows, valid, cuts, growing, active)
-    chunked = [[(cut >= 0) & space_rows.uses(r)[rows, np.maximum(cut, 0)] for r in range(3)]
+    chunked = [[(cut >= 0) & gather(space_rows.uses(r), np.maximum(cut, 0)) for r in range(3)]
                for cut in cuts]
     # the whole step, each piece and, for the sub-chunked, their whole boundary chunk
     edge = next((p for p in pieces if p.sub), None)
@@ -346,7 +347,7 @@ def _split_step(space_rows, valid, cuts, loaded, growing, stored, new_c, active,
     if edge is not None:
         at = np.maximum(cuts[1], 0)
         whole_chunk = np.where((np.arange(dims)[None, :] == at[:, None]) & (cuts[1] >= 0)[:, None],
-                               valid[rows, at][:, None], edge.valid)
+                               gather(valid, at)[:, None], edge.valid)
     parts, owners = [valid, whole_chunk], [rows, rows[(cuts[1] >= 0) & active]]
     parts[1] = whole_chunk[owners[1]]
     for piece in pieces:
