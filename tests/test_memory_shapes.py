@@ -29,6 +29,10 @@ CONFIGS = {
         "array": {"rows": 4, "cols": 4, "interconnect": "none", "dataflow": "os"},
         "scratchpad": {"capacity": 65536, "banks": 3, "accumulator": 16384},
         "dma": {"bus_bits": 256}},
+    "conv2d 4x4, local store, 8 KiB / 2 banks": {
+        "intrinsic": "conv2d",
+        "array": {"rows": 4, "cols": 4, "local_bytes": 8},
+        "scratchpad": {"capacity": 8192, "banks": 2, "accumulator": 2048}},
 }
 
 
