@@ -227,10 +227,14 @@ class Mapping:
     # ------------------------------------------------------------------ JSON
 
     def to_dict(self) -> dict[str, object]:
+        choice: dict[str, object] = {
+            "intrinsic": self.choice.intrinsic, "stage": self.choice.stage,
+            "operands": {n: a.tensor for n, a in self.choice.operands},
+            "indices": dict(self.choice.indices)}
+        if self.choice.padded:  # implied by the indices; kept for reports (dse.coverage)
+            choice["padded"] = list(self.choice.padded)
         return {
-            "choice": {"intrinsic": self.choice.intrinsic, "stage": self.choice.stage,
-                       "operands": {n: a.tensor for n, a in self.choice.operands},
-                       "indices": dict(self.choice.indices)},
+            "choice": choice,
             "tiles": dict(self.tiles),
             "order": list(self.order),
             "groups": [list(g) for g in self.groups],

@@ -184,6 +184,24 @@ def why_illegal(
     return reasons[0] if reasons else "no matching found"
 
 
+def why_no_choice(workload: Workload, intrinsic: Workload | str) -> str | None:
+    """``None`` if the device can run ``workload`` on ``intrinsic`` (a choice on its first
+    product, which is the stage the device runs), else why not, in one sentence."""
+    intrinsic = _as_intrinsic(intrinsic)
+    parts = stages(workload)
+    if not parts:
+        return f"{workload.text} multiplies no two tensors; the {intrinsic.name} intrinsic does"
+    if any(c.stage == 0 for c in tensorize_choices(workload, intrinsic)):
+        return None
+    reasons: list[str] = []
+    for level in _padding_levels(intrinsic):
+        for pads in level:
+            for _ in _matches(parts[0], intrinsic, reasons=reasons, pads=pads):
+                pass
+    detail = f": {reasons[-1]}" if reasons else ""
+    return f"no tensorize choice of {intrinsic.name} matches {parts[0].text}{detail}"
+
+
 # ---------------------------------------------------------------- the two steps
 
 

@@ -20,6 +20,12 @@ import numpy as np
 
 from tensorforge.config import AcceleratorConfig
 from tensorforge.dse.codesign import OBJECTIVES, SweepResult
+from tensorforge.dse.coverage import (
+    TrialCoverage,
+    describe_space_coverage,
+    space_coverage,
+    trial_coverage,
+)
 from tensorforge.dse.plots import plot_hypervolume, plot_pareto
 from tensorforge.dse.sweep_store import OK, TrialRecord
 from tensorforge.dse.synth_top import SynthesisRow
@@ -63,8 +69,33 @@ def headline(result: SweepResult) -> str:
         )
     return (
         f"{len(result.pareto())} Pareto-optimal designs among {ok} evaluated "
-        f"({len(result.trials)} trials)."
+        f"({len(result.trials)} trials). {_mac_coverage(result)}"
     )
+
+
+def _mac_coverage(result: SweepResult) -> str:
+    """The share of the workload's MACs the evaluated designs ran on the device."""
+    layers = result.spec.layers
+    found = [_coverage(layers, t) for t in result.trials if t.status == OK]
+    low = min(found, key=lambda c: c.share)
+    padded = sorted({round(100 * c.padded_macs / max(c.total_macs, 1)) for c in found})
+    shown = f"{padded[0]}%" if len(padded) == 1 else f"{padded[0]}-{padded[-1]}%"
+    every = "Every evaluated design ran" if low.share == 1.0 else "The evaluated designs ran"
+    return (f"{every} {'at least ' if low.share < 1.0 else ''}{low.share:.0%} of the "
+            f"workload's {low.total_macs:,} MACs on the device ({shown} through padded "
+            "tensorize choices).")
+
+
+def _coverage(layers: Sequence[Any], trial: TrialRecord) -> TrialCoverage:
+    return trial_coverage(layers, trial.layers, (trial.config or {}).get("intrinsic"))
+
+
+def space_coverage_lines(result: SweepResult) -> list[str]:
+    """Per intrinsic of the space: the share of the workload's MACs it has choices for."""
+    intrinsics = next(v.values for v in result.spec.space.space.variables
+                      if v.name == "intrinsic")
+    rows = space_coverage(result.spec.layers, [str(i) for i in intrinsics])
+    return describe_space_coverage(rows)
 
 
 def write_reports(
@@ -146,6 +177,8 @@ def render_markdown(
         f"`{spec.description()['hardware_model']}`",
         f"- design space: {spec.space.cardinality} points; searched: "
         f"{', '.join(spec.space.free_variables()) or 'nothing (all fixed)'}",
+        "- tensorize choices per intrinsic (`dse/coverage.py`; padded choices idle part of "
+        "the array): " + "; ".join(space_coverage_lines(result)),
         "- hypervolume reference point: "
         + ", ".join(
             f"{n} {r:.4g}" for n, r in zip(OBJECTIVES, spec_reference(result), strict=True)
@@ -174,6 +207,8 @@ def render_markdown(
     lines += ["", "## Chosen configurations and their mappings", ""]
     for trial in pareto:
         lines += [f"### Trial {trial.index}: {_describe(trial)}", ""]
+        if trial.status == OK:
+            lines += [f"MACs: {_coverage(spec.layers, trial).describe()}.", ""]
         lines += ["```json", json.dumps(trial.config, indent=1, sort_keys=True), "```", ""]
         lines += _markdown_table(
             ["layer", "count", "cycles", "energy µJ", "mapping"],
