@@ -63,6 +63,16 @@ class Geometry:
         self.legal = np.all((self.tile % block == 0) | (self.tile == sizes), axis=1)
         self.sizes, self.block = sizes, block
 
+    def take(self, rows: np.ndarray) -> Geometry:
+        """The geometry of mappings ``rows`` only."""
+        out = object.__new__(Geometry)
+        out.single = self.single
+        for name in ("tile", "full_blocks", "count", "rem", "rem_blocks", "total_blocks",
+                     "legal", "sizes", "block"):
+            setattr(out, name, np.take(getattr(self, name), rows, axis=0))
+        out.offset = np.arange(len(rows)) * self.tile.shape[1]
+        return out
+
     def col(self, name: str, positions: np.ndarray) -> np.ndarray:
         """Quantity ``name`` of each mapping's index at ``positions`` (an ``n``-vector)."""
         return np.take(getattr(self, name).reshape(-1), self.offset + positions)

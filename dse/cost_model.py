@@ -88,7 +88,7 @@ from tensorforge.dse.cost_space import (
     StepPlan,
     movement_hops,
 )
-from tensorforge.dse.cost_steps import Middle, boundary_schedule, pressure, timeline
+from tensorforge.dse.cost_steps import Middle, Schedule, boundary_schedule, pressure, timeline
 from tensorforge.dse.cost_transfers import COUNTS
 from tensorforge.dse.evaluate import TECH_45NM, Technology
 from tensorforge.hw.controller import Controller
@@ -380,17 +380,23 @@ def evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
 
 def evaluate_rows(rows: SpaceRows, tiles: np.ndarray, order: np.ndarray,
                   parameters: CostParameters = CostParameters(),
-                  energy: EnergyTable | None = None, *, exact: bool = False) -> CostBatch:
+                  energy: EnergyTable | None = None, *, exact: bool = False,
+                  legal_only: bool = False) -> CostBatch:
     """`evaluate` on mappings of several tensorize choices at once: ``rows`` (`cost_rows.
     SpaceRows`) gives each mapping's space, ``tiles`` and ``order`` are ``n x W`` in its
     columns (`cost_rows.SpaceStack.widen`). One pass of numpy for the whole batch, with the
-    same figures, bit for bit, as `evaluate` on each choice's mappings."""
+    same figures, bit for bit, as `evaluate` on each choice's mappings.
+
+    ``legal_only`` skips the boundary steps and timeline of illegal mappings, most of the
+    price of one and often most of a random batch: their cycles stay infinite, their
+    energy and counts are the same, but their unit cycles (``compute_cycles``,
+    ``load_cycles``, ``store_cycles``) and instruction counts are NaN (not priced)."""
     energy = energy or energy_table(rows.config)
     if len(tiles) <= SLICE_ROWS:
-        return _evaluate(rows, tiles, order, parameters, energy, exact)
+        return _evaluate(rows, tiles, order, parameters, energy, exact, legal_only)
     return _concatenate([_evaluate(rows.take(np.arange(at, min(at + SLICE_ROWS, len(tiles)))),
                                    tiles[at:at + SLICE_ROWS], order[at:at + SLICE_ROWS],
-                                   parameters, energy, exact)
+                                   parameters, energy, exact, legal_only)
                          for at in range(0, len(tiles), SLICE_ROWS)])
 
 
@@ -407,7 +413,8 @@ def _concatenate(parts: list[CostBatch]) -> CostBatch:
 
 
 def _evaluate(rows: SpaceRows, tiles: np.ndarray, order: np.ndarray,
-              parameters: CostParameters, energy: EnergyTable, exact: bool) -> CostBatch:
+              parameters: CostParameters, energy: EnergyTable, exact: bool,
+              legal_only: bool = False) -> CostBatch:
     """`evaluate_rows` on one slice of mappings."""
     config, step, p = rows.config, rows.step, parameters
     g = Geometry(rows, tiles)
@@ -480,24 +487,26 @@ def _evaluate(rows: SpaceRows, tiles: np.ndarray, order: np.ndarray,
         pressure(store_time, store_instructions, window),
         [fetch * k for k in (step_instructions, *load_instructions, store_instructions)]))
     # the first and last tile steps as the code generator cuts them, the steps near them one
-    # by one, the rest at the mean step cost of the periodic overlap
-    def tile_costs(valid: np.ndarray, owners: np.ndarray
-                   ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        return _distinct_tile_costs(rows.take(owners), p, valid, g.tile[owners],
-                                    reload_step[owners], exact)
-
-    middle = Middle(np.array(periods).T, per_load, load_instructions, per_step_compute,
-                     step_instructions, per_store, store_instructions)
-    schedule = boundary_schedule(rows, g, steps, middle, tile_costs,
-                                 step.isolated_step + p.issue_cycles)
-    load_cycles[0] = load_cycles[0] + schedule.extra["load"]
-    compute_cycles = compute_cycles + schedule.extra["compute"]
-    store_cycles = store_cycles + schedule.extra["store"]
+    # by one, the rest at the mean step cost of the periodic overlap; only the legal
+    # mappings where ``legal_only`` (the others' cycles are infinite in any case)
+    priced = np.flatnonzero(legal) if legal_only else np.arange(n)
     host_cycles = rows.host_bytes / bus
-    cycles = (timeline(schedule.groups, window, gate, fetch, p.dram_latency_cycles)
-              + schedule.skipped * overlapped / steps
-              + step.array_latency + host_cycles)
-    cycles = np.where(legal, np.ceil(cycles), np.inf)
+    cycles = np.full(n, np.inf)
+    added = {k: np.full(n, np.nan) for k in ("load", "compute", "store", "macs", "transfers")}
+    if len(priced):
+        middle = Middle(np.array(periods).T, per_load, load_instructions, per_step_compute,
+                        step_instructions, per_store, store_instructions)
+        schedule, ends = _boundary_timeline(rows.take(priced), g.take(priced), steps[priced],
+                                            middle.take(priced), reload_step[priced], p,
+                                            exact)
+        for k, values in schedule.extra.items():
+            added[k][priced] = values
+        cycles[priced] = np.where(legal[priced], np.ceil(
+            ends + schedule.skipped * overlapped[priced] / steps[priced]
+            + step.array_latency + host_cycles[priced]), np.inf)
+    load_cycles[0] = load_cycles[0] + added["load"]
+    compute_cycles = compute_cycles + added["compute"]
+    store_cycles = store_cycles + added["store"]
 
     executed = mac_steps * config.macs_per_step
     line_bytes = config.spad_line_bytes
@@ -518,12 +527,28 @@ def _evaluate(rows: SpaceRows, tiles: np.ndarray, order: np.ndarray,
         host_cycles=host_cycles, mac_steps=mac_steps, zero_steps=zero_steps,
         dram_read_bytes=read_bytes, dram_write_bytes=write_bytes, spad_lines=spad_lines,
         acc_lines=acc_lines, utilization=useful / executed,
-        extra={"mac_instructions": mac_instructions + schedule.extra["macs"],
+        extra={"mac_instructions": mac_instructions + added["macs"],
                "tile_steps": steps,
                "loads_A": loads[0], "loads_B": loads[1], "stores": stores,
                "transfer_instructions": loads[0] * load_instructions[0]
                + loads[1] * load_instructions[1] + stores * store_instructions
-               + schedule.extra["transfers"]})
+               + added["transfers"]})
+
+
+def _boundary_timeline(rows: SpaceRows, g: Geometry, steps: np.ndarray, middle: Middle,
+                       reload_step: np.ndarray, p: CostParameters, exact: bool
+                       ) -> tuple[Schedule, np.ndarray]:
+    """The boundary steps' `Schedule` and the cycles until `timeline` ends its groups."""
+    def tile_costs(valid: np.ndarray, owners: np.ndarray
+                   ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        return _distinct_tile_costs(rows.take(owners), p, valid, g.tile[owners],
+                                    reload_step[owners], exact)
+
+    schedule = boundary_schedule(rows, g, steps, middle, tile_costs,
+                                 rows.step.isolated_step + p.issue_cycles)
+    ends = timeline(schedule.groups, p.dispatch_window, p.gate_cycles,
+                    fetch_cycles(rows.config, p), p.dram_latency_cycles)
+    return schedule, ends
 
 
 def _keys(g: Geometry, spec: OperandRows) -> np.ndarray:

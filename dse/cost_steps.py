@@ -178,6 +178,11 @@ class Middle:
     store: np.ndarray
     stores: np.ndarray
 
+    def take(self, rows: np.ndarray) -> Middle:
+        return Middle(self.periods[rows], [v[rows] for v in self.load],
+                      [v[rows] for v in self.loads], self.compute[rows], self.computes[rows],
+                      self.store[rows], self.stores[rows])
+
 
 @dataclass(frozen=True)
 class Schedule:

@@ -216,20 +216,23 @@ class SoftwareSpace:
         return np.stack([self.values[s][d][levels[:, d]] for d in range(dims)], axis=1)
 
     def evaluate(self, batch: Candidates) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-        """(cycles, energy pJ, breakdown) per candidate; illegal ones have infinite cycles."""
+        """(cycles, energy pJ, breakdown) per candidate; illegal ones have infinite cycles
+        and NaN unit cycles in the breakdown (not priced: `cost_model.evaluate_rows`)."""
         n = len(batch)
         self.evaluations += n
         cycles, energy = np.full(n, np.inf), np.full(n, np.inf)
         extra = {k: np.zeros(n) for k in ("compute_cycles", "load_cycles", "utilization")}
-        for rows, result in self.evaluate_all(batch):
+        for rows, result in self.evaluate_all(batch, legal_only=True):
             cycles[rows], energy[rows] = result.cycles, result.energy_pj
             for k in extra:
                 extra[k][rows] = getattr(result, k)
         return cycles, energy, extra
 
-    def evaluate_all(self, batch: Candidates) -> list[tuple[np.ndarray, CostBatch]]:
+    def evaluate_all(self, batch: Candidates, *, legal_only: bool = False
+                     ) -> list[tuple[np.ndarray, CostBatch]]:
         """The batch model's figures of every candidate, one pass per stack of tensorize
-        choices (`cost_rows`; usually one for the whole batch): ``(rows, CostBatch)`` pairs."""
+        choices (`cost_rows`; usually one for the whole batch): ``(rows, CostBatch)`` pairs;
+        ``legal_only`` as in `cost_model.evaluate_rows`."""
         levels = np.maximum(batch.levels, 0)
         tiles = self.tile_table[batch.space[:, None], np.arange(MAX_DIMS)[None, :], levels]
         out = []
@@ -240,7 +243,8 @@ class SoftwareSpace:
                 continue
             which = self.stack_row[batch.space[rows]]
             wide = stack.widen(which, tiles[rows], batch.order[rows])
-            out.append((rows, evaluate_rows(stack.rows(which), *wide, self.parameters)))
+            out.append((rows, evaluate_rows(stack.rows(which), *wide, self.parameters,
+                                            legal_only=legal_only)))
         return out
 
     def cost(self, batch: Candidates, row: int) -> CostBatch:

@@ -106,11 +106,12 @@ def per_choice(space: SoftwareSpace, batch: Candidates) -> dict[str, np.ndarray]
     return out
 
 
-def one_pass(space: SoftwareSpace, batch: Candidates) -> dict[str, np.ndarray]:
+def one_pass(space: SoftwareSpace, batch: Candidates, *, legal_only: bool = False
+             ) -> dict[str, np.ndarray]:
     """Every figure per candidate as the search gets them: the whole batch in one pass per
     stack of choices (`SoftwareSpace.evaluate_all`)."""
     out: dict[str, np.ndarray] = {}
-    for rows, result in space.evaluate_all(batch):
+    for rows, result in space.evaluate_all(batch, legal_only=legal_only):
         for name, values in figures(result).items():
             out.setdefault(name, np.zeros(len(batch), dtype=values.dtype))[rows] = values
     return out

@@ -43,3 +43,32 @@ def test_the_search_prices_a_mixed_batch_in_one_pass_per_stack():
     space, batch, choices = case_batch("conv3x3_resnet_16x16")
     assert len(choices) == 10 and len(space.stacks) == 1
     assert len(space.evaluate_all(batch)) == 1
+
+
+#: What the boundary steps and the timeline add: not priced for an illegal mapping.
+SCHEDULED = {"compute_cycles", "load_cycles", "store_cycles", "extra.mac_instructions",
+             "extra.transfer_instructions"}
+
+
+@pytest.mark.parametrize("name", ["conv3x3_resnet_16x16", "conv_strided", "depthwise_gemm",
+                                  "conv3x3_is_rtl", "gemm_odd_systolic_rtl"])
+def test_the_search_skips_only_what_illegal_mappings_never_use(name):
+    """Pricing the boundary steps of legal mappings only (the search's pass): every figure
+    of a legal mapping and the cycles (infinite), energy and counts of an illegal one are
+    those of the full pass; an illegal one's unit cycles are NaN, and `SoftwareSpace.
+    evaluate` reports what the full pass gives."""
+    space, batch, _ = case_batch(name)
+    full, searched = one_pass(space, batch), one_pass(space, batch, legal_only=True)
+    legal = full["legal"]
+    assert legal.any() and not legal.all()
+    for figure, values in full.items():
+        if figure in SCHEDULED:
+            np.testing.assert_array_equal(searched[figure][legal], values[legal], figure)
+            assert np.isnan(searched[figure][~legal]).all(), figure
+        else:
+            np.testing.assert_array_equal(searched[figure], values, err_msg=figure)
+    cycles, energy, extra = space.evaluate(batch)
+    np.testing.assert_array_equal(cycles, full["cycles"])
+    np.testing.assert_array_equal(energy, full["energy_pj"])
+    for figure in ("compute_cycles", "load_cycles", "utilization"):
+        np.testing.assert_array_equal(extra[figure][legal], full[figure][legal])
