@@ -33,6 +33,7 @@ import numpy as np
 
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
+from tensorforge.dse.coverage import host_layer
 from tensorforge.dse.evaluate import (
     AreaPowerModel,
     LayerEvaluator,
@@ -414,6 +415,9 @@ def _finish(
     for number, layer in enumerate(spec.layers):
         status, value = outcomes[number]
         entry: dict[str, Any] = {"name": layer.name, "count": layer.count}
+        if status != "ok":  # the intrinsic has no choice for it: priced on the host instead
+            host = host_layer(layer.workload, config.intrinsic.value)
+            status, value = ("ok", host) if host else (status, value)
         if status == "ok":
             entry.update(value)
             measured.append((LayerMetrics.from_dict(value), layer.count))

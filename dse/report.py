@@ -21,6 +21,7 @@ import numpy as np
 from tensorforge.config import AcceleratorConfig
 from tensorforge.dse.codesign import OBJECTIVES, SweepResult
 from tensorforge.dse.coverage import (
+    HOST_NOTE,
     TrialCoverage,
     describe_space_coverage,
     space_coverage,
@@ -81,9 +82,10 @@ def _mac_coverage(result: SweepResult) -> str:
     padded = sorted({round(100 * c.padded_macs / max(c.total_macs, 1)) for c in found})
     shown = f"{padded[0]}%" if len(padded) == 1 else f"{padded[0]}-{padded[-1]}%"
     every = "Every evaluated design ran" if low.share == 1.0 else "The evaluated designs ran"
+    host = f" The rest ran on the host, {HOST_NOTE}." if low.share < 1.0 else ""
     return (f"{every} {'at least ' if low.share < 1.0 else ''}{low.share:.0%} of the "
             f"workload's {low.total_macs:,} MACs on the device ({shown} through padded "
-            "tensorize choices).")
+            f"tensorize choices).{host}")
 
 
 def _coverage(layers: Sequence[Any], trial: TrialRecord) -> TrialCoverage:

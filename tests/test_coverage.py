@@ -180,3 +180,31 @@ def test_explore_reports_the_share_of_macs_it_evaluated(tmp_path, capsys):
     report = (tmp_path / "out" / "report.md").read_text()
     assert "gemm: runs 100% of the MACs (100% only through padded choices)" in report
     assert f"MACs: 100% of the workload's {macs:,} MACs evaluated on the device" in report
+
+
+def test_a_layer_the_intrinsic_cannot_run_is_priced_on_the_host(tmp_path, capsys):
+    """The trials stay valid: the diagonal layer (no choice on GEMM) runs on the host at the
+    stated rate, and the summary and the report give the split and the reason."""
+    import csv
+
+    from tensorforge.cli import main
+    from tensorforge.dse.coverage import HOST_MACS_PER_CYCLE
+
+    space = tmp_path / "space.toml"
+    space.write_text('intrinsic = "gemm"\nrows = 8\ncols = 8\nspad_kib = 32\n')
+    out = tmp_path / "out"
+    assert main(["explore", "--workload", "C[i] += A[i,i] * B[i]", "--sizes", "i=64",
+                 "--method", "random", "--trials", "2", "--workers", "1", "--seed", "0",
+                 "--hardware-model", "first-order", "--space", str(space),
+                 "--store", str(tmp_path / "s.sqlite"),
+                 "--out", str(out)]) == 0
+    with (out / "trials.csv").open(newline="") as handle:
+        trials = list(csv.DictReader(handle))
+    assert [row["status"] for row in trials] == ["ok", "ok"]
+    assert {int(row["latency_cycles"]) for row in trials} == {64 // HOST_MACS_PER_CYCLE}
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "ran at least 0% of the workload's 64 MACs on the device" in printed
+    assert "The rest ran on the host, priced at" in printed
+    report = (out / "report.md").read_text()
+    assert "layer0 cannot run on gemm: no tensorize choice of gemm matches" in report
+    assert '"host": "no tensorize choice of gemm' in report
