@@ -676,10 +676,12 @@ def evaluate_mapping(workload, mapping, config: AcceleratorConfig,
     """The cost model's numbers for one `compiler.mapping.Mapping` of ``workload``: the batch
     model's with the code generator's exact transfer counts (``evaluate(..., exact=True)``),
     and the cycles of the program itself, instruction by instruction (`cost_trace`), where
-    the batch model's estimate stays as ``batch_cycles``."""
+    the batch model's estimate stays as ``batch_cycles``; and the program's events
+    (`program_events`: what a technology's energies price), the host's DRAM traffic included."""
     from tensorforge.compiler.codegen import generate
     from tensorforge.dse.cost_space import build_space
     from tensorforge.dse.cost_trace import trace_cycles
+    from tensorforge.dse.program_events import program_events
 
     space = build_space(workload, mapping.choice, config, mapping.groups)
     tiles, order = mapping_arrays(space, mapping.tile_sizes, mapping.order)
@@ -689,4 +691,7 @@ def evaluate_mapping(workload, mapping, config: AcceleratorConfig,
         program = generate(workload, mapping, config)
         row["cycles"] = float(np.ceil(trace_cycles(program.instructions, config, space.step,
                                                    parameters) + row["host_cycles"]))
+        events = program_events(program.instructions, config, space.step)
+        events["dram_bytes"] += space.host_bytes
+        row.update(events)
     return row

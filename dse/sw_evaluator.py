@@ -15,6 +15,7 @@ from tensorforge.compiler.mappers import library_mapping
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
 from tensorforge.dse.cost_model import evaluate_mapping, rtl_parameters
+from tensorforge.dse.energy import EVENTS
 from tensorforge.dse.evaluate import LayerMetrics
 from tensorforge.dse.sw_search import SEARCHES, SearchResult
 from tensorforge.dse.sw_space import SoftwareSpace
@@ -24,7 +25,8 @@ from tensorforge.memory import DEFAULT_MEMORY, MemorySystem
 
 # the modules whose code decides a layer's result: their source is part of the version
 MODEL_MODULES = ("cost_model", "cost_space", "cost_steps", "cost_geometry", "cost_transfers",
-                 "cost_trace", "sw_space", "sw_search", "sw_dqn", "sw_search_bo", "gp_lcb")
+                 "cost_trace", "program_events", "sw_space", "sw_search", "sw_dqn",
+                 "sw_search_bo", "gp_lcb")
 DETAILS = (
     "compute_cycles",
     "load_cycles",
@@ -117,7 +119,7 @@ def _metrics(mapping, numbers: dict, result: SearchResult, *, library: bool) -> 
         cycles=int(numbers["cycles"]),
         energy_pj=float(numbers["energy_pj"]),
         mapping=mapping.to_dict(),
-        details={k: float(numbers[k]) for k in DETAILS}
+        details={k: float(numbers[k]) for k in (*DETAILS, *EVENTS)}
         | {"evaluations": float(evaluations), "library": float(library)},
         search_history=[[float(e), float(c), float(j)] for e, c, j in result.history],
     )
