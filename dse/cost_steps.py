@@ -270,10 +270,19 @@ def _unsplit_step(middle: Middle, steps: np.ndarray, slot: int) -> Group:
         reloads=reloads, new_c=exists & (step % middle.periods[:, 2] == 0), ends_c=stored)
 
 
-def _spread(values: np.ndarray, owners: np.ndarray, n: int) -> np.ndarray:
-    """``values`` of the mappings ``owners`` as an ``n``-vector (0 for the others)."""
-    out = np.zeros(n, dtype=values.dtype)
-    out[owners] = values
+def _spread(costs: dict[str, tuple[np.ndarray, np.ndarray]], owners: list[np.ndarray],
+            n: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Costs of the concatenated parts ``owners[0]``, ``owners[1]``, ... (mappings each) as
+    ``len(owners) x n`` arrays (0 where a mapping has no such part)."""
+    at = np.concatenate([i * n + o for i, o in enumerate(owners)])
+    out = {}
+    for k, pair in costs.items():
+        spread = []
+        for values in pair:
+            full = np.zeros(len(owners) * n, dtype=values.dtype)
+            full[at] = values
+            spread.append(full.reshape(len(owners), n))
+        out[k] = (spread[0], spread[1])
     return out
 
 
@@ -347,66 +356,63 @@ def _split_step(space_rows, valid, cuts, loaded, growing, stored, new_c, active,
     chunked = [[(cut >= 0) & gather(space_rows.uses(r), np.maximum(cut, 0)) for r in range(3)]
                for cut in cuts]
     # the whole step, each piece and, for the sub-chunked, their whole boundary chunk
-    edge = next((p for p in pieces if p.sub), None)
+    edge = next((i for i, p in enumerate(pieces) if p.sub), -1)
     whole_chunk = valid
-    if edge is not None:
+    if edge >= 0:
         at = np.maximum(cuts[1], 0)
         whole_chunk = np.where((np.arange(dims)[None, :] == at[:, None]) & (cuts[1] >= 0)[:, None],
-                               gather(valid, at)[:, None], edge.valid)
+                               gather(valid, at)[:, None], pieces[edge].valid)
     parts, owners = [valid, whole_chunk], [rows, rows[(cuts[1] >= 0) & active]]
     parts[1] = whole_chunk[owners[1]]
     for piece in pieces:
         owner = rows[piece.exists & (cuts[0] >= 0)]
         parts.append(piece.valid[owner])
         owners.append(owner)
-    every = tile_costs(np.concatenate(parts), np.concatenate(owners))
-    ends = np.cumsum([0, *(len(o) for o in owners)])
-    whole, boundary_chunk, *per_piece = (
-        {k: (_spread(c[ends[i]:ends[i + 1]], o, n), _spread(m[ends[i]:ends[i + 1]], o, n))
-         for k, (c, m) in every.items()} for i, o in enumerate(owners))
+    every = _spread(tile_costs(np.concatenate(parts), np.concatenate(owners)), owners, n)
+    whole = {k: (c[0], m[0]) for k, (c, m) in every.items()}
+    boundary_chunk = {k: (c[1], m[1]) for k, (c, m) in every.items()}
+    # the pieces' groups at once: ``count x n`` arrays, a row per piece in program order
+    count = len(pieces)
+    exists = np.stack([p.exists for p in pieces])
+    sub = np.array([p.sub for p in pieces])[:, None]
+    is_edge = (np.arange(count) == edge)[:, None]
     uncut = cuts[0] < 0
-    started = np.zeros(n, dtype=bool)
-    remaining = sum(p.exists.astype(int) for p in pieces)
-    groups = []
+    costs = {k: (np.where(uncut, whole[k][0], c[2:]), np.where(uncut, whole[k][1], m[2:]))
+             for k, (c, m) in every.items()}
+    started = np.logical_or.accumulate(exists, axis=0)
+    first = exists & ~np.concatenate([np.zeros((1, n), dtype=bool), started[:-1]])
+    last = exists & (np.cumsum(exists, axis=0) == exists.sum(axis=0))
+    load, loads = np.zeros((count, n)), np.zeros((count, n))
+    for r, role in enumerate("AB"):
+        here, once, twice = loaded[:, r], chunked[0][r], chunked[1][r]
+        before = first & (here & ~once)
+        per_chunk = is_edge & sub & (here & once & ~twice)  # adds 0 to the other pieces
+        mine = np.where(sub, here & once & twice, here & once)
+        load = load + np.where(per_chunk, boundary_chunk[role][0], 0)
+        loads = loads + np.where(per_chunk, boundary_chunk[role][1], 0)
+        load = load + (np.where(before, whole[role][0], 0) + np.where(mine, costs[role][0], 0))
+        loads = loads + (np.where(before, whole[role][1], 0)
+                         + np.where(mine, costs[role][1], 0))
+    c_chunked = chunked[0][2] & (chunked[1][2] | ~sub)
+    stores_here = exists & stored & (c_chunked | last)
+    part = [np.where(c_chunked, costs["C"][k], whole["C"][k]) for k in (0, 1)]
+    group_load, group_loads = np.where(exists, load, 0.0), np.where(exists, loads, 0.0)
+    macs = np.where(exists, costs["MAC"][0], 0.0)
+    compute = macs + np.where(first & new_c, first_wait, 0.0)
+    computes = np.where(exists, costs["MAC"][1], 0.0)
+    store = np.where(stores_here, part[0], 0.0)
+    store_count = np.where(stores_here, part[1], 0.0)
+    reloads = loaded[None, :, :] & first[:, :, None]
+    new_cs, ends_c = first & new_c, stored & last
+    groups = [Group(group_load[i], group_loads[i], compute[i], computes[i], store[i],
+                    store_count[i], reloads[i], new_cs[i], ends_c[i]) for i in range(count)]
     added = {"load": 0.0, "compute": 0.0, "store": 0.0, "transfers": 0.0, "macs": 0.0}
-    for piece, costs in zip(pieces, per_piece, strict=True):
-        exists = piece.exists
-        costs = {k: (np.where(uncut, whole[k][0], c), np.where(uncut, whole[k][1], m))
-                 for k, (c, m) in costs.items()}
-        first = exists & ~started
-        remaining = remaining - exists
-        last = exists & (remaining == 0)
-        load, loads = np.zeros(n), np.zeros(n)
-        for r, role in enumerate("AB"):
-            before = first & loaded[:, r] & ~chunked[0][r]
-            if piece.sub:
-                per_chunk = (piece is edge) & loaded[:, r] & chunked[0][r] & ~chunked[1][r]
-                mine = loaded[:, r] & chunked[0][r] & chunked[1][r]
-                load += np.where(per_chunk, boundary_chunk[role][0], 0)
-                loads += np.where(per_chunk, boundary_chunk[role][1], 0)
-            else:
-                mine = loaded[:, r] & chunked[0][r]
-            load += np.where(before, whole[role][0], 0) + np.where(mine, costs[role][0], 0)
-            loads += np.where(before, whole[role][1], 0) + np.where(mine, costs[role][1], 0)
-        c_chunked = chunked[0][2] & (chunked[1][2] | ~piece.sub)
-        here = stored & (c_chunked | last)
-        part = [np.where(c_chunked, costs["C"][k], whole["C"][k]) for k in (0, 1)]
-        group = Group(
-            load=np.where(exists, load, 0.0), loads=np.where(exists, loads, 0.0),
-            compute=np.where(exists, costs["MAC"][0], 0.0)
-            + np.where(first & new_c, first_wait, 0.0),
-            computes=np.where(exists, costs["MAC"][1], 0.0),
-            store=np.where(exists & here, part[0], 0.0),
-            stores=np.where(exists & here, part[1], 0.0),
-            reloads=loaded & first[:, None],
-            new_c=first & new_c, ends_c=stored & last)
-        started = started | exists
-        groups.append(group)
-        added["load"] = added["load"] + group.load
-        added["compute"] = added["compute"] + np.where(exists, costs["MAC"][0], 0.0)
-        added["store"] = added["store"] + group.store
-        added["transfers"] = added["transfers"] + group.loads + group.stores
-        added["macs"] = added["macs"] + group.computes
+    for i in range(count):  # in program order, one piece at a time (the sums' rounding)
+        added["load"] = added["load"] + group_load[i]
+        added["compute"] = added["compute"] + macs[i]
+        added["store"] = added["store"] + store[i]
+        added["transfers"] = added["transfers"] + group_loads[i] + store_count[i]
+        added["macs"] = added["macs"] + computes[i]
     unsplit = {"load": sum(np.where(loaded[:, r], whole[role][0], 0.0)
                            for r, role in enumerate("AB")),
                "compute": whole["MAC"][0], "store": np.where(stored, whole["C"][0], 0.0),
