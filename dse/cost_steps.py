@@ -221,19 +221,27 @@ def boundary_schedule(rows, g, steps: np.ndarray, middle: Middle, tile_costs,
     cut = np.where(many, split_index(g.full_blocks, allowed, rows.rank), -1)
     cuts = _with_inner_cut(cut, g.full_blocks, uses[2] & chunkable & (uses[0] | uses[1]),
                            rows.rank)
-    first = _split_step(rows, g.tile, cuts, np.ones((n, 2), dtype=bool), True,
-                        middle.periods[:, 2] == 1, everywhere, everywhere, tile_costs,
-                        first_wait)
+    first_plan = _split_plan(rows, g.tile, cuts, True, everywhere)
     # last step: the operands whose innermost loop moves reload; cut along an output index,
     # one the stationary operand uses if it can
     allowed = uses[2] & chunkable
     stationary = uses["AB".index(rows.step.stationary_role)]
     cut = np.where(many, split_index(g.rem_blocks, allowed, rows.rank, stationary), -1)
     cuts = _with_inner_cut(cut, g.rem_blocks, allowed, rows.rank)
+    last_plan = _split_plan(rows, g.rem, cuts, False, many)
+    # both steps' parts priced in one call
+    plans = (first_plan, last_plan)
+    owners = [o for plan in plans for o in plan.owners]
+    costs = _spread(tile_costs(np.concatenate([v for plan in plans for v in plan.parts]),
+                               np.concatenate(owners)), owners, n)
+    parts = len(first_plan.owners)
+    first = _split_step(first_plan, {k: (c[:parts], m[:parts]) for k, (c, m) in costs.items()},
+                        np.ones((n, 2), dtype=bool), middle.periods[:, 2] == 1, everywhere,
+                        everywhere, first_wait)
     loaded = (middle.periods[:, :2] == 1) & many[:, None]
     new_c = (steps - 1) % middle.periods[:, 2] == 0
-    last = _split_step(rows, g.rem, cuts, loaded, False, everywhere, new_c, many, tile_costs,
-                       first_wait)
+    last = _split_step(last_plan, {k: (c[parts:], m[parts:]) for k, (c, m) in costs.items()},
+                       loaded, everywhere, new_c, many, first_wait)
     near = [_unsplit_step(middle, steps, k) for k in range(NEAR_STEPS)]
     extra = {k: first[1][k] + last[1][k] for k in first[1]}
     skipped = np.maximum(steps - 2 - NEAR_STEPS, 0)
@@ -339,36 +347,55 @@ def _pieces(rows, valid, cuts, growing, active) -> list[_Piece]:
     return subs + pieces if growing else pieces + subs
 
 
-def _split_step(space_rows, valid, cuts, loaded, growing, stored, new_c, active, tile_costs,
-                first_wait) -> tuple[list[Group], dict[str, np.ndarray]]:
-    """The chunks of one boundary tile step (one chunk where ``cuts[0]`` is -1) as `Group`s,
-    and the cycles per unit they add to the step unsplit.
+@dataclass(frozen=True)
+class _SplitPlan:
+    """One boundary step's pieces (`_pieces`), where each operand's loads and the store
+    follow the cuts (``chunked[level][role]``), the first sub-chunk's place (``edge``, -1:
+    none), and the parts to price (`_split_plan`) with their mappings (``owners``)."""
 
-    ``valid`` (``n x D``) elements per index of the step, ``cuts`` the index positions it is
-    cut along (`_pieces`), ``loaded`` (``n x 2``) whether A, B load in it; an operand loads
-    whole before the first chunk if it does not use the first cut, per chunk if it uses only
-    that, per piece if it uses both; the store is per piece where C uses the cuts, else
-    after the last piece.
-    """
+    cuts: tuple[np.ndarray, np.ndarray]
+    pieces: list[_Piece]
+    chunked: list[list[np.ndarray]]
+    edge: int
+    parts: list[np.ndarray]
+    owners: list[np.ndarray]
+
+
+def _split_plan(space_rows, valid, cuts, growing, active) -> _SplitPlan:
+    """The pieces of one boundary tile step (one where ``cuts[0]`` is -1) and what to price
+    for them: the whole step, its whole boundary chunk where that is cut again, and each
+    piece of a cut step. ``valid`` (``n x D``) elements per index of the step, ``cuts`` the
+    index positions it is cut along (`_pieces`)."""
     n, dims = valid.shape
     rows = np.arange(n)
     pieces = _pieces(space_rows, valid, cuts, growing, active)
     chunked = [[(cut >= 0) & gather(space_rows.uses(r), np.maximum(cut, 0)) for r in range(3)]
                for cut in cuts]
-    # the whole step, each piece and, for the sub-chunked, their whole boundary chunk
     edge = next((i for i, p in enumerate(pieces) if p.sub), -1)
     whole_chunk = valid
     if edge >= 0:
         at = np.maximum(cuts[1], 0)
         whole_chunk = np.where((np.arange(dims)[None, :] == at[:, None]) & (cuts[1] >= 0)[:, None],
                                gather(valid, at)[:, None], pieces[edge].valid)
-    parts, owners = [valid, whole_chunk], [rows, rows[(cuts[1] >= 0) & active]]
-    parts[1] = whole_chunk[owners[1]]
+    owners = [rows, rows[(cuts[1] >= 0) & active]]
+    parts = [valid, whole_chunk[owners[1]]]
     for piece in pieces:
         owner = rows[piece.exists & (cuts[0] >= 0)]
         parts.append(piece.valid[owner])
         owners.append(owner)
-    every = _spread(tile_costs(np.concatenate(parts), np.concatenate(owners)), owners, n)
+    return _SplitPlan(cuts, pieces, chunked, edge, parts, owners)
+
+
+def _split_step(plan: _SplitPlan, every, loaded, stored, new_c, active, first_wait
+                ) -> tuple[list[Group], dict[str, np.ndarray]]:
+    """The pieces of one boundary step as `Group`s, and the cycles per unit they add to the
+    step unsplit. ``every``: the `_spread` costs of the plan's parts; ``loaded``
+    (``n x 2``) whether A, B load in the step; an operand loads whole before the first
+    piece if it does not use the first cut, per chunk if it uses only that, per piece if it
+    uses both; the store is per piece where C uses the cuts, else after the last piece.
+    """
+    pieces, chunked, edge, cuts = plan.pieces, plan.chunked, plan.edge, plan.cuts
+    n = len(loaded)
     whole = {k: (c[0], m[0]) for k, (c, m) in every.items()}
     boundary_chunk = {k: (c[1], m[1]) for k, (c, m) in every.items()}
     # the pieces' groups at once: ``count x n`` arrays, a row per piece in program order
