@@ -84,24 +84,25 @@ def timeline(groups: list[Group], window: int, gate: float, fetch: float,
     load_end, compute_end, store_end, dispatch, loaded = zero, zero, zero, zero, zero
     half_free = np.zeros((n, 2))  # per operand: end of the compute that last read the other half
     c_stores = [zero, zero]  # store ends of the last two C tiles, older first
-    for g in groups:
-        has_load, has_compute, has_store = g.loads > 0, g.computes > 0, g.stores > 0
+    stacked = {name: np.stack([getattr(g, name) for g in groups])
+               for name in ("load", "loads", "compute", "computes", "store", "stores")}
+    loads = _Unit(stacked["load"] + gate * stacked["loads"], stacked["loads"], window, fetch)
+    computes = _Unit(stacked["compute"], stacked["computes"], window, fetch)
+    stores = _Unit(stacked["store"] + gate * stacked["stores"], stacked["stores"], window,
+                   fetch)
+    for i, g in enumerate(groups):
         wait = np.maximum(np.where(g.reloads[:, 0], half_free[:, 0], 0.0),
                           np.where(g.reloads[:, 1], half_free[:, 1], 0.0))
         half_free = np.where(g.reloads, compute_end[:, None], half_free)
-        load = g.load + gate * g.loads
         start = _latest(load_end, dispatch + fetch, wait)
-        load_end, dispatch = _run(has_load, start, load, g.loads, load_end, dispatch, window,
-                                  fetch)
-        loaded = np.where(has_load, load_end + latency, loaded)
+        load_end, dispatch = loads.run(i, start, load_end, dispatch)
+        if loads.some[i]:
+            loaded = np.where(loads.present[i], load_end + latency, loaded)
         start = _latest(compute_end, loaded, dispatch + fetch,
                         np.where(g.new_c, c_stores[0], 0.0))
-        compute_end, dispatch = _run(has_compute, start, g.compute, g.computes, compute_end,
-                                     dispatch, window, fetch)
-        store = g.store + gate * g.stores
+        compute_end, dispatch = computes.run(i, start, compute_end, dispatch)
         start = _latest(store_end, compute_end, dispatch + fetch)
-        store_end, dispatch = _run(has_store, start, store, g.stores, store_end, dispatch,
-                                   window, fetch)
+        store_end, dispatch = stores.run(i, start, store_end, dispatch)
         c_stores = [np.where(g.ends_c, c_stores[1], c_stores[0]),
                     np.where(g.ends_c, store_end, c_stores[1])]
     return _latest(load_end, compute_end, np.where(store_end > 0, store_end + latency, 0.0))
@@ -112,14 +113,36 @@ def _latest(*times: np.ndarray) -> np.ndarray:
     return functools.reduce(np.maximum, times)
 
 
-def _run(present, start, cycles, count, end, dispatch, window, fetch):
-    """A unit's part of a group (``count`` instructions, ``cycles`` in all) from ``start``:
-    its end and where dispatch stands after it (unchanged where it is not ``present``)."""
-    fetched = dispatch + count * fetch
-    finish = np.maximum(start + cycles, fetched + cycles / np.maximum(count, 1))
-    moved = np.maximum(fetched, np.where(count > window, start + pressure(
-        cycles, count, window), 0.0))
-    return np.where(present, finish, end), np.where(present, moved, dispatch)
+class _Unit:
+    """One unit's part of every group (``groups x n``: ``cycles`` in all, ``count``
+    instructions), with what does not depend on when it starts worked out for all groups
+    at once, outside `timeline`'s recurrence."""
+
+    def __init__(self, cycles: np.ndarray, count: np.ndarray, window: int, fetch: float
+                 ) -> None:
+        self.cycles, self.present = cycles, count > 0
+        self.some = self.present.any(axis=1)
+        self.fetch = count * fetch
+        self.mean = cycles / np.maximum(count, 1)
+        self.over = count > window
+        self.held = self.over.any(axis=1)
+        self.pressure = pressure(cycles, count, window)
+
+    def run(self, i: int, start: np.ndarray, end: np.ndarray, dispatch: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray]:
+        """Group ``i``'s part from ``start``: its end and where dispatch stands after it
+        (unchanged where it is not present). Dispatch moves on once the part is fetched,
+        and where it has more instructions than the window only ``pressure`` after it
+        starts."""
+        if not self.some[i]:
+            return end, dispatch
+        fetched = dispatch + self.fetch[i]
+        finish = np.maximum(start + self.cycles[i], fetched + self.mean[i])
+        moved = fetched  # dispatch never falls below 0, so max(fetched, 0.0) is fetched
+        if self.held[i]:
+            moved = np.maximum(fetched, np.where(self.over[i], start + self.pressure[i], 0.0))
+        present = self.present[i]
+        return np.where(present, finish, end), np.where(present, moved, dispatch)
 
 
 def split_index(blocks: np.ndarray, candidates: np.ndarray, rank: np.ndarray,
