@@ -265,7 +265,7 @@ def boundary_schedule(rows, g, steps: np.ndarray, middle: Middle, tile_costs,
     new_c = (steps - 1) % middle.periods[:, 2] == 0
     last = _split_step(last_plan, {k: (c[parts:], m[parts:]) for k, (c, m) in costs.items()},
                        loaded, everywhere, new_c, many, first_wait)
-    near = [_unsplit_step(middle, steps, k) for k in range(NEAR_STEPS)]
+    near = _unsplit_steps(middle, steps)
     extra = {k: first[1][k] + last[1][k] for k in first[1]}
     skipped = np.maximum(steps - 2 - NEAR_STEPS, 0)
     return Schedule(first[0] + near + last[0], skipped, extra)
@@ -281,24 +281,27 @@ def _with_inner_cut(cut: np.ndarray, blocks: np.ndarray, allowed: np.ndarray,
     return cut, np.where(cut >= 0, inner, -1)
 
 
-def _unsplit_step(middle: Middle, steps: np.ndarray, slot: int) -> Group:
-    """Slot ``slot`` of the unsplit steps run one by one: steps 1, 2, ... in the first half,
-    ..., T - 3, T - 2 in the second (a slot that falls outside 1..T-2 or on a step the first
-    half holds is empty)."""
+def _unsplit_steps(middle: Middle, steps: np.ndarray) -> list[Group]:
+    """The `NEAR_STEPS` slots of the unsplit steps run one by one: steps 1, 2, ... in the
+    first half, ..., T - 3, T - 2 in the second (a slot that falls outside 1..T-2 or on a
+    step the first half holds is empty); all slots at once, as ``slots x n`` arrays."""
     half = NEAR_STEPS // 2
-    step = np.full_like(steps, slot + 1) if slot < half else steps - 1 - (NEAR_STEPS - slot)
+    slot = np.arange(NEAR_STEPS)[:, None]
+    step = np.where(slot < half, slot + 1, steps[None, :] - 1 - (NEAR_STEPS - slot))
     exists = (step >= 1) & (step <= steps - 2) & ((slot < half) | (step > half))
     step = np.maximum(step, 0)
-    reloads = np.stack([exists & (step % middle.periods[:, r] == 0) for r in (0, 1)], axis=1)
-    stored = exists & ((step + 1) % middle.periods[:, 2] == 0)
+    periods = middle.periods
+    reloads = np.stack([exists & (step % periods[:, r] == 0) for r in (0, 1)], axis=2)
+    stored = exists & ((step + 1) % periods[:, 2] == 0)
     zero = np.zeros(len(steps))
-    return Group(
-        load=sum(np.where(reloads[:, r], middle.load[r], 0.0) for r in (0, 1)) + zero,
-        loads=sum(np.where(reloads[:, r], middle.loads[r], 0.0) for r in (0, 1)) + zero,
-        compute=np.where(exists, middle.compute, 0.0),
-        computes=np.where(exists, middle.computes, 0.0),
-        store=np.where(stored, middle.store, 0.0), stores=np.where(stored, middle.stores, 0.0),
-        reloads=reloads, new_c=exists & (step % middle.periods[:, 2] == 0), ends_c=stored)
+    load = sum(np.where(reloads[..., r], middle.load[r], 0.0) for r in (0, 1)) + zero
+    loads = sum(np.where(reloads[..., r], middle.loads[r], 0.0) for r in (0, 1)) + zero
+    compute = np.where(exists, middle.compute, 0.0)
+    computes = np.where(exists, middle.computes, 0.0)
+    store, stores = np.where(stored, middle.store, 0.0), np.where(stored, middle.stores, 0.0)
+    new_c = exists & (step % periods[:, 2] == 0)
+    return [Group(load[k], loads[k], compute[k], computes[k], store[k], stores[k], reloads[k],
+                  new_c[k], stored[k]) for k in range(NEAR_STEPS)]
 
 
 def _spread(costs: dict[str, tuple[np.ndarray, np.ndarray]], owners: list[np.ndarray],
