@@ -338,38 +338,38 @@ def _pieces(rows, valid, cuts, growing, active) -> list[_Piece]:
     last step's last chunk come after every mapping's chunks, as empty groups change
     nothing in `timeline`."""
     n = len(valid)
-    blocks, counts, onehots = [], [], []
+    blocks, counts, onehots, sizes = [], [], [], []
     for cut in cuts:
         at = np.maximum(cut, 0)
-        blocks.append(np.where(cut >= 0, -(-gather(valid, at) // gather(rows.block, at)), 1))
+        sizes.append(gather(rows.block, at))
+        blocks.append(np.where(cut >= 0, -(-gather(valid, at) // sizes[-1]), 1))
         counts.append(chunk_count(blocks[-1]))
-        onehots.append(np.arange(valid.shape[1])[None, :] == cut[:, None])
+        onehots.append((np.arange(valid.shape[1])[None, :] == cut[:, None])
+                       & (cut >= 0)[:, None])
 
-    def narrowed(base, level, chunk):
+    def narrowed(base, level):
+        """Every chunk along cut ``level`` of ``base`` (``chunks x n x D``) and where it is."""
+        chunk = np.arange(int(counts[level].max()))[:, None]
         start, size = chunk_extents(blocks[level], counts[level], chunk, growing)
-        at = np.maximum(cuts[level], 0)
-        block = gather(rows.block, at)
-        elems = np.minimum(size * block, gather(base, at) - start * block)
-        return size > 0, np.where(onehots[level] & (cuts[level] >= 0)[:, None],
-                                  elems[:, None], base)
+        block = sizes[level]
+        elems = np.minimum(size * block, gather(base, np.maximum(cuts[level], 0))
+                           - start * block)
+        return chunk, size > 0, np.where(onehots[level][None], elems[..., None], base[None])
 
     split = cuts[1] >= 0
     boundary = np.zeros(n, dtype=int) if growing else counts[0] - 1
-    pieces = []
-    for chunk in range(int(counts[0].max())):
-        exists, part = narrowed(valid, 0, chunk)
-        pieces.append(_Piece(exists & active & ~(split & (boundary == chunk)), part, chunk,
-                             False))
+    chunk, exists, part = narrowed(valid, 0)
+    exists = exists & active & ~(split & (boundary == chunk))
+    pieces = [_Piece(exists[c], part[c], c, False) for c in range(len(chunk))]
     if growing:
-        edge = narrowed(valid, 0, 0)[1]
+        edge = part[0]
     else:  # each mapping's last chunk: one block
         at = np.maximum(cuts[0], 0)
-        elems = gather(valid, at) - (blocks[0] - 1) * gather(rows.block, at)
-        edge = np.where(onehots[0] & (cuts[0] >= 0)[:, None], elems[:, None], valid)
-    subs = []
-    for chunk in range(int(counts[1].max())):
-        exists, part = narrowed(edge, 1, chunk)
-        subs.append(_Piece(exists & active & split, part, 0 if growing else -1, True))
+        elems = gather(valid, at) - (blocks[0] - 1) * sizes[0]
+        edge = np.where(onehots[0], elems[:, None], valid)
+    chunk, exists, part = narrowed(edge, 1)
+    exists = exists & (active & split)
+    subs = [_Piece(exists[c], part[c], 0 if growing else -1, True) for c in range(len(chunk))]
     return subs + pieces if growing else pieces + subs
 
 
