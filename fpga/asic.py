@@ -199,15 +199,28 @@ def synthesize_asic(
     )
 
 
-def _run_flow(
+@dataclass(frozen=True)
+class MappedRun:
+    """The Yosys half of the flow: the mapped netlist (``MAPPED_NETLIST`` in the run
+    directory, ready for OpenSTA), its statistics, what became of the memories, and the clock."""
+
+    stat: Any
+    mapping: MemoryMapping
+    clock_port: str | None
+    seconds: dict[str, float]
+    yosys: Any
+
+
+def map_netlist(
     verilog: str,
     options: AsicOptions,
     target: Technology,
     liberty_path: Path,
     run_dir: Path,
     timeout_s: float,
-    key: str,
-) -> AsicReport:
+) -> MappedRun:
+    """Map ``verilog`` onto ``target``'s cells and macros in ``run_dir`` (see the module
+    docstring); the activity-annotated power flow (`tensorforge.fpga.netlist_power`) reuses it."""
     top = options.top
     seconds: dict[str, float] = {}
     accesses_per_cycle = min(1.0, options.activity)
@@ -257,6 +270,22 @@ def _run_flow(
     _check_ports(options, inputs, clock_port)
     if clock_port is None:
         logger.info("%s has no clock input; timing it against a virtual clock", top)
+    return MappedRun(stat, mapping, clock_port, seconds, yosys)
+
+
+def _run_flow(
+    verilog: str,
+    options: AsicOptions,
+    target: Technology,
+    liberty_path: Path,
+    run_dir: Path,
+    timeout_s: float,
+    key: str,
+) -> AsicReport:
+    top = options.top
+    mapped = map_netlist(verilog, options, target, liberty_path, run_dir, timeout_s)
+    stat, mapping, clock_port, seconds = (mapped.stat, mapped.mapping, mapped.clock_port,
+                                          mapped.seconds)
     script = sta_script(
         liberty=liberty_path,
         extra_liberties=list(mapping.sta_liberties),
@@ -303,7 +332,7 @@ def _run_flow(
         memory_map=list(mapping.choices),
         tool_seconds=seconds,
         tool_versions={"yosys": tool_version(YOSYS), "sta": tool_version(OPENSTA)},
-        logs={"yosys": log_tail(yosys.log()), "sta": log_tail(sta.run.log())},
+        logs={"yosys": log_tail(mapped.yosys.log()), "sta": log_tail(sta.run.log())},
         key=key,
     )
 

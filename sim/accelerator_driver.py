@@ -35,6 +35,8 @@ from tensorforge.hw.registers import COUNTERS, register
 from tensorforge.sim.activity import ToggleCounter
 from tensorforge.sim.dram_model import DramModel
 from tensorforge.sim.fast_dram import FastDram
+from tensorforge.sim.register_activity import CYCLE_COUNTER as ACTIVITY_CYCLES
+from tensorforge.sim.register_activity import WINDOW_FILE
 from tensorforge.sim.rtl_jobs import JobOutcome, ProgramJob
 from tensorforge.sim.sim_top import ACCELERATOR_INSTANCE, CLOCK_PERIOD_NS
 
@@ -186,20 +188,40 @@ class AcceleratorDriver:
             return self.reference.read(0, length)
         return await self.fast.dump(length, directory / f"{job.name}.out.hex")
 
+    async def wait_idle(self, job: ProgramJob) -> tuple[bool, int]:
+        """Let the accelerator run on its own clock for ``job.max_cycles`` with no program."""
+        async with self.free_running():
+            begin = self.cycle()
+            await Timer(job.max_cycles * CLOCK_PERIOD_NS, unit="ns")
+            waited = self.cycle() - begin
+        return True, waited
+
+    def _window_cycles(self) -> int:
+        """The activity model's count of cycles run on the top's own clock (0 elsewhere)."""
+        counter = getattr(self.dut, ACTIVITY_CYCLES, None)
+        return int(counter.value) if counter is not None else 0
+
     async def run(self, job: ProgramJob, directory: Path) -> JobOutcome:
         """Run one job; the DRAM afterwards goes to ``job.output_image(directory)``."""
         image = (directory / job.image).read_bytes()
         await self._prepare(job, image, directory)
         toggles = ToggleCounter(self.accelerator, job.ports) if job.activity else None
 
-        await self.start(job.instruction_base, job.instruction_count)
+        if not job.idle:
+            await self.start(job.instruction_base, job.instruction_count)
         started = time.perf_counter()
+        window_start = self._window_cycles()
         if toggles is not None:
             toggles.start()
-        finished, waited = await self.wait_done(job)
+        finished, waited = await (self.wait_idle(job) if job.idle else self.wait_done(job))
         if toggles is not None:
             toggles.stop()
         wall = time.perf_counter() - started
+        activity_cycles = toggles.cycles if toggles is not None else 0
+        if job.register_activity:  # the window's counts, written once free_run's fall is seen
+            await Timer(1, unit="ns")
+            (directory / WINDOW_FILE).replace(job.activity_path(directory))
+            activity_cycles = self._window_cycles() - window_start
         held = {} if finished else in_flight(self.accelerator)
         violations = self._violations(job)
         status = await self.read_register("status")
@@ -216,5 +238,5 @@ class AcceleratorDriver:
             violations=violations,
             in_flight=held,
             toggles=toggles.toggles if toggles is not None else {},
-            activity_cycles=toggles.cycles if toggles is not None else 0,
+            activity_cycles=activity_cycles,
         )

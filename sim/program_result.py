@@ -58,6 +58,7 @@ class RtlResult:
     instructions: int
     sim_seconds: float
     activity: PortActivity | None = None
+    register_activity: Any = None  # tensorforge.sim.register_activity.RegisterActivity
     test_dir: Path | None = None
     waveform: Path | None = None
     counters: dict[str, int] = field(default_factory=dict)

@@ -39,7 +39,11 @@ class ProgramJob:
     ``ram_bytes`` is the simulated DRAM size (the image plus a guard region); reads or writes
     past it answer SLVERR. ``memory`` paces the DRAM; ``dram_model`` names the model that
     serves it (`DRAM_MODELS`). ``ports`` are the accelerator's input ports and their widths, for
-    toggle counting when ``activity`` is set. ``config`` is the `AcceleratorConfig` as a dict.
+    toggle counting when ``activity`` is set. ``register_activity`` keeps the coverage counts
+    of the run (the activity model's, `tensorforge.sim.register_activity`) as
+    ``<name>.activity.dat``. ``idle`` starts no program: the accelerator only runs on its clock
+    for ``max_cycles`` cycles after reset (what an idle design draws). ``config`` is the
+    `AcceleratorConfig` as a dict.
     """
 
     name: str
@@ -54,6 +58,8 @@ class ProgramJob:
     dram_model: str = "fast"
     activity: bool = False
     ports: tuple[tuple[str, int], ...] = ()
+    register_activity: bool = False
+    idle: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -72,6 +78,9 @@ class ProgramJob:
     def outcome_path(self, directory: Path) -> Path:
         return directory / f"{self.name}.outcome.json"
 
+    def activity_path(self, directory: Path) -> Path:
+        return directory / f"{self.name}.activity.dat"
+
 
 @dataclass(frozen=True)
 class JobOutcome:
@@ -81,7 +90,8 @@ class JobOutcome:
     are the refused DRAM writes ``(address, length)``; ``in_flight`` is, per unit, the
     instruction word its controller gate holds (``None`` when it holds nothing), and whether
     it waits for a token. ``toggles`` maps each input port to its bit transitions over
-    ``activity_cycles`` cycles.
+    ``activity_cycles`` cycles (for ``register_activity``: the cycles the coverage counts
+    cover).
     """
 
     name: str

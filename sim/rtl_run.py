@@ -151,6 +151,10 @@ class RunOptions:
     """How to run: the memory, its model, cycle limit, waveform, activity, where files go.
 
     ``memory`` defaults to `DEFAULT_MEMORY` (a realistic DRAM, not the ideal one).
+    ``activity`` counts the toggles of the accelerator's input ports; ``register_activity``
+    runs the coverage model instead (`tensorforge.sim.register_activity`: every register's
+    toggles and every memory port's accesses, ``RtlResult.register_activity``; fast DRAM only,
+    its window is the top's own clock).
     ``dram_model`` is ``"fast"`` (the Verilog DRAM of the simulation top: no Python per
     cycle) or ``"reference"`` (cocotbext-axi's slave, the model the fast one is checked
     against; ~30x slower).
@@ -163,11 +167,16 @@ class RunOptions:
     activity: bool = False
     test_dir: Path | None = None
     seed: int = 0
+    register_activity: bool = False
 
     def __post_init__(self) -> None:
         if self.dram_model not in DRAM_MODELS:
             raise SimulationError(
                 f"dram_model must be one of {', '.join(DRAM_MODELS)}, not {self.dram_model!r}")
+        if self.register_activity and (self.dram_model != "fast" or self.waves):
+            raise SimulationError(
+                "register_activity needs dram_model='fast' and no waveform (its counts cover "
+                "the run on the simulation top's own clock); run the waveform separately")
 
 
 @dataclass(frozen=True)
@@ -179,6 +188,7 @@ class _Image:
     instruction_base: int
     writable: tuple[tuple[int, int], ...]
     memory: MemorySystem | None = None  # None: the run's
+    idle_cycles: int = 0  # > 0: start no program, run the clock this long (an idle design)
 
 
 def _check_fast_dram(job: ProgramJob, directory: Path) -> None:
@@ -211,7 +221,12 @@ def _execute(config: AcceleratorConfig, images: Sequence[_Image], options: RunOp
     Returns per image its job, outcome and DRAM afterwards; the run directory (None when it
     was a temporary one, removed after a clean run without waveform); the waveform.
     """
-    model = simulation_model(config, options.waves)
+    if options.register_activity:
+        from tensorforge.sim.register_activity import activity_model
+
+        model = activity_model(config)
+    else:
+        model = simulation_model(config, options.waves)
     own_directory = options.test_dir is None
     directory = Path(tempfile.mkdtemp(prefix="tensorforge-rtl-run-")) if own_directory else Path(
         options.test_dir).resolve()
@@ -234,12 +249,14 @@ def _execute(config: AcceleratorConfig, images: Sequence[_Image], options: RunOp
             instruction_count=len(item.instructions),
             writable=item.writable,
             ram_bytes=ram_size(len(item.image), config.dma.bus_bytes),
-            max_cycles=options.max_cycles or default_cycle_limit(
+            max_cycles=item.idle_cycles or options.max_cycles or default_cycle_limit(
                 config, item.instructions, memory),
             memory=memory,
             dram_model=options.dram_model,
             activity=options.activity,
             ports=ports,
+            register_activity=options.register_activity,
+            idle=item.idle_cycles > 0,
         ))
         if options.dram_model == "fast":
             _check_fast_dram(jobs[-1], directory)
@@ -255,11 +272,23 @@ def _execute(config: AcceleratorConfig, images: Sequence[_Image], options: RunOp
                 f"RTL run of {job.name} on {config.describe()} (seed {options.seed}): {error}\n"
                 f"run directory: {directory}"
             )
-        runs.append((job, outcome, job.output_image(directory).read_bytes()))
+        runs.append((job, outcome, job.output_image(directory).read_bytes(),
+                     _register_activity(config, job, outcome, directory)))
     if own_directory and results.waveform is None:  # a failed run keeps its files (above)
         shutil.rmtree(directory, ignore_errors=True)
         return runs, None, None
     return runs, directory, results.waveform
+
+
+def _register_activity(config: AcceleratorConfig, job: ProgramJob, outcome: JobOutcome,
+                       directory: Path):
+    """The job's `RegisterActivity`, read before a clean run's directory is removed."""
+    if not job.register_activity:
+        return None
+    from tensorforge.sim.register_activity import accelerator_ports, read_activity
+
+    return read_activity(job.activity_path(directory), outcome.activity_cycles,
+                         accelerator_ports(config))
 
 
 def _compile(case: RtlCase, config: AcceleratorConfig) -> tuple[Program, dict, _Image]:
@@ -280,7 +309,7 @@ def _compile(case: RtlCase, config: AcceleratorConfig) -> tuple[Program, dict, _
 
 def _result(case: RtlCase, program: Program, inputs: dict, run: tuple, directory: Path | None,
             waveform: Path | None) -> RtlResult:
-    job, outcome, dram = run
+    job, outcome, dram, register_activity = run
     config = program.config
     output = np.asarray(program.unpack_output(dram))
     expected = case.workload.reference(inputs)
@@ -310,6 +339,7 @@ def _result(case: RtlCase, program: Program, inputs: dict, run: tuple, directory
         instructions=len(program.instructions),
         sim_seconds=outcome.wall_seconds,
         activity=activity,
+        register_activity=register_activity,
         test_dir=directory,
         waveform=waveform,
         counters=dict(counters),
@@ -391,4 +421,15 @@ def run_instructions_on_rtl(
     and the DRAM afterwards. For directed tests of timing and of the error paths."""
     runs, *_ = _execute(config, [p.image() for p in programs], options or RunOptions())
     return [(outcome.counters, after[: len(p.dram)])
-            for p, (_, outcome, after) in zip(programs, runs, strict=True)]
+            for p, (_, outcome, after, _) in zip(programs, runs, strict=True)]
+
+
+def run_idle_on_rtl(config: AcceleratorConfig, cycles: int, options: RunOptions | None = None):
+    """Reset the accelerator and run its clock ``cycles`` cycles with no program started: the
+    `RegisterActivity` of an idle design (``options`` default to register activity on)."""
+    if cycles <= 0:
+        raise SimulationError(f"an idle run needs a positive number of cycles, not {cycles}")
+    options = options or RunOptions(register_activity=True)
+    idle = _Image(bytes(INSTRUCTION_BYTES), (), 0, (), idle_cycles=cycles)
+    runs, *_ = _execute(config, [idle], options)
+    return runs[0][3]

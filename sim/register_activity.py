@@ -1,0 +1,186 @@
+"""Switching activity of every register of the accelerator over one program's run.
+
+Power follows what the flip-flops do, and the input ports alone say little about that (a
+systolic array forwards operands and accumulates partial sums that no port shows). So the
+accelerator is simulated with Verilator's toggle and line coverage (``--coverage-toggle
+--coverage-line``), in a model of its own (`activity_model`, cached by content like every
+model, beside the plain one: coverage slows a run down, so only runs that ask pay for it).
+
+Toggle coverage counts the transitions of every bit of every signal exactly, in C++, with no
+Python per cycle. Line coverage counts how often each branch ran: the ``if (en)`` in front of
+each memory write and read of Amaranth's Verilog runs once per clock edge, so its count is the
+number of accesses of that port (`tensorforge.sim.memory_ports`).
+
+The counts must cover the program's run only, not the reset, the image load or the register
+reads around it. The run is exactly the time the simulation top runs on its own clock
+(``free_run`` high, see `tensorforge.sim.accelerator_driver.AcceleratorDriver.free_running`),
+so the activity model's top zeroes the counts when ``free_run`` rises and writes them to
+`WINDOW_FILE` when it falls (Verilator's ``$c``, calling its coverage API), and counts the
+clock cycles in between (``activity_cycles``). The simulation top's own parts (the Verilog
+DRAM, the clock switch) are left out of coverage, so the file holds the accelerator alone.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tensorforge.config import AcceleratorConfig
+from tensorforge.sim.memory_ports import MemoryPort, instrument
+from tensorforge.sim.sim_top import (
+    ACCELERATOR_INSTANCE,
+    PUBLIC_SIGNALS,
+    SIM_TOP,
+    dram_verilog,
+    wrapper_verilog,
+)
+from tensorforge.sim.sim_top import BUILD_OPTIONS as SIM_BUILD_OPTIONS
+
+#: Where the activity model writes the counts of a run (in the simulator's directory).
+WINDOW_FILE = "activity.dat"
+#: The top's counter of clock cycles while ``free_run`` is high.
+CYCLE_COUNTER = "activity_cycles"
+#: Verilator skips toggle coverage of signals wider than ``--coverage-max-width`` (256 by
+#: default); the accelerator's instruction words and buffer lines are wider, so it is raised.
+COVERAGE_BUILD_OPTIONS = (*SIM_BUILD_OPTIONS, "--coverage-toggle", "--coverage-line",
+                          "--coverage-max-width", "8192")
+
+_CONTEXT = "vlSymsp->_vm_contextp__->coveragep()"
+_WINDOW = f"""\
+    // Activity window (tensorforge.sim.register_activity): coverage counts restart when the
+    // top starts running on its own clock and are written when it stops.
+    reg [63:0] {CYCLE_COUNTER} = 64'd0;
+    always @(posedge clk) if (free_run) {CYCLE_COUNTER} <= {CYCLE_COUNTER} + 64'd1;
+    always @(posedge free_run) $c("{_CONTEXT}->zero();");
+    always @(negedge free_run)
+        $c("{_CONTEXT}->forcePerInstance(true); {_CONTEXT}->write(\\"{WINDOW_FILE}\\");");
+"""
+
+
+def activity_top_verilog(config: AcceleratorConfig, accelerator_text: str) -> str:
+    """The simulation top with the activity window, its own parts out of coverage, and the
+    accelerator with its memory access counters (`tensorforge.sim.memory_ports`)."""
+    from tensorforge.hw.accelerator import TOP_NAME
+
+    wrapper = wrapper_verilog(config, accelerator_text)
+    body, tail = wrapper.rsplit("endmodule", 1)
+    counted, _ = instrument(accelerator_text, TOP_NAME)
+    return "\n".join([
+        "// verilator coverage_off",
+        body + _WINDOW + "endmodule" + tail,
+        dram_verilog(),
+        "// verilator coverage_on",
+        counted,
+    ])
+
+
+@functools.cache
+def activity_model(config: AcceleratorConfig):
+    """The Verilator model of the simulation top with coverage (built once, then cached)."""
+    from tensorforge.sim.rtl_harness import build_model
+    from tensorforge.sim.rtl_run import accelerator_verilog
+
+    return build_model(activity_top_verilog(config, accelerator_verilog(config)), top=SIM_TOP,
+                       build_options=COVERAGE_BUILD_OPTIONS, public=PUBLIC_SIGNALS)
+
+
+
+_POINT = re.compile(r"^C '(.*)' (\d+)$")
+_MANGLED = re.compile(r"__0([0-9A-Fa-f]{2})")
+_SCOPE_PREFIX = f"{SIM_TOP}.{ACCELERATOR_INSTANCE}"
+
+
+def _demangle(name: str) -> str:
+    """Verilator's C++-safe name (``__024`` for ``$``, ``___05F`` for ``__``) as in the RTL."""
+    return _MANGLED.sub(lambda match: chr(int(match[1], 16)), name)
+
+
+def read_toggles(text: str) -> dict[str, int]:
+    """Bit transitions (both directions) per signal bit of a coverage file of the accelerator.
+
+    Keys are the bit's name as Yosys names the flip-flop that holds it after flattening:
+    the instance path below the accelerator, the signal, the bit (``compute.array.pe_0_0.acc
+    [3]`` without the space; ``controller.busy`` for one bit; ``storage[2][5]`` for a bit of a
+    memory word).
+    """
+    toggles: dict[str, int] = defaultdict(int)
+    for line in text.splitlines():
+        point = _POINT.match(line)
+        if point is None:
+            continue
+        fields = dict(item.split("\x02", 1) for item in point[1].split("\x01")[1:])
+        if fields.get("t") != "toggle":
+            continue
+        scope = fields.get("h", "")
+        if not scope.startswith(_SCOPE_PREFIX):
+            continue
+        scope = scope[len(_SCOPE_PREFIX) + 1:]
+        signal = _demangle(fields["o"].rsplit(":", 1)[0])
+        toggles[f"{scope}.{signal}" if scope else signal] += int(point[2])
+    return dict(toggles)
+
+
+@dataclass(frozen=True)
+class MemoryAccesses:
+    """Accesses of one memory in a run, per port (``reads[i]``: read port i)."""
+
+    reads: tuple[int, ...]
+    writes: tuple[int, ...]
+
+    def to_dict(self) -> dict[str, list[int]]:
+        return {"reads": list(self.reads), "writes": list(self.writes)}
+
+
+@dataclass(frozen=True)
+class RegisterActivity:
+    """What every register and memory of the accelerator did over ``cycles`` cycles of a run.
+
+    ``toggles`` maps each signal bit (`read_toggles` names) to its transitions; it holds every
+    signal Verilator kept, registers and wires alike: the power flow picks the flip-flops'
+    (`tensorforge.sim.power`). ``accesses`` maps each memory (its Yosys name, as the ASIC
+    flow's ``memory_map`` reports it) to its counted accesses.
+    """
+
+    cycles: int
+    toggles: dict[str, int] = field(repr=False)
+    accesses: dict[str, MemoryAccesses]
+
+    def rate(self, bit: str) -> float:
+        """Transitions per clock cycle of one bit (OpenSTA's ``-activity``); 0 if unknown."""
+        return self.toggles.get(bit, 0) / max(1, self.cycles)
+
+    def by_scope(self, bits=None, depth: int = 2) -> dict[str, int]:
+        """Transitions summed per instance path cut to ``depth`` levels (``compute.array``),
+        over ``bits`` (default: every bit); a top-level signal counts under its own name."""
+        totals: dict[str, int] = defaultdict(int)
+        for bit in self.toggles if bits is None else bits:
+            path = bit.split("[", 1)[0].split(".")
+            totals[".".join(path[:depth] if len(path) > 1 else path)] += self.toggles.get(bit, 0)
+        return dict(sorted(totals.items()))
+
+
+def read_activity(path: Path, cycles: int, ports: tuple[MemoryPort, ...]) -> RegisterActivity:
+    """The `RegisterActivity` of one coverage file (the window of one run of ``cycles``)."""
+    toggles = read_toggles(path.read_text())
+    accesses: dict[str, dict[str, list[int]]] = {}
+    for port in ports:
+        bit = f"{port.scope}.{port.counter}" if port.scope else port.counter
+        counts = accesses.setdefault(port.memory, {"read": [], "write": []})[port.kind]
+        counts.append(toggles.pop(bit, 0))
+    return RegisterActivity(
+        cycles=cycles,
+        toggles=toggles,
+        accesses={name: MemoryAccesses(tuple(counts["read"]), tuple(counts["write"]))
+                  for name, counts in sorted(accesses.items())},
+    )
+
+
+def accelerator_ports(config: AcceleratorConfig) -> tuple[MemoryPort, ...]:
+    """The memory ports of ``Accelerator(config)`` the activity model counts."""
+    from tensorforge.hw.accelerator import TOP_NAME
+    from tensorforge.sim.rtl_run import accelerator_verilog
+
+    return instrument(accelerator_verilog(config), TOP_NAME)[1]
