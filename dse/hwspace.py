@@ -10,6 +10,12 @@ A point whose primitives contradict each other (a weight-stationary CONV2D with 
 memory for its taps, a scratchpad too large for the ISA's address field) is not an error of
 the search: `HardwareSpace.to_config` raises the `ConfigError`, and the co-design loop records
 the point as infeasible with that message, so the optimizer learns where the valid region is.
+
+Both intrinsics of the default space run every layer of every zoo model, some only through
+padded tensorize choices that idle part of the array (depthwise convolutions on either,
+strided convolutions and matrix products on CONV2D; `benchmarks/coverage_zoo.py`).
+`tensorforge.dse.coverage` lists what a space's intrinsics cannot run and why, and the sweep
+prices such a layer on the host rather than failing the design.
 """
 
 from __future__ import annotations
