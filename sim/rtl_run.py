@@ -378,6 +378,7 @@ def run_on_rtl(
     waves: bool = False,
     activity: bool = False,
     test_dir: Path | None = None,
+    register_activity: bool = False,
 ) -> RtlResult:
     """Compile ``workload`` for ``config`` (default mapping if None), run it on the RTL, check it.
 
@@ -385,11 +386,13 @@ def run_on_rtl(
     ``memory`` is the DRAM's timing (default `DEFAULT_MEMORY`, realistic DDR3), served by the
     ``dram_model`` (`RunOptions`). ``max_cycles`` bounds the run
     (default: `default_cycle_limit`). ``waves`` records a waveform (``result.waveform``);
-    ``activity`` counts input-port toggles for `tensorforge.sim.activity.estimate_power`.
+    ``activity`` counts input-port toggles for `tensorforge.sim.activity.estimate_power`;
+    ``register_activity`` every register's and memory's (`tensorforge.sim.power`).
     """
     options = RunOptions(
         memory=memory, dram_model=dram_model,
         max_cycles=max_cycles, waves=waves, activity=activity, test_dir=test_dir, seed=seed,
+        register_activity=register_activity,
     )
     return run_programs_on_rtl(config, [RtlCase(workload, mapping, inputs, seed)], options)[0]
 

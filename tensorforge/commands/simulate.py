@@ -6,8 +6,10 @@ numpy reference, and reports the accelerator's counters: cycles, ideal cycles (M
 PE utilization, unit busy cycles, bank conflicts, token waits and DRAM traffic, and beside
 them the sweep's cost model's cycles for the same program and DRAM timing (``model_cycles``,
 with ``model_error``: model / RTL - 1; its held-out error is in docs/fidelity.md). ``--power``
-also records the run's switching activity and synthesizes the design with it (area, power,
-energy). A result that differs from numpy prints the first differing elements and exits 1.
+also records the switching activity of every register and the accesses of every memory over
+the run and prices them on the synthesized design (`tensorforge.sim.power`): power and energy
+split into logic (its clock part beside it), memories and leakage. A result that differs
+from numpy prints the first differing elements and exits 1.
 
 The DRAM is `tensorforge.memory.DEFAULT_MEMORY` (DDR3 behind an FPGA controller: 32 cycles of
 latency) unless ``--memory`` or the ``--dram-*`` overrides say otherwise: the cycles and the
@@ -24,6 +26,8 @@ import sys
 from tensorforge.commands.hwflags import add_hardware_arguments, config_from_args
 from tensorforge.commands.memflags import add_memory_arguments, memory_from_args
 from tensorforge.commands.workload_args import add_workload_arguments, workload_from_args
+from tensorforge.errors import ConfigError
+from tensorforge.fpga.technology import DEFAULT_TECH, TECHNOLOGIES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -40,9 +44,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--waves", action="store_true",
                         help="record a waveform (FST, or VCD where Verilator lacks FST)")
     parser.add_argument("--power", action="store_true",
-                        help="record switching activity and report ASIC area, power, energy")
+                        help="record every register's switching activity and report ASIC "
+                             "area, power and energy split into logic, memories, leakage")
     parser.add_argument("--clock-ns", type=float, default=10.0,
                         help="clock period for --power (default 10 ns)")
+    parser.add_argument("--tech", choices=sorted(TECHNOLOGIES), default=DEFAULT_TECH,
+                        help=f"ASIC technology for --power (default {DEFAULT_TECH})")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     add_hardware_arguments(parser)
     add_memory_arguments(parser)
@@ -75,10 +82,18 @@ def _print_table(summary: dict, power: dict | None) -> None:
     if "memory" in summary:
         rows.insert(1, ("DRAM", summary["memory"]["name"]))
     if power is not None:
+        energy = power["energy_uj"]
         rows += [
-            ("area (um^2)", f"{power['area_um2']:,.0f}"),
-            ("power (mW)", f"{power['power_mw']:.3f}"),
-            ("energy (uJ)", f"{power['energy_uj']:.4f}"),
+            (f"area (um^2, {power['technology']})", f"{power['area_um2']:,.0f}"),
+            ("power: logic (of it clock) mW",
+             f"{power['logic_mw']:.3f} ({power['clock_mw']:.3f})"),
+            ("power: memories / leakage mW",
+             f"{power['memory_mw']:.3f} / {power['leakage_mw']:.4f}"),
+            ("power: total mW", f"{power['total_mw']:.3f}"),
+            ("energy: logic / memories / leakage uJ",
+             f"{energy['logic']:.4f} / {energy['memory']:.4f} / {energy['leakage']:.5f}"),
+            ("energy: total uJ", f"{energy['total']:.4f}"),
+            ("flip-flops annotated", f"{power['flops_annotated']:,} of {power['flops_total']:,}"),
         ]
     if summary.get("waveform"):
         rows.append(("waveform", summary["waveform"]))
@@ -105,22 +120,22 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     memory = memory_from_args(args)
     mapping = resolve_mapping(workload, config, args.mapping)
+    if args.power and args.waves:
+        raise ConfigError("--power and --waves need two runs (the activity model records no "
+                          "waveform); run the command once with each")
     result = run_on_rtl(
         workload, config, mapping, seed=args.seed, memory=memory, max_cycles=args.max_cycles,
-        waves=args.waves, activity=args.power,
+        waves=args.waves, register_activity=args.power,
     )
     summary = result.to_dict()
     summary["memory"] = {"name": memory.describe(), **memory.to_dict()}
     summary.update(model_summary(workload, mapping, config, memory, result.cycles))
     power = None
     if args.power:
-        from tensorforge.hw.accelerator import TOP_NAME
-        from tensorforge.sim.activity import estimate_power
-        from tensorforge.sim.rtl_run import accelerator_verilog
+        from tensorforge.sim.power import power_of_activity
 
-        verilog = accelerator_verilog(config)
-        power = estimate_power(verilog, TOP_NAME, result.activity, result.cycles,
-                               clock_ns=args.clock_ns).to_dict()
+        power = power_of_activity(config, result.register_activity, clock_ns=args.clock_ns,
+                                  tech=args.tech).to_dict()
         summary["power"] = power
     if args.json:
         print(json.dumps(summary, indent=2))
