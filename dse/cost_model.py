@@ -497,8 +497,8 @@ def _evaluate(rows: SpaceRows, tiles: np.ndarray, order: np.ndarray,
         middle = Middle(np.array(periods).T, per_load, load_instructions, per_step_compute,
                         step_instructions, per_store, store_instructions)
         schedule, ends = _boundary_timeline(rows.take(priced), g.take(priced), steps[priced],
-                                            middle.take(priced), reload_step[priced], p,
-                                            exact)
+                                            middle.take(priced), reload_step[priced],
+                                            residue[priced], p, exact)
         for k, values in schedule.extra.items():
             added[k][priced] = values
         cycles[priced] = np.where(legal[priced], np.ceil(
@@ -536,13 +536,14 @@ def _evaluate(rows: SpaceRows, tiles: np.ndarray, order: np.ndarray,
 
 
 def _boundary_timeline(rows: SpaceRows, g: Geometry, steps: np.ndarray, middle: Middle,
-                       reload_step: np.ndarray, p: CostParameters, exact: bool
-                       ) -> tuple[Schedule, np.ndarray]:
-    """The boundary steps' `Schedule` and the cycles until `timeline` ends its groups."""
+                       reload_step: np.ndarray, residue: np.ndarray, p: CostParameters,
+                       exact: bool) -> tuple[Schedule, np.ndarray]:
+    """The boundary steps' `Schedule` and the cycles until `timeline` ends its groups;
+    ``residue`` decides ``reload_step`` (the bank residue of the stationary block)."""
     def tile_costs(valid: np.ndarray, owners: np.ndarray
                    ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         return _distinct_tile_costs(rows.take(owners), p, valid, g.tile[owners],
-                                    reload_step[owners], exact)
+                                    reload_step[owners], exact, residue[owners])
 
     schedule = boundary_schedule(rows, g, steps, middle, tile_costs,
                                  rows.step.isolated_step + p.issue_cycles)
@@ -626,19 +627,22 @@ def _stream(c: dict[str, np.ndarray], p: CostParameters, *, store: bool) -> np.n
 
 
 def _distinct_tile_costs(rows: SpaceRows, p: CostParameters, valid: np.ndarray,
-                         tiles: np.ndarray, reload_step: np.ndarray, exact: bool = True
+                         tiles: np.ndarray, reload_step: np.ndarray, exact: bool = True,
+                         step_code: np.ndarray | None = None
                          ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """`_tile_costs`, priced once per distinct row: the chunks of a batch's boundary steps
     repeat (tiles on a block grid, chunks of 1, 2, 4, ... blocks), so most rows are copies.
     The tiles are part of a row only where they change its price (``exact``: they decide
-    how the code generator lays the lines out)."""
-    _, step_code = np.unique(reload_step, return_inverse=True)
+    how the code generator lays the lines out). ``step_code``: small integers equal where
+    ``reload_step`` is (by default its rank among its distinct values)."""
+    if step_code is None:
+        _, step_code = np.unique(reload_step, return_inverse=True)
     key = np.concatenate([valid, *([tiles] if exact else []), step_code.reshape(-1, 1),
                           rows.space.reshape(-1, 1)], axis=1)
     first, inverse = distinct_rows(key)
     costs = _tile_costs(rows.take(first), p, valid[first], tiles[first], reload_step[first],
                         exact)
-    return {role: (c[inverse], m[inverse]) for role, (c, m) in costs.items()}
+    return {role: (np.take(c, inverse), np.take(m, inverse)) for role, (c, m) in costs.items()}
 
 
 def _tile_costs(rows: SpaceRows, p: CostParameters, valid: np.ndarray, tiles: np.ndarray,
