@@ -75,13 +75,14 @@ class FidelityCase:
         own on bursts in flight (the DMA's ``dma.outstanding`` bounds them)."""
         return latency_only(self.dram_latency)
 
-    def resolve_mapping(self) -> Mapping:
-        """The mapping this case runs (the default mapper's, or its seeded random one)."""
+    def resolve_mapping(self, memory: MemorySystem | None = None) -> Mapping:
+        """The mapping this case runs (the default mapper's for ``memory``, by default the
+        case's own, or its seeded random one)."""
         from tensorforge.compiler.mappers import default_mapping, device_choices
 
         workload = self.workload()
         if self.mapping == "default":
-            return default_mapping(workload, self.config)
+            return default_mapping(workload, self.config, memory or self.memory())
         seed = int(self.mapping.removeprefix("random:"))
         rng = np.random.default_rng(seed)
         choices = device_choices(workload, self.config)

@@ -91,7 +91,7 @@ class FuzzCase:
         return self._fidelity().workload()
 
     def resolve_mapping(self) -> Mapping:
-        return self._fidelity().resolve_mapping()
+        return self._fidelity().resolve_mapping(self.memory)
 
     def inputs(self) -> dict[str, np.ndarray]:
         return self.workload().random_inputs(np.random.default_rng(self.seed))

@@ -291,13 +291,17 @@ def _register_activity(config: AcceleratorConfig, job: ProgramJob, outcome: JobO
                          accelerator_ports(config))
 
 
-def _compile(case: RtlCase, config: AcceleratorConfig) -> tuple[Program, dict, _Image]:
+def _compile(case: RtlCase, config: AcceleratorConfig, memory: MemorySystem
+             ) -> tuple[Program, dict, _Image]:
+    """The case's program (the default mapping for the memory it runs on, if it has none),
+    inputs and DRAM image."""
     from tensorforge.compiler.codegen import generate
     from tensorforge.compiler.mappers import default_mapping
 
     program = case.program
     if program is None:
-        mapping = case.mapping or default_mapping(case.workload, config)
+        mapping = case.mapping or default_mapping(case.workload, config,
+                                                  case.memory or memory)
         program = generate(case.workload, mapping, config)
     inputs = dict(case.inputs) if case.inputs is not None else case.workload.random_inputs(
         np.random.default_rng(case.seed))
@@ -357,7 +361,7 @@ def run_programs_on_rtl(config: AcceleratorConfig, cases: Sequence[RtlCase],
     if not cases:
         return []
     options = options or RunOptions(seed=cases[0].seed)
-    compiled = [_compile(case, config) for case in cases]
+    compiled = [_compile(case, config, options.memory) for case in cases]
     runs, directory, waveform = _execute(config, [image for *_, image in compiled], options)
     return [
         _result(case, program, inputs, run, directory, waveform)

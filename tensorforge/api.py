@@ -9,21 +9,24 @@ from tensorforge.compiler.program import Program
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import MappingError
+from tensorforge.memory import DEFAULT_MEMORY, MemorySystem
 
 MAPPERS = ("default", "library")
 
 
 def resolve_mapping(
-    workload: Workload, config: AcceleratorConfig, mapping: Mapping | str | Path = "default"
+    workload: Workload, config: AcceleratorConfig, mapping: Mapping | str | Path = "default",
+    memory: MemorySystem = DEFAULT_MEMORY,
 ) -> Mapping:
     """A `Mapping` from a name ("default": the heuristic, "library": im2col + GEMM), a JSON file
-    written by ``Mapping.to_json``, or a `Mapping` (returned as is)."""
+    written by ``Mapping.to_json``, or a `Mapping` (returned as is). The heuristic ranks
+    tilings on ``memory``, the DRAM the program will run on."""
     if isinstance(mapping, Mapping):
         return mapping
     from tensorforge.compiler.mappers import default_mapping, library_mapping
 
     if mapping == "default":
-        return default_mapping(workload, config)
+        return default_mapping(workload, config, memory)
     if mapping == "library":
         return library_mapping(workload, config)
     path = Path(mapping)
@@ -36,12 +39,14 @@ def resolve_mapping(
 
 
 def compile_workload(
-    workload: Workload, config: AcceleratorConfig, mapping: Mapping | str | Path = "default"
+    workload: Workload, config: AcceleratorConfig, mapping: Mapping | str | Path = "default",
+    memory: MemorySystem = DEFAULT_MEMORY,
 ) -> Program:
-    """Workload -> Program for ``config``; ``mapping`` as in `resolve_mapping`."""
+    """Workload -> Program for ``config`` on ``memory``; ``mapping`` as in
+    `resolve_mapping`."""
     from tensorforge.compiler.codegen import generate
 
-    return generate(workload, resolve_mapping(workload, config, mapping), config)
+    return generate(workload, resolve_mapping(workload, config, mapping, memory), config)
 
 
 def generate_verilog(config: AcceleratorConfig) -> str:

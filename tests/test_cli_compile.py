@@ -47,3 +47,20 @@ def test_user_errors_are_messages_not_tracebacks(tmp_path, capsys):
     assert main(["compile", "--workload", "C[i,j] += A[i,k] * B[k,j]",
                  "--sizes", "i=64,j=64,k=4096", "--mapping", str(bad)]) == 1
     assert "do not fit the scratchpad" in capsys.readouterr().err
+
+
+def test_the_memory_flags_choose_the_mapping_and_the_summary_names_them(capsys):
+    """The default mapper ranks on the DRAM (tests/test_mapping_estimate.py has the why):
+    an 8x8 array with 4 bursts in flight gets another tiling at 128 cycles than on the
+    ideal memory, and the summary says which memory it was compiled for."""
+    gemm = ["compile", "--workload", "C[i,j] += A[i,k] * B[k,j]", "--sizes",
+            "i=64,j=64,k=64", "--pe", "8x8", "--outstanding", "4", "--json", "--check"]
+    summaries = []
+    for memory in (["--memory", "ideal"], ["--memory", "ideal", "--dram-latency", "128"]):
+        assert main(gemm + memory) == 0
+        summaries.append(json.loads(capsys.readouterr().out))
+    ideal, slow = summaries
+    assert ideal["memory"]["name"] == "ideal"
+    assert slow["memory"]["latency"] == 128 and slow["memory"]["name"].startswith("latency 128")
+    assert ideal["mapping"]["tiles"] != slow["mapping"]["tiles"]
+    assert ideal["check"]["equal"] and slow["check"]["equal"]

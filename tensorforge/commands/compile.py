@@ -2,10 +2,14 @@
 
 ``--check`` runs the functional simulator on seeded random inputs and exits 0 only if the
 result equals the workload's numpy reference; ``--json`` prints the tensorize choice, the
-mapping, the DRAM layouts, instruction counts and DRAM traffic.
+mapping, the DRAM layouts, instruction counts, DRAM traffic and the memory compiled for.
 
-The hardware flags are `tensorforge.commands.hwflags`' (shared with ``generate``), the workload
-flags `tensorforge.commands.workload_args`' (shared with ``simulate``).
+The default mapper ranks tilings on the DRAM the program will run on (its latency and the
+bursts it keeps in flight decide between few long transfers and many short ones), so the
+memory flags of `tensorforge.commands.memflags` (shared with ``simulate``; default
+`tensorforge.memory.DEFAULT_MEMORY`) are part of what is compiled, and the summary names
+them. The hardware flags are `tensorforge.commands.hwflags`' (shared with ``generate``), the
+workload flags `tensorforge.commands.workload_args`' (shared with ``simulate``).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import sys
 from pathlib import Path
 
 from tensorforge.commands.hwflags import add_hardware_arguments, config_from_args
+from tensorforge.commands.memflags import add_memory_arguments, memory_from_args
 from tensorforge.commands.workload_args import add_workload_arguments, workload_from_args
 
 
@@ -35,6 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="print a JSON summary")
     parser.add_argument("--save-mapping", type=Path, help="write the mapping as JSON here")
     add_hardware_arguments(parser)
+    add_memory_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -46,13 +52,15 @@ def run(args: argparse.Namespace) -> int:
 
     workload = workload_from_args(args)
     config = config_from_args(args)
-    mapping = resolve_mapping(workload, config, args.mapping)
+    memory = memory_from_args(args)
+    mapping = resolve_mapping(workload, config, args.mapping, memory)
     program = generate(workload, mapping, config)
     if args.out:
         args.out.write_bytes(program.encode())
     if args.save_mapping:
         args.save_mapping.write_text(mapping.to_json())
     summary = program.describe()
+    summary["memory"] = {"name": memory.describe(), **memory.to_dict()}
     status = 0
     if args.check:
         rng = np.random.default_rng(args.seed)
@@ -68,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         stats = summary["statistics"]
         print(f"{workload}  on  {config.describe()}")
+        print(f"memory:  {memory.describe()} (the mapping is chosen for it)")
         print(f"choice:  {summary['choice']}")
         print(f"mapping: tiles {dict(mapping.tiles)} order {list(mapping.order)}"
               + (f" fused {[list(g) for g in mapping.groups]}" if mapping.groups else ""))

@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     workload = workload_from_args(args)
     config = config_from_args(args)
     memory = memory_from_args(args)
-    mapping = resolve_mapping(workload, config, args.mapping)
+    mapping = resolve_mapping(workload, config, args.mapping, memory)
     if args.power and args.waves:
         raise ConfigError("--power and --waves need two runs (the activity model records no "
                           "waveform); run the command once with each")
