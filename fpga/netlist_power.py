@@ -239,6 +239,25 @@ class NetlistPower:
                    {k: PowerReport(*v) for k, v in values["flops"].items()})
 
 
+def port_activity(netlist: MappedNetlist, flop_rates: dict[str, float],
+                  input_rates: dict[str, float]) -> dict[str, float]:
+    """The rate of every input port of the cut netlist: each flip-flop's D port at its
+    flip-flop's rate (by instance; 0 if not given), the real inputs at theirs."""
+    ports = {f"{CUT_PORT_PREFIX}{n}": flop_rates.get(flop.instance, 0.0)
+             for n, flop in enumerate(netlist.flops)}
+    ports.update({name: rate for name, rate in input_rates.items() if name != netlist.clock_port})
+    return ports
+
+
+def annotated_script(netlist: MappedNetlist, ports: dict[str, float]) -> str:
+    """The OpenSTA script that prices the cut netlist with ``ports``' rates (`power_script`)."""
+    return power_script(
+        liberties=[Path(path) for path in netlist.liberties], netlist=CUT_NETLIST,
+        top=netlist.top, clock_port=netlist.clock_port, clock_ns=netlist.clock_ns,
+        port_activity=ports, instances=[flop.instance for flop in netlist.flops],
+    )
+
+
 def annotated_power(netlist: MappedNetlist, flop_rates: dict[str, float],
                     input_rates: dict[str, float], *, store: ResultStore | None = None,
                     timeout_s: float = 600.0) -> NetlistPower:
@@ -248,18 +267,12 @@ def annotated_power(netlist: MappedNetlist, flop_rates: dict[str, float],
     Stored by the hash of the netlist and the rates: equal runs cost one OpenSTA run.
     """
     store = store if store is not None else ResultStore()
-    ports = {f"{CUT_PORT_PREFIX}{n}": flop_rates.get(flop.instance, 0.0)
-             for n, flop in enumerate(netlist.flops)}
-    ports.update({name: rate for name, rate in input_rates.items() if name != netlist.clock_port})
+    ports = port_activity(netlist, flop_rates, input_rates)
     key = stable_hash(netlist.key, sorted(ports.items()))
     stored = store.get("netlist_power", key)
     if stored is not None:
         return NetlistPower.from_dict(stored.payload)
-    script = power_script(
-        liberties=[Path(path) for path in netlist.liberties], netlist=CUT_NETLIST,
-        top=netlist.top, clock_port=netlist.clock_port, clock_ns=netlist.clock_ns,
-        port_activity=ports, instances=[flop.instance for flop in netlist.flops],
-    )
+    script = annotated_script(netlist, ports)
     with tempfile.TemporaryDirectory(prefix="tensorforge-power-") as scratch:
         run_dir = Path(scratch)
         shutil.copyfile(netlist.directory / CUT_NETLIST, run_dir / CUT_NETLIST)

@@ -59,8 +59,10 @@ class PowerMeasurement:
     the run's raw activity.
 
     ``flop_toggles`` and ``flop_power_mw`` are per matched flip-flop, by the RTL name of the
-    bit it holds (``compute.array.pe_0_0.acc[3]``); ``memory_accesses`` per memory (its Yosys
-    name), ``memory_energy_pj`` per macro-mapped memory.
+    bit it holds (``compute.array.pe_0_0.acc[3]``); ``activity.accesses`` per memory (its
+    Yosys name), ``memory_energy_pj`` per macro-mapped memory. ``match`` and ``counters``
+    (the accelerator's performance counters) come from the program's run (None and {} for an
+    idle one).
     """
 
     technology: str
@@ -80,6 +82,7 @@ class PowerMeasurement:
     flop_power_mw: dict[str, float] = field(repr=False)
     activity: RegisterActivity = field(repr=False)
     match: bool | None = None
+    counters: dict[str, int] = field(default_factory=dict)
 
     @property
     def total_mw(self) -> float:
@@ -145,9 +148,23 @@ def memory_energy_pj(macros, activity: RegisterActivity) -> dict[str, float]:
     return energy
 
 
+def annotate_flops(flops, activity: RegisterActivity
+                   ) -> tuple[dict[str, float], dict[str, str], float]:
+    """Each flip-flop's rate (transitions per cycle, by instance), the matched ones (instance
+    -> the RTL bit it holds), and the mean rate the unmatched ones were given."""
+    cycles = max(1, activity.cycles)
+    matched = {flop.instance: flop.output_net for flop in flops
+               if flop.output_net in activity.toggles}
+    rates = {instance: activity.toggles[net] / cycles for instance, net in matched.items()}
+    mean = sum(rates.values()) / len(rates) if rates else 0.0
+    return ({flop.instance: round(rates.get(flop.instance, mean), _DIGITS) for flop in flops},
+            matched, mean)
+
+
 def power_of_activity(config: AcceleratorConfig, activity: RegisterActivity, *,
                       clock_ns: float = 10.0, tech: str = DEFAULT_TECH,
-                      match: bool | None = None) -> PowerMeasurement:
+                      match: bool | None = None,
+                      counters: MappingType[str, int] | None = None) -> PowerMeasurement:
     """Price one run's `RegisterActivity` on the synthesized ``Accelerator(config)``."""
     from tensorforge.fpga.netlist_power import annotated_power, mapped_netlist
     from tensorforge.hw.accelerator import TOP_NAME
@@ -157,12 +174,7 @@ def power_of_activity(config: AcceleratorConfig, activity: RegisterActivity, *,
     verilog = accelerator_verilog(config)
     netlist = mapped_netlist(verilog, TOP_NAME, tech=tech, clock_ns=clock_ns)
     cycles = max(1, activity.cycles)
-    matched = {flop.instance: flop.output_net for flop in netlist.flops
-               if flop.output_net in activity.toggles}
-    rates = {instance: activity.toggles[net] / cycles for instance, net in matched.items()}
-    mean = sum(rates.values()) / len(rates) if rates else 0.0
-    flop_rates = {flop.instance: round(rates.get(flop.instance, mean), _DIGITS)
-                  for flop in netlist.flops}
+    flop_rates, matched, mean = annotate_flops(netlist.flops, activity)
     ports = input_rates(activity, input_ports(verilog, TOP_NAME))
     power = annotated_power(netlist, flop_rates, ports)
     quiet = annotated_power(netlist, {}, {})
@@ -194,6 +206,7 @@ def power_of_activity(config: AcceleratorConfig, activity: RegisterActivity, *,
                        for instance, report in power.flops.items() if instance in names},
         activity=activity,
         match=match,
+        counters=dict(counters or {}),
     )
 
 
@@ -232,7 +245,7 @@ def measure_power(
         config, [RtlCase(workload, mapping, values, seed)],
         RunOptions(memory=memory, register_activity=True, seed=seed))
     return power_of_activity(config, result.register_activity, clock_ns=clock_ns, tech=tech,
-                             match=result.match)
+                             match=result.match, counters=result.counters)
 
 
 def measure_idle_power(config: AcceleratorConfig, cycles: int = 1000, *,
