@@ -149,8 +149,15 @@ def test_padded_programs_match_numpy_on_rtl(config_name, tmp_path):
 
     config = REGRESSION_CONFIGS[config_name]
     seed = sum(map(ord, config_name))  # fixed per configuration, printed on failure
-    cases = [RtlCase(layer(name), default_mapping(layer(name), config), seed=seed + number)
-             for number, name in enumerate(PADDED_RUNS[config_name])]
+    rng = np.random.default_rng(seed)
+    cases = []
+    for number, name in enumerate(PADDED_RUNS[config_name]):
+        workload = layer(name)
+        cases.append(RtlCase(workload, default_mapping(workload, config), seed=seed + number))
+        choices = padded_choices(workload, config)  # and one other padded choice, random tiles
+        groups, choice = choices[int(rng.integers(len(choices)))]
+        mapping = random_mapping(workload, choice, config, rng, groups)
+        cases.append(RtlCase(workload, mapping, seed=seed + number))
     assert all(case.mapping.choice.padded for case in cases)
     results = run_programs_on_rtl(config, cases, RunOptions(test_dir=tmp_path, seed=seed))
     for case, result in zip(cases, results, strict=True):
