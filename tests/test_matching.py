@@ -273,5 +273,11 @@ def test_cli_lists_choices_as_json(capsys):
     rows = json.loads(capsys.readouterr().out)
     assert [row["indices"] for row in rows] == [{"i": "i", "k": "k"}, {"i": "j", "k": "k"}]
     assert rows[1]["transposed"] == ["A"] and rows[1]["outer"] == ["i"]
+    assert rows[0]["padded"] == []
+    depthwise = ["choices", "--workload", "C[c,x,y] += A[c,x+r,y+s] * B[c,r,s]", "--sizes",
+                 "c=2,x=4,y=4,r=3,s=3", "--intrinsic", "gemm", "--json"]
+    assert main(depthwise) == 0
+    assert {tuple(row["padded"]) for row in json.loads(capsys.readouterr().out)} == {
+        ("i",), ("j",)}
     assert main(["choices", "--workload", "C[i] += A[i*k]", "--intrinsic", "dot"]) == 1
     assert "^" in capsys.readouterr().err

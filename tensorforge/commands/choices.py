@@ -47,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
                 "indices": c.index_map,
                 "outer": list(c.outer),
                 "transposed": list(c.transposed),
+                "padded": list(c.padded),
                 "description": c.describe(),
             }
             for c in choices
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     if args.tree:
         console.print(build_tst(workload).render(), markup=False)
     table = Table(title=escape(f"{args.intrinsic} on {workload}: {len(choices)} choices"))
-    for column in ("#", "stage", "indices", "operands", "outer loops"):
+    for column in ("#", "stage", "indices", "operands", "outer loops", "padded to 1"):
         table.add_column(column)
     for number, c in enumerate(choices):
         flipped = set(c.transposed)
@@ -71,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
             " ".join(f"{i}->{w}" for i, w in c.indices),
             escape(" ".join(f"{n}={a}{'^T' if n in flipped else ''}" for n, a in c.operands)),
             ",".join(c.outer) or "none",
+            ",".join(c.padded) or "-",
         )
     console.print(table)
     return 0
