@@ -26,7 +26,6 @@ a design that is reset and clocked with no program: about ``leakage_mw + clock_m
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Mapping as MappingType
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,18 +38,10 @@ from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import ConfigError
 from tensorforge.fpga.technology import DEFAULT_TECH
 from tensorforge.memory import DEFAULT_MEMORY, MemorySystem
-from tensorforge.sim.register_activity import RegisterActivity
+from tensorforge.sim.register_activity import RegisterActivity, group_by_scope
 
 DATA_KINDS = ("random", "zeros")
 _DIGITS = 4  # rates are rounded so equal runs share one OpenSTA result
-
-
-def _by_scope(values: MappingType[str, float], depth: int) -> dict[str, float]:
-    totals: dict[str, float] = defaultdict(float)
-    for name, value in values.items():
-        path = name.split("[", 1)[0].split(".")
-        totals[".".join(path[:depth]) if len(path) > 1 else path[0]] += value
-    return dict(sorted(totals.items()))
 
 
 @dataclass(frozen=True)
@@ -96,13 +87,15 @@ class PowerMeasurement:
                 "total": self.total_mw * scale}
 
     def component_toggles(self, depth: int = 2) -> dict[str, int]:
-        """Flip-flop toggles summed per instance path cut to ``depth`` levels."""
-        return {k: int(v) for k, v in _by_scope(self.flop_toggles, depth).items()}
+        """Flip-flop toggles summed per instance path cut to ``depth`` levels
+        (`group_by_scope`: ``compute.array``, ``scratchpad``, ``(top)``; depth 3 splits the
+        array into its PEs)."""
+        return self.activity.by_scope(self.flop_toggles, depth)
 
     def component_flop_power_mw(self, depth: int = 2) -> dict[str, float]:
         """Flip-flop power (internal + switching of their outputs + leakage) per instance
         path cut to ``depth`` levels; the logic between flip-flops has no RTL names."""
-        return _by_scope(self.flop_power_mw, depth)
+        return group_by_scope(self.flop_power_mw, self.activity.scopes, depth)
 
     def to_dict(self) -> dict[str, Any]:
         return {

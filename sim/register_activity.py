@@ -2,14 +2,16 @@
 
 Power follows what the flip-flops do, and the input ports alone say little about that (a
 systolic array forwards operands and accumulates partial sums that no port shows). So the
-accelerator is simulated with Verilator's toggle and line coverage (``--coverage-toggle
---coverage-line``), in a model of its own (`activity_model`, cached by content like every
-model, beside the plain one: coverage slows a run down, so only runs that ask pay for it).
+accelerator is simulated with Verilator's toggle coverage (``--coverage-toggle``), in a model
+of its own (`activity_model`, cached by content like every model, beside the plain one:
+coverage slows a run down, so only runs that ask pay for it).
 
 Toggle coverage counts the transitions of every bit of every signal exactly, in C++, with no
-Python per cycle. Line coverage counts how often each branch ran: the ``if (en)`` in front of
-each memory write and read of Amaranth's Verilog runs once per clock edge, so its count is the
-number of accesses of that port (`tensorforge.sim.memory_ports`).
+Python per cycle. Memory accesses are counted the same way: the simulated copy of the
+accelerator has a one-bit register beside each clocked memory port that flips on every access
+(`tensorforge.sim.memory_ports`), so its toggles are the port's accesses. (Verilator's line
+coverage would count the ``if (enable)`` of each port too, but it puts no points on the
+memory blocks of Amaranth's Verilog.)
 
 The counts must cover the program's run only, not the reset, the image load or the register
 reads around it. The run is exactly the time the simulation top runs on its own clock
@@ -44,8 +46,10 @@ WINDOW_FILE = "activity.dat"
 #: The top's counter of clock cycles while ``free_run`` is high.
 CYCLE_COUNTER = "activity_cycles"
 #: Verilator skips toggle coverage of signals wider than ``--coverage-max-width`` (256 by
-#: default); the accelerator's instruction words and buffer lines are wider, so it is raised.
-COVERAGE_BUILD_OPTIONS = (*SIM_BUILD_OPTIONS, "--coverage-toggle", "--coverage-line",
+#: default; the accelerator's instruction words and buffer lines are wider) and of signals
+#: whose names start with ``_`` (Amaranth's ``_0_``, a memory's read register): both are
+#: wanted, so the width is raised and ``--coverage-underscore`` given.
+COVERAGE_BUILD_OPTIONS = (*SIM_BUILD_OPTIONS, "--coverage-toggle", "--coverage-underscore",
                           "--coverage-max-width", "8192")
 
 _CONTEXT = "vlSymsp->_vm_contextp__->coveragep()"
@@ -102,8 +106,9 @@ def _demangle(name: str) -> str:
     return _MANGLED.sub(lambda match: chr(int(match[1], 16)), name)
 
 
-def read_toggles(text: str) -> dict[str, int]:
-    """Bit transitions (both directions) per signal bit of a coverage file of the accelerator.
+def read_toggles(text: str) -> tuple[dict[str, int], frozenset[str]]:
+    """Bit transitions (both directions) per signal bit of a coverage file of the accelerator,
+    and the instance paths below the accelerator that hold them.
 
     Keys are the bit's name as Yosys names the flip-flop that holds it after flattening:
     the instance path below the accelerator, the signal, the bit (``compute.array.pe_0_0.acc
@@ -114,13 +119,36 @@ def read_toggles(text: str) -> dict[str, int]:
     if len(points) != text.count("\x01t\x02toggle\x01"):  # fields in another order
         points = list(_toggle_points(text))
     toggles: dict[str, int] = defaultdict(int)
+    scopes = set()
     for comment, scope, count in points:
         if not (scope == _SCOPE_PREFIX or scope.startswith(_SCOPE_PREFIX + ".")):
             continue
         scope = scope[len(_SCOPE_PREFIX) + 1:]
+        scopes.add(scope)
         signal = _demangle(comment.rsplit(":", 1)[0])
         toggles[f"{scope}.{signal}" if scope else signal] += int(count)
-    return dict(toggles)
+    return dict(toggles), frozenset(scopes)
+
+
+#: The group of the accelerator's own (top-level) registers in `group_by_scope`.
+TOP_SCOPE = "(top)"
+
+
+def group_by_scope(values, scopes: frozenset[str], depth: int = 2) -> dict[str, float]:
+    """``values`` (per signal bit) summed per instance path cut to ``depth`` levels: with
+    depth 2, ``compute.array.pe_0_0.acc[3]`` counts under ``compute.array``, ``scratchpad.
+    a_bank_q[0]`` under ``scratchpad``, a register of the accelerator itself under
+    `TOP_SCOPE`. A bit's instance is the longest of ``scopes`` its name starts with, so the
+    dots inside Amaranth's names of struct fields (``cmd__payload.opcode``) are not mistaken
+    for instances."""
+    totals: dict[str, float] = defaultdict(float)
+    for bit, value in values.items():
+        parts = bit.split("[", 1)[0].split(".")
+        scope = next((".".join(parts[:k]) for k in range(len(parts) - 1, 0, -1)
+                      if ".".join(parts[:k]) in scopes), "")
+        key = ".".join(scope.split(".")[:depth]) if scope else TOP_SCOPE
+        totals[key] += value
+    return dict(sorted(totals.items()))
 
 
 def _toggle_points(text: str):
@@ -158,24 +186,22 @@ class RegisterActivity:
     cycles: int
     toggles: dict[str, int] = field(repr=False)
     accesses: dict[str, MemoryAccesses]
+    scopes: frozenset[str] = field(default=frozenset(), repr=False)
 
     def rate(self, bit: str) -> float:
         """Transitions per clock cycle of one bit (OpenSTA's ``-activity``); 0 if unknown."""
         return self.toggles.get(bit, 0) / max(1, self.cycles)
 
     def by_scope(self, bits=None, depth: int = 2) -> dict[str, int]:
-        """Transitions summed per instance path cut to ``depth`` levels (``compute.array``),
-        over ``bits`` (default: every bit); a top-level signal counts under its own name."""
-        totals: dict[str, int] = defaultdict(int)
-        for bit in self.toggles if bits is None else bits:
-            path = bit.split("[", 1)[0].split(".")
-            totals[".".join(path[:depth] if len(path) > 1 else path)] += self.toggles.get(bit, 0)
-        return dict(sorted(totals.items()))
+        """Transitions of ``bits`` (default: every signal bit) per instance path cut to
+        ``depth`` levels (`group_by_scope`)."""
+        chosen = self.toggles if bits is None else {b: self.toggles.get(b, 0) for b in bits}
+        return {k: int(v) for k, v in group_by_scope(chosen, self.scopes, depth).items()}
 
 
 def read_activity(path: Path, cycles: int, ports: tuple[MemoryPort, ...]) -> RegisterActivity:
     """The `RegisterActivity` of one coverage file (the window of one run of ``cycles``)."""
-    toggles = read_toggles(path.read_text())
+    toggles, scopes = read_toggles(path.read_text())
     accesses: dict[str, dict[str, list[int]]] = {}
     for port in ports:
         bit = f"{port.scope}.{port.counter}" if port.scope else port.counter
@@ -186,6 +212,7 @@ def read_activity(path: Path, cycles: int, ports: tuple[MemoryPort, ...]) -> Reg
         toggles=toggles,
         accesses={name: MemoryAccesses(tuple(counts["read"]), tuple(counts["write"]))
                   for name, counts in sorted(accesses.items())},
+        scopes=scopes,
     )
 
 

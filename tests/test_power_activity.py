@@ -81,7 +81,14 @@ def test_coverage_toggles_are_summed_per_bit_and_named_as_yosys_names_flops():
         _point("tensorforge_sim.accel", "cycles[0]:1->0", 7, kind="line"),  # not a toggle
         _point("tensorforge_sim.dram", "rdata[0]:0->1", 9),  # outside the accelerator
     ])
-    assert read_toggles(text) == {"compute.array.acc[3]": 9, "load__busy": 2}
+    toggles, scopes = read_toggles(text)
+    assert toggles == {"compute.array.acc[3]": 9, "load__busy": 2}
+    assert scopes == {"compute.array", ""}
+    activity = RegisterActivity(10, {**toggles, "compute.array.pe.cmd.op[0]": 1}, {},
+                                scopes | {"compute.array.pe"})
+    assert activity.by_scope(depth=1) == {"(top)": 2, "compute": 10}
+    assert activity.by_scope(depth=3) == {"(top)": 2, "compute.array": 9,
+                                          "compute.array.pe": 1}
 
 
 def test_a_flops_rate_reaches_its_d_port_in_the_sta_script():
