@@ -1,33 +1,44 @@
-"""`SynthesisAreaPower`: area, leakage, clock and power of an accelerator from a model fitted to
-real synthesis of its generated blocks (`tensorforge.dse.calibrate` makes the fit).
+"""`SynthesisAreaPower`: area, leakage, clock and peak power of an accelerator from a model
+calibrated on real synthesis of its generated RTL (`tensorforge.dse.calibrate` makes the fit).
 
-The accelerator is a sum of components; each has a few features of the configuration whose
-coefficients (um^2, mW of leakage, mW of dynamic power per feature unit) come from a
-non-negative least-squares fit over synthesized blocks of that component (OSU 0.18um cells,
-`tensorforge.fpga.synthesize_asic`):
+One fit per technology (``dse/data/area_power_fit-<tech>.json``); IHP SG13G2 130 nm is the
+default. On IHP the accelerator's area is two parts:
 
-================  ======================================================================
-component         features
-================  ======================================================================
-pe_array          PEs, PEs x systolic forwarding, PEs x crossbar stages (full),
-                  PEs x broadcast (none), local-store bits, array edge (rows + cols), 1
-scratchpad        bits, words, banks x line bits (bank ports, muxes), banks, 1: the shape of
-                  the memory compiler's macro area (cells, word lines, bit lines, control)
-accumulator       bits, words, line bits, 1
-dma               bus bits, 1
-control           PEs, scratchpad line bits, 1 (what a whole accelerator holds beyond the four:
-                  compute and store units, controller, queues, control registers, glue;
-                  fitted to synthesized accelerators' residuals)
-================  ======================================================================
+* **memories, exact**: the SRAM macros of the scratchpad banks and the accumulator (and of any
+  other memory the flow would build from macros), predicted from the configuration and picked
+  as the flow picks them (`memory_shapes`), their area and leakage read from the macros'
+  Liberty files. This is most of the area, and it carries to any configuration.
+* **logic, fitted**: each component's standard-cell area (and leakage) is a non-negative
+  combination of a few features of the configuration, fitted on synthesized blocks:
 
-Memories are SRAM macros (the ASIC flow's analytical 0.18um memory compiler), so buffer area
-per bit is a macro figure, not a flip-flop one.
-Clock: the critical path of whole synthesized accelerators (the `control` fit, a constant plus
-a log2(PEs) term); blocks synthesized alone, with unregistered ports, overstate the paths they
-have inside the accelerator. Without whole accelerators it falls back to the slowest
-component's path, each fitted as a linear function of the logarithm of its size
-(`timing_features`). Dynamic power is at the calibration clock and
-switching activity; it scales linearly to this model's clock.
+  ================  ==================================================================
+  component         logic features
+  ================  ==================================================================
+  pe_array          PEs, PEs x systolic forwarding, PEs x crossbar stages (full),
+                    PEs x broadcast (none), local-store bits, array edge (rows + cols), 1
+  scratchpad        line bits, banks x line bits, banks, macros, bits behind a macro
+                    row multiplexer, memories left to flip-flops (their flop area), 1
+  accumulator       line bits, macros, multiplexed bits, flip-flop memories, 1
+  dma               bus bits, 1
+  control           PEs, scratchpad line bits, accumulator line bits, bus bits, 1: what a
+                    whole accelerator holds beyond the four (compute and store units,
+                    controller, queues, registers, glue), fitted to synthesized
+                    accelerators' residuals
+  ================  ==================================================================
+
+Clock: the shortest period whole synthesized accelerators meet (the worst path's arrival plus
+its endpoint's setup: clock - slack), fitted (the `control` fit) in features of the largest
+macro array (the fan-out of its address net), the slowest macro's clock-to-output delay,
+log2(PEs) and a constant. It is what the flow gives when asked for a clock near it (the
+calibration synthesizes each accelerator at such a clock: `calibrate.accelerator_clock_ns`).
+
+Power: leakage is the macros' (exact) plus the fitted logic's. The peak power is a first-order
+figure: the dynamic energy per cycle measured at input activity 0.1 (fitted like the area),
+scaled to every input toggling every cycle at this model's clock. Workload energy comes from
+per-event energies (`dse.energy_ihp`) where their fit is packaged.
+
+OSU 0.18 um keeps its earlier fit (``--tech osu018``: analytical memory compiler, memories in
+the fitted features, see `legacy_features`).
 """
 
 from __future__ import annotations
@@ -41,34 +52,77 @@ from typing import Any
 
 from tensorforge.config import AcceleratorConfig, Interconnect
 from tensorforge.dse.evaluate import HardwareCost
+from tensorforge.dse.memory_shapes import memory_cost, memory_glue
 from tensorforge.errors import ConfigError
+from tensorforge.fpga.technology import DEFAULT_TECH
 
-FIT_FILE = "area_power_fit.json"
 COMPONENTS = ("pe_array", "scratchpad", "accumulator", "dma", "control")
+QUANTITIES = ("area_um2", "leakage_mw", "dynamic_pj", "critical_path_ns")
+#: The technologies whose memories the model prices exactly (their macros' Liberty files).
+EXACT_MEMORIES = ("ihp-sg13g2",)
+#: Which memories (by instance prefix, `memory_shapes`) belong to which component.
+MEMORY_OF = {"scratchpad": "scratchpad.", "accumulator": "accumulator.",
+             "control": "controller."}
 
 
-def features(component: str, config: AcceleratorConfig) -> dict[str, float]:
-    """The fit's inputs for ``component`` of ``config`` (the same for fitting and predicting)."""
-    array, spad = config.array, config.scratchpad
+def fit_file(tech: str) -> str:
+    return f"area_power_fit-{tech}.json"
+
+
+def _pe_array_features(config: AcceleratorConfig) -> dict[str, float]:
+    array = config.array
     pes = array.pes
+    return {
+        "pes": pes,
+        "pes_systolic": pes * (array.interconnect is Interconnect.SYSTOLIC),
+        "pes_crossbar": pes * math.log2(max(config.spad_line_elems, 2))
+        * (array.interconnect is Interconnect.FULL),
+        "pes_broadcast": pes * (array.interconnect is Interconnect.NONE),
+        "local_bits": pes * int(array.local_bytes) * 8,
+        "edge": array.rows + array.cols,
+        "one": 1.0,
+    }
+
+
+def features(component: str, config: AcceleratorConfig, tech: str = DEFAULT_TECH
+             ) -> dict[str, float]:
+    """The fit's inputs for the logic of ``component`` of ``config`` (the same for fitting and
+    predicting)."""
+    if tech not in EXACT_MEMORIES:
+        return legacy_features(component, config)
+    spad_line_bits = config.spad_line_bytes * 8
+    acc_line_bits = config.acc_line_bytes * 8
     match component:
         case "pe_array":
-            line_elems = config.spad_line_elems
-            return {
-                "pes": pes,
-                "pes_systolic": pes * (array.interconnect is Interconnect.SYSTOLIC),
-                "pes_crossbar": pes * math.log2(max(line_elems, 2))
-                * (array.interconnect is Interconnect.FULL),
-                "pes_broadcast": pes * (array.interconnect is Interconnect.NONE),
-                "local_bits": pes * int(array.local_bytes) * 8,
-                "edge": array.rows + array.cols,
-                "one": 1.0,
-            }
-        case "scratchpad":  # one SRAM macro per bank: cells, word lines, bit lines, control
+            return _pe_array_features(config)
+        case "scratchpad":
+            return {"line_bits": spad_line_bits,
+                    "bank_ports": config.scratchpad.banks * spad_line_bits,
+                    "banks": config.scratchpad.banks,
+                    **memory_glue(config, MEMORY_OF["scratchpad"]), "one": 1.0}
+        case "accumulator":
+            return {"line_bits": acc_line_bits,
+                    **memory_glue(config, MEMORY_OF["accumulator"]), "one": 1.0}
+        case "dma":
+            return {"bus_bits": config.dma.bus_bits, "one": 1.0}
+        case "control":
+            return {"pes": config.array.pes, "line_bits": spad_line_bits,
+                    "acc_line_bits": acc_line_bits, "bus_bits": config.dma.bus_bits,
+                    "one": 1.0}
+    raise ConfigError(f"unknown component {component!r}; known: {', '.join(COMPONENTS)}")
+
+
+def legacy_features(component: str, config: AcceleratorConfig) -> dict[str, float]:
+    """The OSU 0.18 um fit's features: memories (analytical macros) are fitted too."""
+    spad = config.scratchpad
+    match component:
+        case "pe_array":
+            return _pe_array_features(config)
+        case "scratchpad":
             line_bits = config.spad_line_bytes * 8
             return {"bits": int(spad.capacity) * 8, "words": int(spad.capacity) * 8 / line_bits,
                     "bank_ports": spad.banks * line_bits, "banks": spad.banks, "one": 1.0}
-        case "accumulator":  # one macro of accumulator lines
+        case "accumulator":
             line_bits = config.acc_line_bytes * 8
             return {"bits": int(spad.accumulator) * 8,
                     "words": int(spad.accumulator) * 8 / line_bits, "line_bits": line_bits,
@@ -76,15 +130,27 @@ def features(component: str, config: AcceleratorConfig) -> dict[str, float]:
         case "dma":
             return {"bus_bits": config.dma.bus_bits, "one": 1.0}
         case "control":
-            return {"pes": pes, "line_bits": config.spad_line_bytes * 8, "one": 1.0}
+            return {"pes": config.array.pes, "line_bits": config.spad_line_bytes * 8,
+                    "one": 1.0}
     raise ConfigError(f"unknown component {component!r}; known: {', '.join(COMPONENTS)}")
 
 
-def timing_features(component: str, config: AcceleratorConfig) -> dict[str, float]:
-    """Inputs of the critical-path fit: delay grows with the logarithm of a block's size
-    (adder trees, address decoders, fan-out buffers), so extrapolation stays sane."""
+def timing_features(component: str, config: AcceleratorConfig, tech: str = DEFAULT_TECH
+                    ) -> dict[str, float]:
+    """Inputs of the critical-path fit. Whole accelerators (`control`): on IHP the macros of the
+    largest macro array (their address and control pins hang on one net the logic mapper
+    cannot see into, so its delay and the macros' setup at its slow edge grow with them), the
+    slowest macro's clock-to-output delay, then delay growing with the logarithm of the array
+    (adder trees, fan-out buffers), so extrapolation stays sane. Blocks: the logarithm of
+    their size."""
     if component == "control":
-        return {"log2_pes": math.log2(max(config.array.pes, 2)), "one": 1.0}
+        log2_pes = math.log2(max(config.array.pes, 2))
+        if tech not in EXACT_MEMORIES:
+            return {"log2_pes": log2_pes, "one": 1.0}
+        memories = memory_cost(config)
+        return {"macro_fanout": memories.widest_array,
+                "macro_access_ns": memories.slowest_access_ns, "log2_pes": log2_pes,
+                "one": 1.0}
     size = {"pe_array": config.array.pes, "scratchpad": int(config.scratchpad.capacity) * 8,
             "accumulator": int(config.scratchpad.accumulator) * 8,
             "dma": config.dma.bus_bits}[component]
@@ -93,11 +159,12 @@ def timing_features(component: str, config: AcceleratorConfig) -> dict[str, floa
 
 @dataclass(frozen=True)
 class ComponentFit:
-    """Non-negative coefficients per feature for each fitted quantity of one component."""
+    """Non-negative coefficients per feature for each fitted quantity of one component (area
+    and leakage of its logic only where memories are exact)."""
 
     area_um2: dict[str, float]
     leakage_mw: dict[str, float]
-    dynamic_mw: dict[str, float]
+    dynamic_pj: dict[str, float]  # energy per cycle at the calibration's input activity
     critical_path_ns: dict[str, float]
 
     def predict(self, quantity: str, values: dict[str, float]) -> float:
@@ -105,80 +172,150 @@ class ComponentFit:
         return sum(coefficients.get(name, 0.0) * value for name, value in values.items())
 
 
-def clock_period_ns(components: dict[str, ComponentFit], config: AcceleratorConfig) -> float:
-    """The accelerator's critical path: the `control` fit where it was made on whole
-    accelerators (non-zero), else the slowest fitted block's (see the module docstring)."""
-    control = components["control"].predict("critical_path_ns",
-                                            timing_features("control", config))
-    if control > 0:
-        return control
-    return max(components[name].predict("critical_path_ns", timing_features(name, config))
-               for name in COMPONENTS if name != "control")
-
-
 @dataclass(frozen=True)
 class AreaPowerFit:
-    """Everything `SynthesisAreaPower` needs: per-component fits and the calibration setting."""
+    """Everything `SynthesisAreaPower` needs: per-component fits and where they come from."""
 
     components: dict[str, ComponentFit]
-    clock_ns: float  # the clock the calibration synthesized at (dynamic power refers to it)
+    clock_ns: float  # the blocks' calibration clock
     activity: float
-    technology: str
+    technology: str  # a description, for reports
     errors: dict[str, Any] = field(default_factory=dict)  # held-out errors, for the report
+    tech: str = DEFAULT_TECH
+    rtl_commit: str = "unknown"
+    hardware_digest: str = ""  # of hw/ and the sources the RTL depends on, at the fit
+    clock_rule: str = ""
+
+    @property
+    def exact_memories(self) -> bool:
+        return self.tech in EXACT_MEMORIES
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "components": {k: vars(v) for k, v in self.components.items()},
             "clock_ns": self.clock_ns, "activity": self.activity,
-            "technology": self.technology, "errors": self.errors,
+            "technology": self.technology, "tech": self.tech, "rtl_commit": self.rtl_commit,
+            "hardware_digest": self.hardware_digest, "clock_rule": self.clock_rule,
+            "errors": self.errors,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AreaPowerFit:
-        return cls({k: ComponentFit(**v) for k, v in data["components"].items()},
-                   data["clock_ns"], data["activity"], data["technology"], data.get("errors", {}))
+        components = {}
+        for name, values in data["components"].items():
+            values = dict(values)
+            if "dynamic_mw" in values:  # the OSU fit: mW at its clock, all of it at clock_ns
+                values["dynamic_pj"] = {k: v * data["clock_ns"]
+                                        for k, v in values.pop("dynamic_mw").items()}
+            components[name] = ComponentFit(**values)
+        return cls(components, data["clock_ns"], data["activity"], data["technology"],
+                   data.get("errors", {}), data.get("tech", "osu018"),
+                   data.get("rtl_commit", "unknown"), data.get("hardware_digest", ""),
+                   data.get("clock_rule", ""))
+
+    def held_out(self) -> list[dict[str, Any]]:
+        """The whole accelerators each predicted by a fit without it."""
+        return [r for r in self.errors.get("accelerator", []) if not r.get("alone")]
+
+    def worst_error(self, quantity: str) -> float | None:
+        rows = self.held_out()
+        return max(abs(r["relative_error"][quantity]) for r in rows) if rows else None
+
+    def stale_reasons(self) -> list[str]:
+        """Why this fit may no longer describe the RTL: hw/ changed since it was made."""
+        from tensorforge.sim.rtl_run import hardware_digest
+
+        if self.hardware_digest and self.hardware_digest != hardware_digest():
+            return [f"hw/ changed since the fit (RTL of {self.rtl_commit})"]
+        return []
 
 
 @cache
-def load_fit() -> AreaPowerFit:
-    """The packaged fit, ``dse/data/area_power_fit.json`` (regenerate with
-    ``python benchmarks/calibrate_cost_model.py``)."""
-    path = resources.files("tensorforge.dse") / "data" / FIT_FILE
+def load_fit(tech: str = DEFAULT_TECH) -> AreaPowerFit:
+    """The packaged fit of ``tech`` (regenerate with
+    ``python benchmarks/calibrate_cost_model.py --tech <tech>``)."""
+    name = fit_file(tech)
+    path = resources.files("tensorforge.dse") / "data" / name
     try:
         return AreaPowerFit.from_dict(json.loads(path.read_text()))
     except FileNotFoundError:
-        raise ConfigError(f"{FIT_FILE} is missing from tensorforge/dse/data; run "
-                          "`python benchmarks/calibrate_cost_model.py` to make it") from None
+        raise ConfigError(f"{name} is missing from tensorforge/dse/data; run "
+                          f"`python benchmarks/calibrate_cost_model.py --tech {tech}` to make "
+                          "it") from None
+
+
+def component_costs(fit: AreaPowerFit, config: AcceleratorConfig
+                    ) -> dict[str, dict[str, float]]:
+    """Per component: area (um^2), leakage (mW), dynamic energy per cycle at the calibration's
+    activity (pJ), memories included where they are exact."""
+    result = {}
+    for name in COMPONENTS:
+        values = features(name, config, fit.tech)
+        component = fit.components[name]
+        result[name] = {q: component.predict(q, values) for q in QUANTITIES[:3]}
+        if fit.exact_memories and name in MEMORY_OF:
+            memories = memory_cost(config, MEMORY_OF[name])
+            result[name]["area_um2"] += memories.macro_area_um2
+            result[name]["leakage_mw"] += memories.macro_leakage_mw
+    return result
+
+
+def clock_period_ns(fit: AreaPowerFit, config: AcceleratorConfig) -> float:
+    """The accelerator's critical path: the `control` fit where it was made on whole
+    accelerators (non-zero), else the slowest fitted block's."""
+    components = fit.components
+    control = components["control"].predict("critical_path_ns",
+                                            timing_features("control", config, fit.tech))
+    if control > 0:
+        return control
+    return max(components[name].predict("critical_path_ns",
+                                        timing_features(name, config, fit.tech))
+               for name in COMPONENTS if name != "control")
 
 
 @dataclass(frozen=True)
 class SynthesisAreaPower:
-    """The `AreaPowerModel` fitted to synthesis (see the module docstring)."""
+    """The `AreaPowerModel` calibrated on synthesis (see the module docstring)."""
 
-    version: str = "synthesis-area-power-1"
+    tech: str = DEFAULT_TECH
+
+    @property
+    def version(self) -> str:
+        """Part of a sweep's identity: the model, its technology and the fit's RTL."""
+        return f"synthesis-area-power-2-{self.tech}-{load_fit(self.tech).rtl_commit}"
 
     def breakdown(self, config: AcceleratorConfig) -> dict[str, dict[str, float]]:
-        """Per component: area (um^2), leakage and dynamic power (mW), critical path (ns)."""
-        fit = load_fit()
-        result = {}
-        for name in COMPONENTS:
-            values = features(name, config)
-            component = fit.components[name]
-            result[name] = {q: component.predict(q, values) for q in
-                            ("area_um2", "leakage_mw", "dynamic_mw")}
-            result[name]["critical_path_ns"] = component.predict(
-                "critical_path_ns", timing_features(name, config))
-        return result
+        """Per component: area (um^2), leakage (mW), dynamic energy per cycle (pJ)."""
+        return component_costs(load_fit(self.tech), config)
 
     def __call__(self, config: AcceleratorConfig) -> HardwareCost:
-        fit = load_fit()
-        parts = self.breakdown(config)
+        fit = load_fit(self.tech)
+        parts = component_costs(fit, config)
         area_um2 = sum(p["area_um2"] for p in parts.values())
-        period_ns = max(clock_period_ns(fit.components, config), 1.0)
+        period_ns = max(clock_period_ns(fit, config), 1.0)
         clock_mhz = 1e3 / period_ns
         leakage_w = sum(p["leakage_mw"] for p in parts.values()) * 1e-3
-        # dynamic power was measured at the calibration clock and activity: scale to this clock
-        # and to every node toggling every cycle for the peak.
-        dynamic_w = sum(p["dynamic_mw"] for p in parts.values()) * 1e-3
-        peak_w = dynamic_w * (fit.clock_ns / period_ns) / max(fit.activity, 1e-9) + leakage_w
-        return HardwareCost(area_um2 * 1e-6, leakage_w, clock_mhz, peak_w)
+        # a first-order peak: the energy per cycle at the calibration's activity, scaled to
+        # every input toggling every cycle, at this clock
+        energy_pj = sum(p["dynamic_pj"] for p in parts.values()) / max(fit.activity, 1e-9)
+        peak_w = energy_pj * 1e-12 * clock_mhz * 1e6 + leakage_w
+        energies, clock_w = self._energies(config, clock_mhz)
+        return HardwareCost(area_um2 * 1e-6, leakage_w, clock_mhz, peak_w, clock_w, energies)
+
+    def _energies(self, config: AcceleratorConfig, clock_mhz: float):
+        """Per-event energies and clock power from `dse.energy_ihp` where its fit is packaged
+        (the hook for workload energy); otherwise none, and layers keep their own energy."""
+        if self.tech not in EXACT_MEMORIES:
+            return None, 0.0
+        from tensorforge.dse import energy_ihp
+
+        fit = energy_ihp.load_energy_fit()
+        if fit is None:
+            return None, 0.0
+        return energy_ihp.ihp_energies(config, fit), energy_ihp.clock_power_w(
+            config, clock_mhz, fit)
+
+
+def osu018_model() -> SynthesisAreaPower:
+    """The model fitted to OSU 0.18 um synthesis (``--hardware-model synthesis-osu018``)."""
+    return SynthesisAreaPower("osu018")

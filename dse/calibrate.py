@@ -1,53 +1,46 @@
-"""Calibration: synthesize generated blocks and whole accelerators, fit `area_power`'s
-coefficients, and report the fit's error on held-out designs.
+"""Calibration: synthesize generated blocks and whole accelerators through the ASIC flow of one
+technology, so that `calibrate_fit` can fit `area_power`'s coefficients and report the fit's
+error on held-out designs.
 
-The components are fitted on their own blocks: PE arrays (every interconnect, a few shapes,
-with and without local stores), banked scratchpads, accumulator buffers and the DMA load unit,
-each through the OSU 0.18um ASIC flow (memories as SRAM macros; area, critical path, power at
-a fixed activity) and, where Yosys/nextpnr accept it, the ECP5 flow (LUT/FF/DSP/BRAM). Errors
-per component are leave-one-out. Whole accelerators (``hw.accelerator.Accelerator``) are
-synthesized too: what they hold beyond the fitted components (controller, instruction queues,
-control registers, glue) is the ``control`` component, a constant fitted to their residuals,
-and each accelerator is predicted by a model fitted without it (its own control residual left
-out), which is the held-out check of the sum-of-components model as the search uses it.
-Everything is kept: the design, its configuration as JSON, and both reports, in
-``dse/data/calibration_records.json``; the fit in ``dse/data/area_power_fit.json``.
+The components are synthesized on their own blocks: PE arrays (every interconnect, a few
+shapes, with and without local stores), banked scratchpads, accumulator buffers and the DMA
+load unit, each through the ASIC flow of ``tech`` (memories as SRAM macros; area, critical
+path, power at a fixed input activity) and, where asked, the ECP5 flow (LUT/FF/DSP/BRAM).
+Whole accelerators (``hw.accelerator.Accelerator``) are synthesized too; what they hold beyond
+the components is the ``control`` component, and their critical paths set the model's clock.
+
+The clock each design is synthesized at matters, because ABC maps towards it (`abc -D`).
+Blocks run at `BLOCK_CLOCK_NS`. On IHP SG13G2 every whole accelerator runs at
+`ACCELERATOR_CLOCK_NS`, near the paths they achieve, so that the path the model learns is the
+one a user gets asking the flow for the model's clock. Measured on the 2x2 accelerator: asked
+for 10 ns or for 6.5 ns it gives the same netlist (worst arrival 7.33 ns), asked for 4.2 ns
+6.55 ns with the logic area within 0.1%: the path moves by a small part of a change in the
+target, so a calibration clock within a couple of nanoseconds of the path keeps the model's
+clock within a few percent of what the flow gives at it (`docs/cost_model.md` checks this on
+accelerators outside the fit).
+Everything is kept: the design, its configuration as JSON, its clock and reports, in
+``dse/data/calibration_records-<tech>.json``; the fit in ``dse/data/area_power_fit-<tech>.json``.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from tensorforge.config import AcceleratorConfig
-from tensorforge.dse.area_power import (
-    COMPONENTS,
-    AreaPowerFit,
-    ComponentFit,
-    clock_period_ns,
-    features,
-    timing_features,
-)
+from tensorforge.dse.area_power import QUANTITIES  # noqa: F401  (re-exported)
+from tensorforge.dse.calibrate_fit import FALLBACKS, FITTED, fit, targets  # noqa: F401
 from tensorforge.errors import TensorforgeError
+from tensorforge.fpga.technology import DEFAULT_TECH
 
 logger = logging.getLogger(__name__)
 
-CLOCK_NS = 10.0
+BLOCK_CLOCK_NS = 10.0
+CLOCK_NS = BLOCK_CLOCK_NS  # the OSU calibration ran everything at this clock
+ACCELERATOR_CLOCK_NS = 6.5
 ACTIVITY = 0.1
-QUANTITIES = ("area_um2", "leakage_mw", "dynamic_mw", "critical_path_ns")
-# Used only for a component none of whose designs synthesized (reported as such): the
-# first-order 45 nm DMA figure (150 um^2 per bus bit) scaled by (180/45)^2 to 0.18 um.
-# The control fallback is the placeholder the model used before accelerators were synthesized.
-FALLBACKS = {
-    "dma": ComponentFit({"bus_bits": 150.0 * 16}, {}, {}, {}),
-    "control": ComponentFit({"one": 200_000.0}, {}, {}, {}),
-}
-FITTED = tuple(c for c in COMPONENTS if c != "control")  # fitted on blocks of their own
 
 
 @dataclass(frozen=True)
@@ -62,19 +55,52 @@ class Design:
 
 def _config(rows: int, cols: int, interconnect: str = "systolic", *, capacity: int = 1024,
             banks: int = 2, accumulator: int = 512, bus_bits: int = 64,
-            local_bytes: int = 0) -> AcceleratorConfig:
+            local_bytes: int = 0, dataflow: str = "ws", intrinsic: str = "gemm"
+            ) -> AcceleratorConfig:
     return AcceleratorConfig.from_dict({
+        "intrinsic": intrinsic,
         "array": {"rows": rows, "cols": cols, "interconnect": interconnect,
-                  "local_bytes": local_bytes},
+                  "local_bytes": local_bytes, "dataflow": dataflow},
         "scratchpad": {"capacity": capacity, "banks": banks, "accumulator": accumulator},
         "dma": {"bus_bits": bus_bits},
     })
 
 
-def accelerator_set() -> list[Design]:
-    """Whole GEMM accelerators, held out one at a time: array sizes 2x2 to 8x8, every
-    interconnect, scratchpads from 1 to 64 KiB (the 8x8/64 KiB one is the default
-    `AcceleratorConfig`; one to three minutes of ASIC flow each)."""
+def accelerator_set(tech: str = DEFAULT_TECH) -> list[Design]:
+    """Whole accelerators, held out one at a time (cheapest first, so that a cut-short run
+    still has the small ones)."""
+    if tech == "osu018":
+        return _osu_accelerators()
+    configs = [
+        _config(2, 2, capacity=1024, banks=2, accumulator=512),
+        _config(4, 4, capacity=4096, banks=4, accumulator=1024),
+        _config(2, 8, capacity=16384, banks=8, accumulator=4096),
+        _config(4, 4, "none", capacity=65536, banks=4, accumulator=16384),
+        _config(4, 4, "full", capacity=65536, banks=4, accumulator=16384),
+        AcceleratorConfig(),  # the default: gemm 8x8 systolic ws, 64 KiB / 4 banks
+        _config(8, 8, capacity=32768, banks=2, accumulator=32768, bus_bits=128,
+                dataflow="os"),
+        _config(8, 8, "none", capacity=65536, banks=1, accumulator=16384, bus_bits=256),
+        _config(8, 8, "full", capacity=131072, banks=8, accumulator=16384, local_bytes=16),
+        _config(16, 16, capacity=262144, banks=4, accumulator=32768),
+    ]
+    return [Design("accelerator", config) for config in configs]
+
+
+def acceptance_set() -> list[Design]:
+    """Accelerators outside the calibration set, synthesized at the clock the fitted model
+    predicts for them (`synthesize(..., clock_ns=...)`): the check a user makes by running
+    ``tensorforge synth --flow asic --clock-ns <model's period>`` on the generated design."""
+    return [
+        Design("acceptance", _config(8, 8, capacity=65536, banks=4, accumulator=32768,
+                                     intrinsic="conv2d", local_bytes=16)),
+        Design("acceptance", _config(4, 8, "full", capacity=131072, banks=8, accumulator=16384,
+                                     bus_bits=128)),
+    ]
+
+
+def _osu_accelerators() -> list[Design]:
+    """The OSU 0.18 um calibration's accelerators (kept so its fit can be remade)."""
     return [
         Design("accelerator", _config(2, 2, capacity=1024, banks=2, accumulator=512)),
         Design("accelerator", _config(4, 4, capacity=4096, banks=4, accumulator=1024)),
@@ -89,13 +115,16 @@ def accelerator_set() -> list[Design]:
     ]
 
 
-def calibration_set() -> list[Design]:
+def calibration_set(tech: str = DEFAULT_TECH) -> list[Design]:
     """The component blocks synthesized (a few minutes in all on one core)."""
     designs = [Design("pe_array", _config(r, c, link))
                for r, c in ((2, 2), (2, 4), (4, 4))
                for link in ("none", "systolic", "full")]
     designs += [Design("pe_array", _config(2, 2, "systolic", local_bytes=8)),
                 Design("pe_array", _config(4, 2, "systolic"))]
+    if tech != "osu018":  # per-PE logic from a larger array, and a local store on the IHP run
+        designs += [Design("pe_array", _config(4, 4, "systolic", local_bytes=16)),
+                    Design("pe_array", _config(8, 8, "systolic"))]
     designs += [Design("scratchpad", _config(2, 2, capacity=cap, banks=banks))
                 for cap, banks in ((256, 1), (256, 2), (512, 2), (512, 4), (1024, 4),
                                    (1024, 1), (4096, 4), (16384, 8))]
@@ -110,13 +139,32 @@ def calibration_set() -> list[Design]:
     return designs
 
 
+def accelerator_clock_ns(config: AcceleratorConfig, tech: str = DEFAULT_TECH) -> float:
+    """The clock a whole accelerator is calibrated at (see the module docstring)."""
+    return CLOCK_NS if tech == "osu018" else ACCELERATOR_CLOCK_NS
+
+
+def clock_rule(tech: str = DEFAULT_TECH) -> str:
+    """The rule `accelerator_clock_ns` follows, in words (kept with the fit, for reports)."""
+    if tech == "osu018":
+        return f"every design at {CLOCK_NS} ns"
+    return (f"blocks at {BLOCK_CLOCK_NS} ns; every whole accelerator at "
+            f"{ACCELERATOR_CLOCK_NS} ns, near the paths they reach")
+
+
+def design_clock_ns(design: Design, tech: str = DEFAULT_TECH) -> float:
+    if design.component == "accelerator":
+        return accelerator_clock_ns(design.config, tech)
+    return BLOCK_CLOCK_NS
+
+
 def block_verilog(design: Design) -> tuple[str, str]:
     """``(verilog, top name)`` of the generated block."""
     from amaranth import Signal
     from amaranth.back import verilog
     from amaranth.lib import data
 
-    if design.component == "accelerator":
+    if design.component in ("accelerator", "acceptance"):
         from tensorforge.dse.synth_top import TOP, accelerator_verilog
 
         return accelerator_verilog(design.config), TOP
@@ -137,26 +185,37 @@ def block_verilog(design: Design) -> tuple[str, str]:
     return verilog.convert(block, name=top, ports=ports), top
 
 
-def synthesize(design: Design, *, ecp5: bool = True) -> dict[str, Any]:
-    """One calibration record: the design, its ASIC report and (if it runs) its ECP5 report."""
+def synthesize(design: Design, *, tech: str = DEFAULT_TECH, ecp5: bool = True,
+               clock_ns: float | None = None) -> dict[str, Any]:
+    """One calibration record: the design, its ASIC report and (if it runs) its ECP5 report,
+    at ``clock_ns`` (default: `design_clock_ns`)."""
     from tensorforge.fpga import synthesize_asic, synthesize_ecp5
 
     text, top = block_verilog(design)
-    record: dict[str, Any] = {"component": design.component, "config": design.config.to_dict()}
+    clock_ns = clock_ns or design_clock_ns(design, tech)
+    record: dict[str, Any] = {"component": design.component, "config": design.config.to_dict(),
+                              "tech": tech, "clock_ns": clock_ns}
     try:
-        asic = synthesize_asic(text, top, clock_ns=CLOCK_NS, activity=ACTIVITY)
+        asic = synthesize_asic(text, top, tech=tech, clock_ns=clock_ns, activity=ACTIVITY)
     except TensorforgeError as error:  # a flow failure is data: the fit skips the design
         record["asic_error"] = str(error).splitlines()[0]
         return record
     record |= {
         "asic": {"area_um2": asic.area_um2, "cells": asic.cells,
                  "logic_area_um2": asic.logic_area_um2, "macro_area_um2": asic.macro_area_um2,
-                 "critical_path_ns": asic.critical_path_ns,
+                 "critical_path_ns": asic.critical_path_ns, "slack_ns": asic.slack_ns,
+                 "macro_leakage_mw": asic.macro_leakage_mw,
+                 "macro_access_ns": asic.macro_access_ns,
+                 "macro_power_mw": asic.macro_power_mw,
+                 "macros": [{k: m[k] for k in ("instance", "cell", "count")}
+                            for m in asic.macros],
+                 "seconds": sum(asic.tool_seconds.values()),
                  "power_mw": vars(asic.power_mw)},
     }
     if ecp5:
         try:
-            report = synthesize_ecp5(text, top, clock_ns=CLOCK_NS, out_of_context=True)
+            report = synthesize_ecp5(text, top, clock_ns=BLOCK_CLOCK_NS,
+                                     out_of_context=True)
             record["ecp5"] = {k: report.summary()[k] for k in
                               ("luts", "ffs", "dsps", "brams", "fmax_mhz")}
         except TensorforgeError as error:
@@ -164,144 +223,10 @@ def synthesize(design: Design, *, ecp5: bool = True) -> dict[str, Any]:
     return record
 
 
-def run_calibration(designs: Iterable[Design], *, ecp5: bool = True,
+def run_calibration(designs: Iterable[Design], *, tech: str = DEFAULT_TECH, ecp5: bool = True,
                     progress: Callable[[str], None] = logger.info) -> list[dict[str, Any]]:
     records = []
     for design in designs:
-        progress(f"synthesizing {design.name}")
-        records.append(synthesize(design, ecp5=ecp5))
+        progress(f"synthesizing {design.name} at {design_clock_ns(design, tech)} ns")
+        records.append(synthesize(design, tech=tech, ecp5=ecp5))
     return records
-
-
-def targets(record: dict[str, Any]) -> dict[str, float]:
-    asic = record["asic"]
-    power = asic["power_mw"]
-    return {"area_um2": asic["area_um2"], "leakage_mw": power["leakage"],
-            "dynamic_mw": power["internal"] + power["switching"],
-            "critical_path_ns": asic["critical_path_ns"]}
-
-
-def _design_matrix(component: str, records: list[dict[str, Any]],
-                   make=features) -> tuple[list[str], np.ndarray]:
-    rows = [make(component, AcceleratorConfig.from_dict(r["config"])) for r in records]
-    names = list(rows[0])
-    return names, np.array([[row[n] for n in names] for row in rows], dtype=float)
-
-
-def _fit_nonnegative(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Non-negative least squares, columns scaled so the ridge-free fit is well conditioned."""
-    from sklearn.linear_model import LinearRegression
-
-    scale = np.maximum(np.abs(x).max(axis=0), 1e-12)
-    model = LinearRegression(positive=True, fit_intercept=False).fit(x / scale, y)
-    return model.coef_ / scale
-
-
-def fit(records: list[dict[str, Any]]) -> AreaPowerFit:
-    """Fit every component's coefficients; leave-one-out errors go into ``errors``."""
-    components, errors = {}, {}
-    for component in FITTED:
-        own = [r for r in records if r["component"] == component and "asic" in r]
-        if not own:
-            failures = [r.get("asic_error", "") for r in records if r["component"] == component]
-            components[component] = FALLBACKS[component]
-            errors[component] = {"fallback": failures[0] if failures else "no designs"}
-            continue
-        coefficients, component_errors = {}, {}
-        for quantity in QUANTITIES:
-            make = timing_features if quantity == "critical_path_ns" else features
-            names, x = _design_matrix(component, own, make)
-            y = np.array([targets(r)[quantity] for r in own])
-            coef = _fit_nonnegative(x, y)
-            coefficients[quantity] = dict(zip(names, map(float, coef), strict=True))
-            component_errors[quantity] = _leave_one_out(x, y)
-        components[component] = ComponentFit(**coefficients)
-        errors[component] = component_errors
-    accelerators = [r for r in records if r["component"] == "accelerator" and "asic" in r]
-    if accelerators:
-        components["control"] = _fit_control(components, accelerators)
-        errors["control"] = {"accelerators": len(accelerators)}
-        errors["accelerator"] = _held_out_accelerators(components, accelerators)
-    else:
-        components["control"] = FALLBACKS["control"]
-        errors["control"] = {"fallback": "no whole accelerator synthesized"}
-    return AreaPowerFit(components, CLOCK_NS, ACTIVITY, TECHNOLOGY, errors)
-
-
-TECHNOLOGY = "OSU 0.18um cells + analytical 0.18um SRAM macros (yosys + OpenSTA)"
-
-
-def _fitted_parts(components: dict[str, ComponentFit], record: dict[str, Any]
-                  ) -> dict[str, float]:
-    """The fitted components' sum (area, leakage, dynamic) and slowest path for ``record``."""
-    config = AcceleratorConfig.from_dict(record["config"])
-    total = dict.fromkeys(QUANTITIES, 0.0)
-    for name in FITTED:
-        for quantity in QUANTITIES[:3]:
-            total[quantity] += components[name].predict(quantity, features(name, config))
-        path = components[name].predict("critical_path_ns", timing_features(name, config))
-        total["critical_path_ns"] = max(total["critical_path_ns"], path)
-    return total
-
-
-def _fit_control(components: dict[str, ComponentFit], accelerators: list[dict[str, Any]]
-                 ) -> ComponentFit:
-    """What whole accelerators hold beyond the fitted components (compute and store units,
-    controller, queues, glue): non-negative least squares of their area, leakage and dynamic
-    power residuals on `features("control")`, and of their measured critical paths on
-    `timing_features("control")` (the whole accelerator's clock: `clock_period_ns`)."""
-    configs = [AcceleratorConfig.from_dict(r["config"]) for r in accelerators]
-    x = np.array([list(features("control", c).values()) for c in configs], dtype=float)
-    names = list(features("control", configs[0]))
-    fits = {}
-    for quantity in QUANTITIES[:3]:
-        residual = np.array([targets(r)[quantity] - _fitted_parts(components, r)[quantity]
-                             for r in accelerators])
-        coef = _fit_nonnegative(x, residual)
-        fits[quantity] = dict(zip(names, map(float, coef), strict=True))
-    timing = np.array([list(timing_features("control", c).values()) for c in configs])
-    paths = np.array([targets(r)["critical_path_ns"] for r in accelerators])
-    timing_names = list(timing_features("control", configs[0]))
-    coef = _fit_nonnegative(timing, paths)
-    fits["critical_path_ns"] = dict(zip(timing_names, map(float, coef), strict=True))
-    return ComponentFit(**fits)
-
-
-def _held_out_accelerators(components: dict[str, ComponentFit],
-                           accelerators: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each accelerator against the model whose control constants were fitted without it (the
-    component fits never see accelerators): measured, predicted, relative error."""
-    rows = []
-    for held, record in enumerate(accelerators):
-        others = [r for i, r in enumerate(accelerators) if i != held] or [record]
-        control = _fit_control(components, others)
-        parts = _fitted_parts(components, record)
-        config = AcceleratorConfig.from_dict(record["config"])
-        predicted = {q: parts[q] + control.predict(q, features("control", config))
-                     for q in QUANTITIES[:3]}
-        predicted["critical_path_ns"] = clock_period_ns({**components, "control": control},
-                                                        config)
-        measured = targets(record)
-        rows.append({
-            "design": config.describe(),
-            "alone": len(others) == 1 and others[0] is record,
-            "measured": measured,
-            "predicted": predicted,
-            "relative_error": {q: (predicted[q] - measured[q]) / max(abs(measured[q]), 1e-12)
-                               for q in QUANTITIES},
-        })
-    return rows
-
-
-def _leave_one_out(x: np.ndarray, y: np.ndarray) -> dict[str, Any]:
-    """Relative error of each design predicted by a fit without it."""
-    relative = []
-    for held in range(len(y)):
-        keep = np.arange(len(y)) != held
-        coef = _fit_nonnegative(x[keep], y[keep])
-        predicted = float(x[held] @ coef)
-        relative.append(abs(predicted - y[held]) / max(abs(y[held]), 1e-12))
-    finite = [e for e in relative if math.isfinite(e)]
-    return {"mean_abs_rel": float(np.mean(finite)) if finite else None,
-            "max_abs_rel": float(np.max(finite)) if finite else None,
-            "per_design": [float(e) for e in relative]}

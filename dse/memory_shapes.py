@@ -29,6 +29,7 @@ fetch queue            ``fetch_chunks - 1`` chunks of max(instruction, bus width
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 from tensorforge.config import AcceleratorConfig
@@ -94,30 +95,52 @@ def choose(request: MemoryRequest) -> MemoryChoice:
 
 @dataclass(frozen=True)
 class MemoryCost:
-    """Macro area (um^2) and leakage (mW) of an accelerator's memories, and the flip-flop
-    estimate of those left to flip-flops (a feature of the logic fit, not part of the area)."""
+    """What the flow builds for an accelerator's memories: macro area (um^2), leakage (mW) and
+    count, the bits read through a multiplexer between macro rows (the wrappers' glue), the
+    flip-flop estimate of memories left to flip-flops (a feature of the logic fit, not part of
+    the macro area), the slowest macro's clock-to-output delay (ns), the deepest row
+    multiplexer's levels, and the macros' energy (pJ) of a line read and written in each
+    memory, as the flow charges them (`fpga.ihp_sg13g2.access_power_mw`)."""
 
     macro_area_um2: float
     macro_leakage_mw: float
     macro_count: int
+    muxed_bits: int
     flop_area_um2: float
     slowest_access_ns: float
+    mux_levels: int
+    access_pj: float  # one line read and one written in every memory
+    widest_array: int  # macros of the largest array: the fan-out of its address and controls
 
 
+@functools.lru_cache(maxsize=4096)
 def memory_cost(config: AcceleratorConfig, prefix: str = "") -> MemoryCost:
-    """The macro cost of the memories of ``config`` whose instance starts with ``prefix``
+    """The cost of the memories of ``config`` whose instance starts with ``prefix``
     (``"scratchpad."``, ``"accumulator."``, ``"controller."``; empty: all)."""
-    area = leakage = flops = access = 0.0
-    count = 0
+    area = leakage = flops = access = energy = 0.0
+    count = muxed = levels = widest = 0
     for memory in memory_requests(config):
         if not memory.instance.startswith(prefix):
             continue
         choice = choose(memory.request)
-        if choice.array is None:
+        array = choice.array
+        if array is None:
             flops += choice.flop_area_um2
             continue
-        area += choice.array.area_um2
-        leakage += choice.array.leakage_nw * 1e-6
-        count += choice.array.count
-        access = max(access, choice.array.macro.access_ns)
-    return MemoryCost(area, leakage, count, flops, access)
+        area += array.area_um2
+        leakage += array.leakage_nw * 1e-6
+        count += array.count
+        muxed += memory.request.bits * (array.rows - 1) * array.copies
+        access = max(access, array.macro.access_ns)
+        levels = max(levels, math.ceil(math.log2(array.rows)))
+        energy += array.cols * array.copies * (array.macro.read_pj + array.macro.write_pj)
+        widest = max(widest, array.count)
+    return MemoryCost(area, leakage, count, muxed, flops, access, levels, energy, widest)
+
+
+def memory_glue(config: AcceleratorConfig, prefix: str) -> dict[str, float]:
+    """Features of the standard-cell logic around memories (the area model's fit): one wrapper
+    per macro, the read multiplexers between macro rows, memories built from flip-flops."""
+    cost = memory_cost(config, prefix)
+    return {"macros": cost.macro_count, "muxed_bits": cost.muxed_bits,
+            "flop_memory_um2": cost.flop_area_um2}

@@ -28,10 +28,13 @@ EVALUATORS: dict[str, str] = {
     "first-order": "tensorforge.dse.evaluate_first_order:FirstOrderEvaluator",
 }
 
-#: Area/power/clock models (``--hardware-model``): factories of `AreaPowerModel`s.
+#: Area/power/clock models (``--hardware-model``): factories of `AreaPowerModel`s. The default
+#: is calibrated on IHP SG13G2 synthesis of the generated RTL (docs/cost_model.md); the 45 nm
+#: first-order model stays for comparison, the OSU 0.18 um fit for the second ASIC target.
 HARDWARE_MODELS: dict[str, str] = {
     "first-order": "tensorforge.dse.evaluate:FirstOrderAreaPower",
     "synthesis": "tensorforge.dse.area_power:SynthesisAreaPower",
+    "synthesis-osu018": "tensorforge.dse.area_power:osu018_model",
 }
 
 #: Where layer evaluations run (``--backend``): `LayerPool`-contract classes, called as

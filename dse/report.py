@@ -27,6 +27,7 @@ from tensorforge.dse.coverage import (
     space_coverage,
     trial_coverage,
 )
+from tensorforge.dse.model_provenance import provenance
 from tensorforge.dse.plots import plot_hypervolume, plot_pareto
 from tensorforge.dse.sweep_store import OK, TrialRecord
 from tensorforge.dse.synth_top import SynthesisRow
@@ -45,7 +46,13 @@ def _row(result: SweepResult, trial: TrialRecord) -> dict[str, Any]:
     row["feasible"] = result.feasible(trial)
     row["violation"] = round(result.violation(trial), 6) if trial.status == OK else ""
     row["design"] = _describe(trial)
+    row.update(_provenance_columns(result))
     return row
+
+
+def _provenance_columns(result: SweepResult) -> dict[str, Any]:
+    """Technology, fit RTL and held-out errors of the hardware model, on every CSV row."""
+    return provenance(result.spec.hardware_model).columns()
 
 
 def _describe(trial: TrialRecord) -> str:
@@ -226,7 +233,7 @@ def render_markdown(
             ],
         )
         lines.append("")
-    lines += fidelity_section(spec.description())
+    lines += fidelity_section(spec.description(), spec.hardware_model)
     if synthesis:
         lines += _synthesis_section(synthesis)
     lines += ["## Hypervolume per trial", ""]
@@ -256,25 +263,21 @@ def render_markdown(
     return "\n".join(lines) + "\n"
 
 
-def fidelity_section(description: dict[str, Any]) -> list[str]:
+def fidelity_section(description: dict[str, Any], hardware_model: Any) -> list[str]:
     """Which model made each figure of the tables, and how far it was from the RTL and from
     synthesis on designs it was not fitted on (its held-out error), or that it was never
     checked."""
     lines = ["## Where the figures come from, and their held-out error", ""]
-    evaluator, hardware = description["evaluator"], description["hardware_model"]
+    evaluator = description["evaluator"]
     if evaluator.startswith("first-order"):
         lines.append(f"- latency (cycles): `{evaluator}`, a first-order model never checked "
                      "against the RTL.")
     else:
         lines.append(f"- latency (cycles): `{evaluator}` on {_cycle_fidelity()}")
-    if hardware.startswith("synthesis"):
-        lines.append(f"- area, clock, power: `{hardware}`, {_synthesis_fidelity()}")
-    else:
-        lines.append(f"- area, clock, power: `{hardware}`, first-order 45 nm constants "
-                     "(Horowitz), never checked against this project's synthesis; "
-                     "`--hardware-model synthesis` is the fit to it.")
-    lines += ["- energy: per-event energies of the 45 nm `EnergyTable` "
-              "(`dse/cost_model.py`), not yet checked against workload-driven power.", ""]
+    lines.append(f"- {provenance(hardware_model).line()}")
+    lines += ["- energy: per-event energies of the hardware model's technology where it has "
+              "them (`dse/energy_ihp.py`), else the 45 nm `EnergyTable` (`dse/cost_model.py`).",
+              ""]
     return lines
 
 
@@ -294,21 +297,6 @@ def _cycle_fidelity() -> str:
             + (f"; **stale: {', '.join(stale)}**." if stale else "."))
 
 
-def _synthesis_fidelity() -> str:
-    from tensorforge.dse.area_power import load_fit
-
-    fit = load_fit()
-    rows = [r for r in fit.errors.get("accelerator", []) if not r.get("alone")]
-    if not rows:
-        return f"fitted to {fit.technology}; no whole accelerator was held out."
-    worst = {q: max(abs(r["relative_error"][q]) for r in rows)
-             for q in ("area_um2", "dynamic_mw", "critical_path_ns")}
-    return (f"fitted to {fit.technology}: on {len(rows)} held-out whole accelerators, "
-            f"largest error area {worst['area_um2']:.1%}, dynamic power "
-            f"{worst['dynamic_mw']:.1%}, critical path {worst['critical_path_ns']:.1%} "
-            "(docs/cost_model.md).")
-
-
 def spec_reference(result: SweepResult) -> tuple[float, ...]:
     return tuple(float(r) for r in result.problem.reference_point)
 
@@ -318,9 +306,10 @@ def _synthesis_section(rows: Sequence[SynthesisRow]) -> list[str]:
         "## Synthesized designs (model vs synthesis)",
         "",
         "*sweep model*: the sweep's hardware model (its power is the workload's average power);",
-        "*fitted model*: `SynthesisAreaPower`, fitted to OSU 0.18 µm synthesis of blocks, its",
-        "power the peak (everything toggling); *ASIC*: the whole accelerator through the 0.18 µm",
-        "flow (memories as SRAM macros, 100 MHz, input activity 0.1); *ECP5*: Yosys + nextpnr.",
+        "*calibrated model*: `SynthesisAreaPower`, calibrated on IHP SG13G2 130 nm synthesis",
+        "(memories exact), its power the peak (everything toggling); *ASIC*: the whole",
+        "accelerator through the IHP flow (memories as SRAM macros, 100 MHz, input activity",
+        "0.1); *ECP5*: Yosys + nextpnr.",
         "",
     ]
     table = []
@@ -340,9 +329,9 @@ def _synthesis_section(rows: Sequence[SynthesisRow]) -> list[str]:
         ]
         table.append(cells)
     header = ["trial"]
-    header += [f"{who} mm²" for who in ("sweep model", "fitted model", "ASIC")]
-    header += [f"{who} W" for who in ("sweep model", "fitted model", "ASIC")]
-    header += ["sweep model MHz", "fitted model MHz", "ASIC MHz"]
+    header += [f"{who} mm²" for who in ("sweep model", "calibrated model", "ASIC")]
+    header += [f"{who} W" for who in ("sweep model", "calibrated model", "ASIC")]
+    header += ["sweep model MHz", "calibrated model MHz", "ASIC MHz"]
     header += ["ECP5 Fmax MHz", "LUTs", "DSPs", "notes"]
     lines += _markdown_table(header, table)
     return [*lines, ""]

@@ -2,7 +2,7 @@
 model's figures (the truth the cost model is judged against, DESIGN.md "Truth and models").
 
 For each of the K fastest Pareto designs: generate Verilog with ``hw.accelerator.Accelerator``,
-run the ECP5 flow (LUTs, DSPs, Fmax) and the ASIC flow (OSU 0.18um area, power, critical path).
+run the ECP5 flow (LUTs, DSPs, Fmax) and the ASIC flow (IHP SG13G2 area, power, critical path).
 This takes minutes per design; results are cached in the shared result store by the flows
 themselves. Anything missing (the accelerator template not built yet, a tool not installed, a
 flow that fails) becomes a note in that design's row rather than an error: the sweep's results
@@ -34,7 +34,7 @@ class SynthesisRow:
 
     trial: int
     model: dict[str, float]
-    calibrated: dict[str, float] | None = None  # `SynthesisAreaPower`: the same 0.18 um process
+    calibrated: dict[str, float] | None = None  # `SynthesisAreaPower`: the flow's own process
     ecp5: dict[str, Any] | None = None
     asic: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
@@ -113,8 +113,8 @@ def _synthesize(trial: TrialRecord, clock_ns: float) -> SynthesisRow:
 
 
 def _calibrated(config: AcceleratorConfig, notes: list[str]) -> dict[str, float] | None:
-    """The synthesis-fitted model's area, peak power and clock for ``config`` (same process as
-    the ASIC flow, unlike the first-order 45 nm model), or None with a note."""
+    """The calibrated model's area, peak power and clock for ``config`` (the ASIC flow's own
+    process, unlike the first-order 45 nm model), or None with a note."""
     from tensorforge.dse.area_power import SynthesisAreaPower
 
     try:

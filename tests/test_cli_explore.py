@@ -114,3 +114,24 @@ def test_synthesize_top_puts_synthesis_beside_the_model(tmp_path) -> None:
     assert main(_explore(tmp_path, "--synthesize-top", "1")) == 0
     report = (tmp_path / "out" / "report.md").read_text()
     assert "## Synthesized designs (model vs synthesis)" in report
+
+
+def test_default_hardware_model_is_the_ihp_calibration_and_reports_say_so(tmp_path, capsys):
+    """Without --hardware-model the sweep prices area and clock with the IHP-calibrated model;
+    the CLI summary, report.md and the CSVs name its technology, fit RTL and held-out errors."""
+    from tensorforge.dse.area_power import load_fit
+
+    args = _explore(tmp_path)
+    del args[args.index("--hardware-model"):args.index("--hardware-model") + 2]
+    assert main(args) == 0
+    fitted = load_fit()
+    printed = capsys.readouterr().out
+    assert "IHP SG13G2" in printed and "held-out error" in printed
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "IHP SG13G2" in report and fitted.rtl_commit in report
+    assert f"clock {fitted.worst_error('critical_path_ns'):.1%}" in report
+    assert "power: see the energy model" in report
+    pareto = _rows(tmp_path / "out" / "pareto.csv")
+    assert pareto[0]["hw_technology"].startswith("IHP SG13G2")
+    assert float(pareto[0]["area_held_out_error"]) == pytest.approx(
+        fitted.worst_error("area_um2"), abs=1e-4)

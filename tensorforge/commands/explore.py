@@ -75,8 +75,9 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
         (
             "--hardware-model",
             HARDWARE_MODELS,
-            "area/power/clock model: first-order (45 nm "
-            "constants) or synthesis (fitted to OSU 0.18um synthesis; see docs/cost_model.md)",
+            "area/power/clock model: synthesis (calibrated on IHP SG13G2 130 nm synthesis, "
+            "memories exact; see docs/cost_model.md), first-order (45 nm constants, for "
+            "comparison) or synthesis-osu018 (fitted to OSU 0.18um synthesis)",
         ),
     )
     for flag, table, meaning in registries:
@@ -219,6 +220,7 @@ def execute(spec: Any, args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from tensorforge.dse.codesign import run_sweep
+    from tensorforge.dse.model_provenance import provenance
     from tensorforge.dse.registry import BACKENDS, resolve
     from tensorforge.dse.report import headline, write_reports
     from tensorforge.dse.sweep_store import SweepStore
@@ -244,6 +246,7 @@ def execute(spec: Any, args: argparse.Namespace) -> int:
     files = write_reports(result, args.out, synthesis)
     console.print(headline(result))
     console.print(pareto_table(result))
+    console.print(provenance(spec.hardware_model).line(), markup=False)
     console.print(f"reports: {', '.join(str(p) for p in files.values())}")
     return 0
 
