@@ -235,11 +235,15 @@ class Estimate:
                      for role, (period, times) in reloads.items())
         # a pipeline of three units takes its slowest path: the compute with its stalls, or
         # a DMA unit's work plus what must come before its first item and after its last (the
-        # first C tile is computed before anything stores, the last step after the last LOAD)
+        # first C tile is computed, and its operands loaded, before anything stores; the
+        # last step computes after the last LOAD)
         c_period = reloads["C"][0]
+        first_c_loads = sum(self.transfers[r][1].busy * -(-c_period // reloads[r][0])
+                            for r in ("A", "B"))
+        first_store = max(prologue + c_period * self.compute, first_c_loads + self.latency)
         return max(prologue + compute + stalls + epilogue,
                    busy["load"] + self.latency + self.compute + epilogue,
-                   prologue + c_period * self.compute + busy["store"] + self.latency)
+                   first_store + busy["store"] + self.latency)
 
 
 def _compute_shape(tiling: Tiling, blocks: dict[str, int], stationary: str
