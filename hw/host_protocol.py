@@ -29,6 +29,9 @@ from __future__ import annotations
 import enum
 import struct
 
+from tensorforge.config import AcceleratorConfig
+from tensorforge.hashing import stable_hash
+
 WORD_BYTES = 4
 MAX_WORDS_PER_FRAME = 256
 HEADER_BYTES = 6  # opcode, address (4), count
@@ -63,6 +66,12 @@ INFO_WORDS = ("magic", "version", "memory_bytes", "config_digest", "clock_hz", "
 def info_address(name: str) -> int:
     """The host address of the information word ``name`` (see `INFO_WORDS`)."""
     return INFO_BASE + WORD_BYTES * INFO_WORDS.index(name)
+
+
+def config_digest(config: AcceleratorConfig) -> int:
+    """32 bits that identify ``config``: the SoC reports them (``config_digest``) so the
+    runtime can tell that the board holds the accelerator it compiled for."""
+    return int(stable_hash(config.to_json(), length=8), 16)
 
 
 def _header(opcode: Opcode, address: int, words: int) -> bytes:

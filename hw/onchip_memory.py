@@ -65,17 +65,21 @@ class OnChipMemory(wiring.Component):
         reading = Signal()
         read_address = Signal(ADDR_BITS)
         beats_left = Signal(8)
+        burst_id = Signal.like(axi.arid)
         host_reading = Signal()
         issue = reading & (~axi.rvalid | axi.rready)
         m.d.comb += [axi.arready.eq(~reading & ~host_reading), axi.rdata.eq(read.data),
                      read.en.eq(0)]  # a read port's enable starts high; held data is the stall
         with m.If(axi.arvalid & axi.arready):
+            # the ID goes out with each beat: the last beat of the previous burst may still
+            # be waiting on R when the next burst is accepted
             m.d.sync += [reading.eq(1), read_address.eq(axi.araddr), beats_left.eq(axi.arlen),
-                         axi.rid.eq(axi.arid)]
+                         burst_id.eq(axi.arid)]
         with m.If(issue):
             m.d.comb += [read.en.eq(1), read.addr.eq(word(read_address))]
             m.d.sync += [
                 axi.rvalid.eq(1),
+                axi.rid.eq(burst_id),
                 axi.rlast.eq(beats_left == 0),
                 axi.rresp.eq(Mux(in_range(read_address), Response.OKAY, Response.SLVERR)),
                 read_address.eq(read_address + bus_bytes),

@@ -23,7 +23,6 @@ from amaranth.lib.wiring import In, Out
 
 from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import ConfigError
-from tensorforge.hashing import stable_hash
 from tensorforge.hw.accelerator import Accelerator
 from tensorforge.hw.axi import Response, axi_lite_signature
 from tensorforge.hw.axi_lite_decoder import AxiLiteDecoder
@@ -36,6 +35,7 @@ from tensorforge.hw.host_protocol import (
     PROTOCOL_VERSION,
     REGISTERS_BASE,
     WINDOW_BITS,
+    config_digest,
 )
 from tensorforge.hw.onchip_memory import OnChipMemory
 from tensorforge.hw.registers import ADDRESS_BITS
@@ -43,12 +43,6 @@ from tensorforge.hw.uart import UartReceiver, UartTransmitter, uart_divisor
 
 MEMORY_WINDOW_BITS = 31  # memory answers 0x00000000-0x7fffffff (SLVERR past its size)
 RX_FIFO_BYTES = 16  # slack while the bridge waits for a memory port the accelerator holds
-
-
-def config_digest(config: AcceleratorConfig) -> int:
-    """32 bits that identify ``config``: the SoC reports them so the runtime can tell that
-    the board holds the accelerator it compiled for."""
-    return int(stable_hash(config.to_json(), length=8), 16)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,8 @@ COMMANDS = (
     "compile",
     "simulate",
     "synth",
+    "build",
+    "run",
     "validate",
     "fuzz",
     "explore",

@@ -1,0 +1,114 @@
+"""Stage-by-stage progress of long tool runs, on stderr.
+
+A place-and-route of a whole accelerator runs for tens of minutes; a user who sees nothing for
+that long assumes a hang (issue 17, item 5). `StageProgress` prints a line when a stage starts
+and when it ends, with elapsed time, and while a tool runs it follows the tool's log and
+prints each new phase it recognizes (nextpnr: pack, place, route). On a terminal a rich
+spinner shows the running time as well. Everything goes to stderr, so ``--json`` output on
+stdout stays clean.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TextIO, TypeVar
+
+Result = TypeVar("Result")
+
+#: nextpnr-ecp5 log lines that open each phase, in order.
+NEXTPNR_PHASES = (
+    ("pack", re.compile(r"Packing|Info: Logic utilisation before packing")),
+    ("place", re.compile(r"Running (global |detailed )?placer|HeAP|Placing")),
+    ("route", re.compile(r"Routing|router1|router2")),
+    ("timing", re.compile(r"Max frequency for clock")),
+)
+POLL_S = 1.0
+
+
+def log_phase(text: str, phases=NEXTPNR_PHASES) -> str | None:
+    """The phase whose opening line occurs last in ``text`` (None before the first): nextpnr
+    reports timing after placement and again after routing, so order in the log decides."""
+    latest, position = None, -1
+    for name, pattern in phases:
+        for match in pattern.finditer(text):
+            if match.start() > position:
+                latest, position = name, match.start()
+    return latest
+
+
+class StageProgress:
+    """Reports the stages of one flow (see the module docstring) on ``stream``."""
+
+    def __init__(self, title: str, stream: TextIO | None = None) -> None:
+        self.title = title
+        self.stream = stream or sys.stderr
+        self.started = time.monotonic()
+        self.seconds: dict[str, float] = {}
+
+    def _say(self, text: str) -> None:
+        elapsed = time.monotonic() - self.started
+        print(f"[{self.title} {elapsed:7.1f} s] {text}", file=self.stream, flush=True)
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Announce ``name``, time it, and report its end (or its failure)."""
+        self._say(f"{name} ...")
+        begin = time.monotonic()
+        try:
+            yield
+        except BaseException:
+            self._say(f"{name} failed after {time.monotonic() - begin:.1f} s")
+            raise
+        self.seconds[name] = round(time.monotonic() - begin, 3)
+        self._say(f"{name} done in {self.seconds[name]:.1f} s")
+
+    def run_tool(self, name: str, work: Callable[[], Result], log_path: Path,
+                 phases=NEXTPNR_PHASES) -> Result:
+        """Run ``work`` (a tool run writing ``log_path``) as stage ``name``, reporting each
+        phase of ``phases`` as it appears in the log."""
+        outcome: dict[str, object] = {}
+
+        def target() -> None:
+            try:
+                outcome["result"] = work()
+            except BaseException as error:  # handed to the caller's thread
+                outcome["error"] = error
+
+        with self.stage(name), self._spinner(name) as update:
+            worker = threading.Thread(target=target, name=f"{name}-tool", daemon=True)
+            begin = time.monotonic()
+            worker.start()
+            seen = None
+            while worker.is_alive():
+                worker.join(POLL_S)
+                phase = _phase_of(log_path, phases)
+                if phase is not None and phase != seen:
+                    seen = phase
+                    self._say(f"{name}: {phase}")
+                update(f"{name}: {seen or 'starting'} ({time.monotonic() - begin:.0f} s)")
+            if "error" in outcome:
+                raise outcome["error"]  # type: ignore[misc]
+        return outcome["result"]  # type: ignore[return-value]
+
+    @contextlib.contextmanager
+    def _spinner(self, name: str) -> Iterator[Callable[[str], None]]:
+        if not self.stream.isatty():
+            yield lambda text: None
+            return
+        from rich.console import Console
+
+        with Console(file=self.stream).status(name) as status:
+            yield status.update
+
+
+def _phase_of(log_path: Path, phases) -> str | None:
+    try:
+        return log_phase(log_path.read_text(errors="replace"), phases)
+    except OSError:
+        return None
