@@ -64,7 +64,7 @@ def _done() -> dict[str, dict]:
 
 
 def run_layer(layer, workload: Workload, seed: int) -> dict:
-    mapping = default_mapping(workload, CONFIG)
+    mapping = default_mapping(workload, CONFIG, DEFAULT_MEMORY)
     started = time.perf_counter()
     result = run_programs_on_rtl(CONFIG, [RtlCase(workload, mapping, seed=seed)],
                                  RunOptions(memory=DEFAULT_MEMORY, seed=seed))[0]

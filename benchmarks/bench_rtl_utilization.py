@@ -38,7 +38,7 @@ from tensorforge.compiler.mapping import Mapping
 from tensorforge.compiler.workload import Workload, parse_workload
 from tensorforge.config import AcceleratorConfig
 from tensorforge.dse.fidelity import model_cycles
-from tensorforge.memory import MemorySystem
+from tensorforge.memory import DEFAULT_MEMORY, MemorySystem
 from tensorforge.sim.rtl_run import RtlCase, RunOptions, run_programs_on_rtl, simulation_model
 
 CONFIG = AcceleratorConfig.from_dict({
@@ -86,20 +86,23 @@ RUNS = {
 SWEPT = ("GEMM 64^3, default mapping", "conv 3x3 32ch 14x14, default")
 
 
-def _mapping(run: Run, workload: Workload, config: AcceleratorConfig) -> Mapping:
+def _mapping(run: Run, workload: Workload, config: AcceleratorConfig,
+             memory: MemorySystem) -> Mapping:
     if run.direct:
-        return best_mapping(workload, config, ((),))
-    mapping = default_mapping(workload, config)
+        return best_mapping(workload, config, ((),), memory)
+    mapping = default_mapping(workload, config, memory)
     if run.tiles is None:
         return mapping
     return Mapping.from_dict({**mapping.to_dict(), "tiles": run.tiles,
                               "order": list(run.order or mapping.order)}, workload)
 
 
-def _case(name: str, seed: int, config: AcceleratorConfig = CONFIG) -> RtlCase:
+def _case(name: str, seed: int, config: AcceleratorConfig = CONFIG,
+          memory: MemorySystem = DEFAULT_MEMORY) -> RtlCase:
+    """The run ``name``, mapped for ``memory`` (the sweep maps once, for the default)."""
     run = RUNS[name]
     workload = parse_workload(*run.workload, name=name)
-    return RtlCase(workload, _mapping(run, workload, config), seed=seed)
+    return RtlCase(workload, _mapping(run, workload, config, memory), seed=seed)
 
 
 def _memory(latency: int, bandwidth: float | None) -> MemorySystem:
@@ -237,7 +240,7 @@ def main() -> None:
     memory = _memory(args.latency, args.bandwidth)
     print(f"DRAM: {memory.describe()}")
     names = [n for n in RUNS if not args.only or any(part in n for part in args.only)]
-    cases = [_case(name, args.seed) for name in names]
+    cases = [_case(name, args.seed, CONFIG, memory) for name in names]
     for name, case in zip(names, cases, strict=True):
         print(f"{name}: tiles {dict(case.mapping.tiles)}, order {case.mapping.order}"
               + (f", groups {case.mapping.groups}" if case.mapping.groups else ""))

@@ -167,7 +167,7 @@ def compare(cases: list[FidelityCase], latency: int = 0, seed: int = 1) -> list[
     """Run one configuration's calibration ``cases`` on its RTL and evaluate the model on each."""
     config = cases[0].config
     workloads = [case.workload() for case in cases]
-    mappings = [default_mapping(w, config) for w in workloads]
+    mappings = [default_mapping(w, config, latency_only(latency)) for w in workloads]
     rtl_cases = [RtlCase(w, m, seed=seed) for w, m in zip(workloads, mappings, strict=True)]
     options = RunOptions(memory=latency_only(latency), seed=seed)
     results = run_programs_on_rtl(config, rtl_cases, options)
@@ -246,7 +246,7 @@ def controller_terms(latency: int = 0) -> list[str]:
     gap; mixes of units, whose own times overlap, show the fetch."""
     config = CALIBRATION_CONFIGS["dot8-systolic-os"]
     workload = parse_workload(TEXTS["gemm"], "i=16,j=16,k=16", name="gemm")
-    mapping = default_mapping(workload, config)
+    mapping = default_mapping(workload, config, latency_only(latency))
     program = generate(workload, mapping, config)
     bare = {"pop_prev": False, "pop_next": False, "push_prev": False, "push_next": False}
     pick = {

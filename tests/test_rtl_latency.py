@@ -46,7 +46,7 @@ def test_compiled_programs_are_exact_at_latency_32(tmp_path):
         workload = parse_workload(text, sizes, name=name)
         for seed in SEEDS:
             rng = np.random.default_rng(seed)
-            mapping = default_mapping(workload, CONFIG)
+            mapping = default_mapping(workload, CONFIG, LATENCY_32)
             if seed != SEEDS[0]:  # and a random legal mapping of the same choice
                 mapping = random_mapping(workload, mapping.choice, CONFIG, rng, mapping.groups)
             cases.append(RtlCase(workload, mapping, seed=seed))

@@ -40,7 +40,8 @@ def test_gemm_and_conv_keep_the_pes_busy_at_64_cycles_of_latency(name, random_se
     cases = []
     for text, sizes in workloads:
         workload = parse_workload(text, sizes)
-        cases.append(RtlCase(workload, default_mapping(workload, config), seed=random_seed))
+        cases.append(RtlCase(workload, default_mapping(workload, config, MEMORY),
+                             seed=random_seed))
     results = run_programs_on_rtl(config, cases, RunOptions(memory=MEMORY, seed=random_seed))
     for case, result in zip(cases, results, strict=True):
         assert result.match, f"{case.workload.text}: {result.mismatch_count} elements differ"
