@@ -136,7 +136,8 @@ def clock_power_w(config: AcceleratorConfig, clock_mhz: float,
 @dataclass(frozen=True)
 class PowerRun:
     """One workload-driven power run: the program's events, its cycles and clock, and the
-    measured power of the netlist by kind (mW; ``logic`` includes the clock's)."""
+    measured power of the netlist by kind (mW; ``logic`` includes ``clock``, the part drawn
+    with the data still)."""
 
     name: str
     config: AcceleratorConfig
@@ -144,54 +145,54 @@ class PowerRun:
     cycles: int
     clock_ns: float
     logic_mw: float
+    clock_mw: float
     memory_mw: float
     leakage_mw: float
-
-    @property
-    def seconds(self) -> float:
-        return self.cycles * self.clock_ns * 1e-9
-
-    @property
-    def logic_pj(self) -> float:
-        return self.logic_mw * self.cycles * self.clock_ns  # mW x ns = pJ
 
     @property
     def total_mw(self) -> float:
         return self.logic_mw + self.memory_mw + self.leakage_mw
 
+    @property
+    def event_logic_pj(self) -> float:
+        """The logic's energy beyond the clock's over the run (mW x ns = pJ)."""
+        return (self.logic_mw - self.clock_mw) * self.cycles * self.clock_ns
 
-def _logic_row(run: PowerRun) -> tuple[list[str], list[float]]:
-    names = list(LOGIC_EVENTS) + [f"clock:{k}" for k in clock_features(run.config)]
-    values = [float(run.events.get(e, 0.0)) for e in LOGIC_EVENTS]
-    values += [v * run.cycles for v in clock_features(run.config).values()]
-    return names, values
+
+def _nonnegative_fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Non-negative least squares, columns scaled so the fit is well conditioned."""
+    from sklearn.linear_model import LinearRegression
+
+    scale = np.maximum(np.abs(x).max(axis=0), 1e-12)
+    return LinearRegression(positive=True, fit_intercept=False).fit(x / scale, y).coef_ / scale
 
 
 def fit_energies(runs: list[PowerRun], *, data: str, rtl_commit: str) -> EnergyFit:
-    """Non-negative least squares of the runs' logic energy on their events and clock terms
-    (columns scaled so the fit is well conditioned)."""
-    from sklearn.linear_model import LinearRegression
-
+    """The logic's energy per event: non-negative least squares of each run's logic energy
+    beyond the clock on its `LOGIC_EVENTS`; the clock's energy per cycle: the same on
+    `clock_features` of each accelerator's measured clock power."""
     if not runs:
         raise ConfigError("no power runs to fit energies on")
-    names = _logic_row(runs[0])[0]
-    x = np.array([_logic_row(r)[1] for r in runs])
-    y = np.array([r.logic_pj for r in runs])
-    scale = np.maximum(np.abs(x).max(axis=0), 1e-12)
-    coef = LinearRegression(positive=True, fit_intercept=False).fit(x / scale, y).coef_ / scale
-    values = dict(zip(names, map(float, coef), strict=True))
-    return EnergyFit(
-        logic_pj={k: v for k, v in values.items() if not k.startswith("clock:")},
-        clock_pj={k.split(":", 1)[1]: v for k, v in values.items() if k.startswith("clock:")},
-        clock_ns=runs[0].clock_ns, data=data, rtl_commit=rtl_commit)
+    x = np.array([[float(r.events.get(e, 0.0)) for e in LOGIC_EVENTS] for r in runs])
+    logic = _nonnegative_fit(x, np.array([r.event_logic_pj for r in runs]))
+    clocks = {json.dumps(r.config.to_dict(), sort_keys=True): r for r in runs}
+    features = [clock_features(r.config) for r in clocks.values()]
+    names = list(features[0])
+    clock = _nonnegative_fit(np.array([[f[n] for n in names] for f in features]),
+                             np.array([r.clock_mw * r.clock_ns for r in clocks.values()]))
+    return EnergyFit(logic_pj=dict(zip(LOGIC_EVENTS, map(float, logic), strict=True)),
+                     clock_pj=dict(zip(names, map(float, clock), strict=True)),
+                     clock_ns=runs[0].clock_ns, data=data, rtl_commit=rtl_commit)
 
 
-def predicted_mw(run: PowerRun, fit: EnergyFit, leakage_mw: float) -> dict[str, float]:
-    """The model's on-chip power for ``run``'s program: its events priced, the clock per cycle,
-    and ``leakage_mw`` (the area model's)."""
-    split = ihp_energies(run.config, fit).split_pj(run.events)
-    ns = run.cycles * run.clock_ns
-    logic = split["logic"] + fit.clock_pj_per_cycle(run.config) * run.cycles
-    memories = split["memories"]
-    return {"logic_mw": logic / ns, "memory_mw": memories / ns, "leakage_mw": leakage_mw,
-            "total_mw": (logic + memories) / ns + leakage_mw}
+def predicted_mw(config: AcceleratorConfig, events: dict[str, float], cycles: float,
+                 clock_ns: float, fit: EnergyFit, leakage_mw: float) -> dict[str, float]:
+    """The model's on-chip power for a program of ``events`` that takes ``cycles``: its events
+    priced, the clock's energy per cycle, and ``leakage_mw`` (the area model's)."""
+    split = ihp_energies(config, fit).split_pj(events)
+    ns = cycles * clock_ns
+    clock = fit.clock_pj_per_cycle(config) / clock_ns
+    logic = split["logic"] / ns + clock
+    memories = split["memories"] / ns
+    return {"logic_mw": logic, "clock_mw": clock, "memory_mw": memories,
+            "leakage_mw": leakage_mw, "total_mw": logic + memories + leakage_mw}

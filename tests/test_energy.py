@@ -68,3 +68,40 @@ def test_ihp_energies_take_logic_from_the_fit_and_memories_from_the_macros():
     assert energies.acc_write_logic_pj == 6.0
     # 64 PEs, 4 banks x 64-bit lines + one 256-bit accumulator line
     assert fit.clock_pj_per_cycle(config) == pytest.approx(0.2 * 64 + 0.01 * (256 + 256) + 5.0)
+
+
+class _PricedModel:
+    """A hardware model at 200 MHz with fixed energies, 1 mW leakage and 4 mW of clock."""
+
+    version = "priced-test"
+
+    def __call__(self, config):
+        return HardwareCost(area_mm2=1.0, static_power_w=1e-3, clock_mhz=200.0,
+                            peak_power_w=1.0, clock_power_w=4e-3, energies=PRICES)
+
+
+def test_program_power_prices_the_programs_events_over_the_models_time():
+    """At 10 ns (100 MHz, half the model's clock) the clock draws 2 mW; the events' energy is
+    spread over the cycle model's cycles at that period."""
+    from tensorforge.api import resolve_mapping
+    from tensorforge.compiler.workload import parse_workload
+    from tensorforge.dse.cost_model import evaluate_mapping, rtl_parameters
+    from tensorforge.dse.model_power import program_power
+    from tensorforge.memory import DEFAULT_MEMORY
+
+    workload = parse_workload("C[i,j] += A[i,k] * B[k,j]", "i=16,j=16,k=16")
+    config = AcceleratorConfig.from_dict({"array": {"rows": 4, "cols": 4}})
+    mapping = resolve_mapping(workload, config)
+    result = program_power(workload, mapping, config, clock_ns=10.0,
+                           hardware_model=_PricedModel())
+    row = evaluate_mapping(workload, mapping, config, rtl_parameters(DEFAULT_MEMORY, config))
+    span_ns = row["cycles"] * 10.0
+    split = PRICES.split_pj({k: row[k] for k in EVENTS})
+    power = result["power_mw"]
+    assert power["clock_mw"] == pytest.approx(2.0)
+    assert power["logic_mw"] == pytest.approx(split["logic"] / span_ns + 2.0)
+    assert power["memory_mw"] == pytest.approx(split["memories"] / span_ns)
+    assert power["total_mw"] == pytest.approx(power["logic_mw"] + power["memory_mw"] + 1.0)
+    assert result["energy_uj"] == pytest.approx(power["total_mw"] * span_ns * 1e-6)
+    assert result["dram_energy_uj"] == pytest.approx(split["dram"] * 1e-6)
+    assert row["macs"] == workload.macs  # 16^3 fills the 4x4 array's blocks exactly
