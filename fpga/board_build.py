@@ -36,7 +36,7 @@ from tensorforge.fpga.ecp5_dsp import (
 )
 from tensorforge.fpga.progress import StageProgress
 from tensorforge.fpga.tools import ECPPACK, NEXTPNR_ECP5, run_tool
-from tensorforge.fpga.ulx3s import PACKAGE, PARTS, Ulx3sTop, platform_for
+from tensorforge.fpga.ulx3s import PACKAGE, PARTS, Ulx3sTop, check_clock, platform_for
 from tensorforge.fpga.yosys import run_yosys
 from tensorforge.hw.host_protocol import config_digest
 from tensorforge.hw.soc import SocOptions
@@ -88,6 +88,7 @@ def build_board(config: AcceleratorConfig, options: SocOptions, out: Path, *,
     written, and the caller decides.
     """
     progress = progress or StageProgress("build")
+    check_clock(options)
     platform = platform_for(board)
     part = PARTS[board]
     out.mkdir(parents=True, exist_ok=True)
@@ -122,9 +123,10 @@ def build_board(config: AcceleratorConfig, options: SocOptions, out: Path, *,
                                     log_name="nextpnr.log", timeout_s=timeout_s),
         work / "nextpnr.log")
     with progress.stage("ecppack"):
-        run_tool(ECPPACK, ["--compress", "--input", f"{TOP}.config", "--bit",
-                           str((out / BITSTREAM).resolve())],
+        # YoWASP tools see only their working directory: pack there, then move the file
+        run_tool(ECPPACK, ["--compress", "--input", f"{TOP}.config", "--bit", BITSTREAM],
                  cwd=work, log_name="ecppack.log", timeout_s=timeout_s)
+        (work / BITSTREAM).replace(out / BITSTREAM)
 
     fmax_by_clock, _, utilization = _read_nextpnr_report(work / "report.json", nextpnr.log())
     fmax = min(fmax_by_clock.values()) if fmax_by_clock else None

@@ -24,7 +24,7 @@ Result = TypeVar("Result")
 #: nextpnr-ecp5 log lines that open each phase, in order.
 NEXTPNR_PHASES = (
     ("pack", re.compile(r"Packing|Info: Logic utilisation before packing")),
-    ("place", re.compile(r"Running (global |detailed )?placer|HeAP|Placing")),
+    ("place", re.compile(r"[Pp]lacer\b|Placing")),
     ("route", re.compile(r"Routing|router1|router2")),
     ("timing", re.compile(r"Max frequency for clock")),
 )
@@ -84,9 +84,10 @@ class StageProgress:
             worker = threading.Thread(target=target, name=f"{name}-tool", daemon=True)
             begin = time.monotonic()
             worker.start()
-            seen = None
-            while worker.is_alive():
+            seen, running = None, True
+            while running:  # once more after the tool ends: its last phase is reported too
                 worker.join(POLL_S)
+                running = worker.is_alive()
                 phase = _phase_of(log_path, phases)
                 if phase is not None and phase != seen:
                     seen = phase

@@ -10,6 +10,7 @@ the bitstream is loaded and clocked.
 from __future__ import annotations
 
 from amaranth import Elaboratable, Module, Signal
+from amaranth.lib import io
 
 from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import ConfigError
@@ -34,23 +35,32 @@ def platform_for(board: str):
     return getattr(ulx3s, f"ULX3S_{size}_Platform")(toolchain="Trellis")
 
 
+def check_clock(options: SocOptions) -> None:
+    """The SoC runs on the board's oscillator: refuse options made for another clock."""
+    if options.clock_hz != BOARD_CLOCK_HZ:
+        raise ConfigError(f"the ULX3S SoC runs on the board's {BOARD_CLOCK_HZ / 1e6:g} MHz "
+                          f"clock, not {options.clock_hz / 1e6:g} MHz")
+
+
 class Ulx3sTop(Elaboratable):
-    """`BoardSoc` wired to the ULX3S's UART and LEDs (see the module docstring)."""
+    """`BoardSoc` wired to the ULX3S's UART and LEDs (see the module docstring); ``options``
+    must pass `check_clock`."""
 
     def __init__(self, config: AcceleratorConfig, options: SocOptions) -> None:
-        if options.clock_hz != BOARD_CLOCK_HZ:
-            raise ConfigError(f"the ULX3S SoC runs on the board's {BOARD_CLOCK_HZ / 1e6:g} MHz "
-                              f"clock, not {options.clock_hz / 1e6:g} MHz")
         self.config = config
         self.options = options
 
     def elaborate(self, platform) -> Module:
         m = Module()
         m.submodules.soc = soc = BoardSoc(self.config, self.options)
-        uart = platform.request("uart", 0)
-        m.d.comb += [soc.uart_rx.eq(uart.rx.i), uart.tx.o.eq(soc.uart_tx)]
+        uart = platform.request("uart", 0, dir="-")
+        m.submodules.uart_rx = uart_rx = io.Buffer("i", uart.rx)
+        m.submodules.uart_tx = uart_tx = io.Buffer("o", uart.tx)
+        m.submodules.done_led = done_led = io.Buffer("o", platform.request("led", 0, dir="-"))
+        m.submodules.heartbeat_led = heartbeat_led = io.Buffer(
+            "o", platform.request("led", 7, dir="-"))
         heartbeat = Signal(HEARTBEAT_BITS)
         m.d.sync += heartbeat.eq(heartbeat + 1)
-        m.d.comb += [platform.request("led", 0).o.eq(soc.irq),
-                     platform.request("led", 7).o.eq(heartbeat[-1])]
+        m.d.comb += [soc.uart_rx.eq(uart_rx.i), uart_tx.o.eq(soc.uart_tx),
+                     done_led.o.eq(soc.irq), heartbeat_led.o.eq(heartbeat[-1])]
         return m
