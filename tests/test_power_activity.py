@@ -246,3 +246,27 @@ def test_zero_operands_are_zeros():
                for name, value in zeros.items())
     with pytest.raises(ValueError, match="data must be one of random, zeros"):
         operands(GEMM, "ones", seed=3)
+
+
+@pytest.mark.rtl
+@pytest.mark.synth
+@pytest.mark.slow
+def test_simulate_power_emits_the_split(measured, capsys):
+    """The CLI prices a run as `measure_power` does (same design: one synthesis)."""
+    import json
+
+    from tensorforge.cli import main
+
+    hardware = ["--pe", "4x4", "--link", "systolic", "--dataflow", "ws", "--spad", "2",
+                "--banks", "4", "--acc", "1", "--bus", "64", "--burst", "16"]
+    workload = ["--workload", "C[i,j] += A[i,k] * B[k,j]", "--sizes", "i=12,j=10,k=9"]
+    assert main(["simulate", *workload, *hardware, "--seed", "5", "--power", "--json"]) == 0
+    power = json.loads(capsys.readouterr().out)["power"]
+    run = measured["random"]
+    assert power["technology"] == "ihp-sg13g2"
+    assert power["total_mw"] == pytest.approx(
+        power["logic_mw"] + power["memory_mw"] + power["leakage_mw"])
+    assert power["energy_uj"]["total"] == pytest.approx(
+        power["total_mw"] * power["cycles"] * power["clock_ns"] * 1e-6)
+    assert (power["flops_annotated"], power["flops_total"]) == (run.flops_annotated,
+                                                                 run.flops_total)
