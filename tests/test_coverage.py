@@ -42,6 +42,7 @@ LAYERS = {
 #: (configuration, layers that only padded choices run there)
 PADDED_RUNS = {
     "gemm4x4-systolic-ws": ("depthwise", "depthwise_s2_pad1"),
+    "gemm4x8-none-os-3banks": ("depthwise_s2_pad1", "depthwise"),
     "conv4x4-systolic-ws": ("depthwise", "conv_s2_pad1", "fully_connected", "pointwise"),
     "conv4x4-full-os": ("depthwise_s2_pad1", "conv_s2_pad1", "attention"),
 }
