@@ -58,7 +58,9 @@ class HostBridge(wiring.Component):
                 m.next = "STATUS"
 
         def frame_byte() -> None:
-            """While a frame waits for the host: abandon it after ``frame_timeout`` idle cycles."""
+            """Take the frame's next byte; abandon the frame after ``frame_timeout`` cycles
+            without one."""
+            m.d.comb += rx.ready.eq(1)
             with m.If(rx.valid):
                 m.d.sync += idle_cycles.eq(0)
             with m.Elif(idle_cycles == self.frame_timeout):
@@ -66,6 +68,16 @@ class HostBridge(wiring.Component):
                 m.next = "OPCODE"
             with m.Else():
                 m.d.sync += idle_cycles.eq(idle_cycles + 1)
+
+        def shift_in_word(target: Signal, then: str) -> None:
+            """Shift frame bytes into ``target``, least significant first; after the fourth
+            go to ``then``."""
+            frame_byte()
+            with m.If(rx.valid):
+                m.d.sync += [target.eq(Cat(target[8:], rx.payload)),
+                             byte_index.eq(byte_index + 1)]
+                with m.If(byte_index == WORD_BYTES - 1):
+                    m.next = then
 
         m.d.comb += [bus.awaddr.eq(address), bus.araddr.eq(address), bus.wdata.eq(word),
                      bus.wstrb.eq(0b1111), bus.awprot.eq(0), bus.arprot.eq(0)]
@@ -77,15 +89,8 @@ class HostBridge(wiring.Component):
                     m.d.sync += writing.eq(rx.payload == Opcode.WRITE)
                     m.next = "ADDRESS"
             with m.State("ADDRESS"):
-                m.d.comb += rx.ready.eq(1)
-                frame_byte()
-                with m.If(rx.valid):
-                    m.d.sync += [address.eq(Cat(address[8:], rx.payload)),
-                                 byte_index.eq(byte_index + 1)]
-                    with m.If(byte_index == WORD_BYTES - 1):
-                        m.next = "COUNT"
+                shift_in_word(address, "COUNT")
             with m.State("COUNT"):
-                m.d.comb += rx.ready.eq(1)
                 frame_byte()
                 with m.If(rx.valid):
                     m.d.sync += [words_left.eq(rx.payload), byte_index.eq(0)]
@@ -94,14 +99,8 @@ class HostBridge(wiring.Component):
                     with m.Else():
                         m.next = "READ"
             with m.State("DATA"):
-                m.d.comb += rx.ready.eq(1)
-                frame_byte()
-                with m.If(rx.valid):
-                    m.d.sync += [word.eq(Cat(word[8:], rx.payload)),
-                                 byte_index.eq(byte_index + 1)]
-                    with m.If(byte_index == WORD_BYTES - 1):
-                        m.d.sync += [address_sent.eq(0), data_sent.eq(0)]
-                        m.next = "WRITE"
+                m.d.sync += [address_sent.eq(0), data_sent.eq(0)]
+                shift_in_word(word, "WRITE")
             with m.State("WRITE"):
                 m.d.comb += [bus.awvalid.eq(~address_sent), bus.wvalid.eq(~data_sent),
                              bus.bready.eq(address_sent & data_sent)]
