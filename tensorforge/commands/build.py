@@ -18,15 +18,14 @@ from tensorforge.commands.hwflags import add_hardware_arguments, config_from_arg
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from tensorforge.fpga.ulx3s import PARTS
-
     parser = subparsers.add_parser(
         "build",
         help="build a board bitstream of the accelerator with a UART host link",
         description="Synthesize, place, route and pack the accelerator SoC for a board.",
     )
-    parser.add_argument("--board", default="ulx3s", choices=sorted(PARTS),
-                        help="target board (default ulx3s: the ULX3S with an LFE5U-85F)")
+    parser.add_argument("--board", default="ulx3s",
+                        help="target board: ulx3s (the ULX3S with an LFE5U-85F, default), "
+                        "ulx3s-45f, ulx3s-25f or ulx3s-12f")
     parser.add_argument("--out", type=Path, required=True,
                         help="output folder (accelerator.bit, build.json, logs)")
     parser.add_argument("--memory-kib", type=int, default=128,
