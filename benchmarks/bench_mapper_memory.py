@@ -5,7 +5,7 @@ For each workload, DRAM latency and DMA burst limit, maps the workload twice wit
 latency) and aware (ranked on the memory the program runs on), and prices both programs on
 that memory with the instruction-level timeline (`dse.fidelity.model_cycles`, the model
 docs/fidelity.md checks against RTL). Prints a markdown table; ``--write`` puts it into
-docs/mapper_memory.md with the commit it ran on.
+docs/mapper_memory.md (between its markers) with the commit it ran on.
 
     nice .venv/bin/python benchmarks/bench_mapper_memory.py [--write]
 """
@@ -25,6 +25,7 @@ from tensorforge.dse.fidelity import model_cycles
 from tensorforge.memory import MemorySystem
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "mapper_memory.md"
+BEGIN, END = "<!-- bench-mapper-memory:begin -->", "<!-- bench-mapper-memory:end -->"
 WORKLOADS = {
     "GEMM 64^3": ("C[i,j] += A[i,k] * B[k,j]", "i=64,j=64,k=64"),
     "GEMM 128^3": ("C[i,j] += A[i,k] * B[k,j]", "i=128,j=128,k=128"),
@@ -98,19 +99,7 @@ def main() -> None:
                f"{geomean - 1:+.1%}")
     print(summary)
     if args.write:
-        DOC.write_text("\n".join([
-            "# The default mapper on a real memory",
-            "",
-            "The default mapper (`compiler/mappers.py`) ranks tilings with a pipelined estimate "
-            "(`compiler/mapping_estimate.py`) that reads the memory system: each tile "
-            "transfer pays the DRAM latency before its first data, and a DMA unit keeps at "
-            "most `min(dma.outstanding, memory.outstanding)` bursts waiting on the DRAM, so a "
-            "transfer of many bursts at high latency with few in flight is paced by the burst "
-            "slots, not by the bus. *Blind*: the mapping ranked on the ideal memory; *aware*: "
-            "ranked on the memory it runs on (bus-rate bandwidth, the given latency). Cycles: "
-            "the instruction-level timeline of each program on that memory "
-            "(`dse.fidelity.model_cycles`, checked against RTL in docs/fidelity.md).",
-            "",
+        section = "\n".join([
             f"Written by `benchmarks/bench_mapper_memory.py --write` on commit `{_commit()}` "
             f"({time.perf_counter() - started:.0f} s). Design: `{design(16).describe()}`, "
             "the DMA's burst limit varied. Tiles: per device index, in the mapping's order of "
@@ -119,10 +108,11 @@ def main() -> None:
             *rows,
             "",
             summary + ".",
-            "",
-        ]))
+        ])
+        text = DOC.read_text()
+        head, rest = text.split(BEGIN, 1)
+        DOC.write_text(f"{head}{BEGIN}\n{section}\n{END}{rest.split(END, 1)[1]}")
         print(f"wrote {DOC}")
-
 
 if __name__ == "__main__":
     main()

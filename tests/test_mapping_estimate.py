@@ -106,15 +106,11 @@ def test_a_mapping_chosen_for_a_slow_memory_runs_correctly_on_rtl(random_seed):
     """The 4x4 accelerator of tests/test_rtl_run.py (its Verilator build is shared): at 128
     cycles and one burst in flight the mapper picks another tiling of the small GEMM than on
     the ideal memory; on that memory the RTL result still equals numpy."""
+    from test_rtl_run import CONFIG as config
+    from test_rtl_run import GEMM as workload
+
     from tensorforge.sim.rtl_run import RtlCase, RunOptions, run_programs_on_rtl
 
-    config = AcceleratorConfig.from_dict({
-        "intrinsic": "gemm",
-        "array": {"rows": 4, "cols": 4, "interconnect": "systolic", "dataflow": "ws"},
-        "scratchpad": {"capacity": 2048, "banks": 4, "accumulator": 1024},
-        "dma": {"bus_bits": 64, "max_burst": 16},
-    })
-    workload = parse_workload("C[i,j] += A[i,k] * B[k,j]", "i=12,j=10,k=9", name="gemm")
     memory = MemorySystem(latency=128, bandwidth=None, outstanding=1)
     chosen = default_mapping(workload, config, memory)
     assert chosen != default_mapping(workload, config, IDEAL)
