@@ -56,6 +56,7 @@ CUT_NETLIST = "cut.v"
 METADATA = "netlist.json"
 CUT_PORT_PREFIX = "tf_flop_d_"
 _FORMAT = 1  # bump when the cached netlist directory's layout changes
+_STORE_FORMAT = 2  # bump when a stored NetlistPower's layout changes (2: flops' totals only)
 _CELL = re.compile(r"^\s*cell\s*\(\s*\"?([\w$]+)\"?\s*\)\s*\{", re.MULTILINE)
 _INSTANCE = re.compile(r"^  ([\w$\\.]+)\s+(\S+)\s*\((.*?)\);", re.MULTILINE | re.DOTALL)
 _CONNECTION = re.compile(r"\.(\w+)\(([^()]*)\)")
@@ -214,7 +215,10 @@ def mapped_netlist(verilog: str, top: str, *, tech: str = DEFAULT_TECH,
         if path.name not in keep:
             shutil.rmtree(path) if path.is_dir() else path.unlink()
     shutil.rmtree(directory, ignore_errors=True)
-    os.replace(staging, directory)  # atomic: a reader sees the whole directory or none
+    try:
+        os.replace(staging, directory)  # atomic: a reader sees the whole directory or none
+    except OSError:  # another process put the same netlist there first
+        shutil.rmtree(staging, ignore_errors=True)
     return netlist
 
 
@@ -223,20 +227,22 @@ class NetlistPower:
     """OpenSTA's power of a cut netlist under one set of activities, in mW.
 
     ``groups`` has ``Sequential``, ``Combinational``, ``Macro`` and ``Total`` (internal,
-    switching, leakage, total each); ``flops`` the power of each flip-flop instance.
+    switching, leakage, total each); ``flops`` the total power of each flip-flop instance
+    (only the total: the store keeps one row per run, and ten thousand flip-flops of four
+    numbers each would make it a megabyte).
     """
 
     groups: dict[str, PowerReport]
-    flops: dict[str, PowerReport]
+    flops: dict[str, float]
 
     def to_dict(self) -> dict[str, Any]:
         return {"groups": {k: dataclasses.asdict(v) for k, v in self.groups.items()},
-                "flops": {k: dataclasses.astuple(v) for k, v in self.flops.items()}}
+                "flops": {k: float(f"{v:.6g}") for k, v in self.flops.items()}}
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> NetlistPower:
         return cls({k: PowerReport(**v) for k, v in values["groups"].items()},
-                   {k: PowerReport(*v) for k, v in values["flops"].items()})
+                   dict(values["flops"]))
 
 
 def port_activity(netlist: MappedNetlist, flop_rates: dict[str, float],
@@ -268,7 +274,7 @@ def annotated_power(netlist: MappedNetlist, flop_rates: dict[str, float],
     """
     store = store if store is not None else ResultStore()
     ports = port_activity(netlist, flop_rates, input_rates)
-    key = stable_hash(netlist.key, sorted(ports.items()))
+    key = stable_hash(netlist.key, _STORE_FORMAT, sorted(ports.items()))
     stored = store.get("netlist_power", key)
     if stored is not None:
         return NetlistPower.from_dict(stored.payload)
@@ -283,7 +289,8 @@ def annotated_power(netlist: MappedNetlist, flop_rates: dict[str, float],
     errors = [line for line in log.splitlines() if line.startswith("Error")]
     if errors:
         raise ToolError("sta", f"reported {len(errors)} error(s), first: {errors[0]}", log)
-    power = NetlistPower(parse_power_groups(log), parse_instance_power(log))
+    power = NetlistPower(parse_power_groups(log),
+                         {name: row.total for name, row in parse_instance_power(log).items()})
     store.put("netlist_power", key, power.to_dict(),
               inputs={"netlist": netlist.key, "ports": len(ports)})
     return power

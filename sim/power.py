@@ -195,8 +195,8 @@ def power_of_activity(config: AcceleratorConfig, activity: RegisterActivity, *,
         mean_flop_rate=mean,
         memory_energy_pj=energy,
         flop_toggles={net: activity.toggles[net] for net in matched.values()},
-        flop_power_mw={names[instance]: report.total
-                       for instance, report in power.flops.items() if instance in names},
+        flop_power_mw={names[instance]: total
+                       for instance, total in power.flops.items() if instance in names},
         activity=activity,
         match=match,
         counters=dict(counters or {}),

@@ -208,6 +208,12 @@ def test_the_split_adds_up_and_memory_energy_follows_the_counted_accesses(measur
                                             + energy["leakage"])
     assert energy["total"] == pytest.approx(run.total_mw * run.cycles * run.clock_ns * 1e-6)
     assert 0 < run.clock_mw < run.logic_mw and 0 < run.memory_leakage_mw < run.leakage_mw
+    # The flip-flops' own power (report_power -instances) holds their clock power and is part
+    # of the logic's; grouped by component it sums to the same.
+    flops = sum(run.flop_power_mw.values())
+    assert run.clock_mw * 0.99 < flops < run.logic_mw + run.leakage_mw
+    assert sum(run.component_flop_power_mw(depth=1).values()) == pytest.approx(flops)
+    assert len(run.component_toggles(depth=3)) > 16  # the array splits into its 16 PEs
     # Hand count for one scratchpad bank: one 256x32 macro, so each access is one macro's.
     from tensorforge.fpga.ihp_sg13g2 import catalogue
 
