@@ -327,8 +327,9 @@ def _pass(program, transfers, config, step, p, terms, hint, log):
     retired = defaultdict(list)  # unit -> retire times, in order
     gate_back = defaultdict(float)  # unit -> when its gate is back in TAKE
     unit_ready = defaultdict(float)  # unit -> when the unit accepts its next command
-    dmas = {"load": _Dma(max(config.dma.outstanding, 1)),
-            "store": _Dma(max(config.dma.outstanding, 1))}
+    # bursts in flight: the DMA's, or fewer where the memory accepts fewer (`rtl_parameters`)
+    in_flight = max(min(config.dma.outstanding, int(p.bursts_in_flight)), 1)
+    dmas = {"load": _Dma(in_flight), "store": _Dma(in_flight)}
     computes = _Computes(step, p, terms)
     channel = _ReadChannel(p.dram_latency_cycles, terms)
     fetch = _Fetch(config, len(program), channel, dispatch, hint, p, terms)
