@@ -14,7 +14,7 @@ import pytest
 from tensorforge.compiler.codegen import generate
 from tensorforge.compiler.lowering import Lowering, device_choices
 from tensorforge.compiler.mappers import default_mapping, im2col_groups
-from tensorforge.compiler.mapping import random_mapping
+from tensorforge.compiler.mapping import Mapping, random_mapping
 from tensorforge.compiler.workload import parse_workload
 from tensorforge.compiler.zoo import list_models, load_model
 from tensorforge.dse.coverage import (
@@ -134,7 +134,10 @@ def test_padded_choices_compute_the_layer_on_the_functional_simulator(config_nam
 
 def test_the_default_mapper_runs_padded_layers_and_keeps_full_ones():
     config = REGRESSION_CONFIGS["conv4x4-systolic-ws"]
-    assert default_mapping(layer("depthwise"), config).choice.padded
+    padded = default_mapping(layer("depthwise"), config)
+    assert padded.choice.padded
+    assert padded.to_dict()["choice"]["padded"] == list(padded.choice.padded)
+    assert Mapping.from_json(padded.to_json(), layer("depthwise")) == padded  # found again
     conv = parse_workload("C[k,x,y] += A[c,x+r,y+s] * B[k,c,r,s]", "k=4,c=2,x=3,y=5,r=1,s=1")
     # a 1x1 convolution matches CONV2D in full: its im2col matrix is not padded onto it
     assert not default_mapping(conv, config).choice.padded
