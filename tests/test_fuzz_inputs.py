@@ -207,6 +207,8 @@ EXPENSIVE = [
     ("tensorforge.sim.rtl_run", "accelerator_verilog"),
     ("tensorforge.fpga.asic", "synthesize_asic"),
     ("tensorforge.fpga.ecp5", "synthesize_ecp5"),
+    ("tensorforge.fpga.board_build", "build_board"),
+    ("tensorforge.board_runtime", "run_on_board"),
     ("tensorforge.dse.fidelity", "validate"),
     ("tensorforge.dse.codesign", "run_sweep"),
     ("tensorforge.sim.fuzz", "run_cases"),

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from tensorforge.commands.hwflags import add_hardware_arguments, config_from_args
+from tensorforge.errors import ConfigError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -47,6 +48,10 @@ def run(args: argparse.Namespace) -> int:
     from tensorforge.hw.soc import SocOptions
 
     config = config_from_args(args)
+    if args.memory_kib <= 0 or args.memory_kib & (args.memory_kib - 1):
+        raise ConfigError(f"--memory-kib must be a power of two, not {args.memory_kib}")
+    if not args.timeout > 0:
+        raise ConfigError(f"--timeout must be a positive number of seconds, not {args.timeout}")
     options = SocOptions(memory_bytes=args.memory_kib * 1024, clock_hz=BOARD_CLOCK_HZ,
                          baud=args.baud)
     result = build_board(config, options, args.out, board=args.board, seed=args.seed,

@@ -22,7 +22,7 @@ from pathlib import Path
 from tensorforge.commands.hwflags import add_hardware_arguments, config_from_args
 from tensorforge.commands.memflags import add_memory_arguments, memory_from_args
 from tensorforge.commands.workload_args import add_workload_arguments, workload_from_args
-from tensorforge.errors import WorkloadError
+from tensorforge.errors import ConfigError, WorkloadError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -56,8 +56,22 @@ def _inputs(args: argparse.Namespace, workload) -> dict:
 
     if args.inputs is None:
         return workload.random_inputs(np.random.default_rng(args.seed))
-    with np.load(args.inputs) as archive:
-        return {name: archive[name] for name in archive.files}
+    try:
+        with np.load(args.inputs) as archive:
+            return {name: archive[name] for name in archive.files}
+    except (OSError, ValueError, AttributeError) as error:
+        raise WorkloadError(f"--inputs {str(args.inputs)!r} is not a readable .npz of input "
+                            f"tensors ({error}); write one with numpy.savez(path, A=..., B=...)"
+                            ) from None
+
+
+def _program_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as error:
+        raise WorkloadError(f"cannot read the program binary {str(path)!r}: "
+                            f"{error.strerror or error}; write it with tensorforge compile "
+                            f"--out") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,10 +81,15 @@ def run(args: argparse.Namespace) -> int:
     from tensorforge.board_runtime import run_on_board
     from tensorforge.host_link import HostLink
 
+    binary = _program_bytes(args.program)
+    if args.baud <= 0:
+        raise ConfigError(f"--baud must be a positive number of bits per second, not {args.baud}")
+    if not args.timeout > 0:
+        raise ConfigError(f"--timeout must be a positive number of seconds, not {args.timeout}")
     workload = workload_from_args(args)
     config = config_from_args(args)
     program = compile_workload(workload, config, args.mapping, memory_from_args(args))
-    if args.program.read_bytes() != program.encode():
+    if binary != program.encode():
         raise WorkloadError(
             f"{args.program} is not the program these flags compile to; pass run the "
             f"--workload, --sizes, hardware and memory flags that compile had, and its "
