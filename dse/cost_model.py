@@ -3,7 +3,9 @@
 A batch is struct-of-arrays: ``tiles`` (``n x D`` elements per tile of each device index) and
 ``order`` (``n x D`` index positions, outermost tile loop first) over one `LayerSpace` (one
 workload, fusion, tensorize choice and accelerator). `evaluate` returns a `CostBatch` of ``n``
-values per quantity; `evaluate_mapping` wraps one `compiler.mapping.Mapping`.
+values per quantity; `evaluate_mapping` wraps one `compiler.mapping.Mapping`. A search's batch
+mixes tensorize choices: `evaluate_rows` prices it in one pass, each mapping's choice
+constants carried as a row (`cost_rows`), with the same figures as `evaluate` per choice.
 
 What is counted (following the code generator, `tensorforge.compiler.codegen`, step by step):
 
