@@ -122,7 +122,8 @@ def cut_flop_inputs(netlist: str, cells: dict[str, FlopCell]) -> tuple[str, list
         if cell.data_pin not in connections or cell.output_pin not in connections:
             return match[0]
         port = f"{CUT_PORT_PREFIX}{len(flops)}"
-        flops.append(Flop(match[2], cell.name, _net_name(connections[cell.output_pin])))
+        flops.append(Flop(_net_name(match[2]), cell.name,
+                          _net_name(connections[cell.output_pin])))
         body = re.sub(rf"\.{cell.data_pin}\([^()]*\)", f".{cell.data_pin}({port})", match[3])
         return f"  {match[1]} {match[2]} ({body});"
 
@@ -194,6 +195,7 @@ def mapped_netlist(verilog: str, top: str, *, tech: str = DEFAULT_TECH,
         if all(Path(path).is_file() for path in netlist.liberties):
             return netlist
     staging = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=directory.parent))
+    staging.chmod(0o755)  # mkdtemp's 0700 would hide it from other users' runs
     mapped = map_netlist(verilog, options, target, liberty, staging, timeout_s)
     if mapped.clock_port is None:
         raise ToolError("sta", f"{top} has no clock input (clk or clock): register activity "

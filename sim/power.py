@@ -16,9 +16,10 @@ The power is split so that the parts add up to the total:
   every flip-flop and input quiet (the flip-flops' clock pins toggle all the same).
 - ``memory_mw``: the SRAM macros' access power, from the run's counted accesses and the
   macros' read and write energies (a line access touches ``cols`` macros of one row; a write
-  goes to every copy, a read to one), plus the switching of the macros' output nets.
-- ``leakage_mw``: all leakage, standard cells (OpenSTA) and macros (their Liberty files, as
-  the ASIC flow reports them; ``memory_leakage_mw`` is that part).
+  goes to every copy, a read to one). OpenSTA 2.0.17 files the macros with the standard
+  cells, so the switching of their output nets is in ``logic_mw``.
+- ``leakage_mw``: all leakage, OpenSTA's, the macros' included (from their Liberty files);
+  ``memory_leakage_mw`` is the macros' part (of it, not beside it).
 
 Energy of the run is each part x cycles x clock period. `measure_idle_power` does the same for
 a design that is reset and clocked with no program: about ``leakage_mw + clock_mw``.
@@ -130,14 +131,17 @@ def input_rates(activity: RegisterActivity, ports: MappingType[str, int]) -> dic
 
 
 def memory_energy_pj(macros, activity: RegisterActivity) -> dict[str, float]:
-    """Access energy of each macro-mapped memory over the run (see the module docstring)."""
+    """Access energy of each macro-mapped memory over the run (see the module docstring).
+
+    A technology whose macro is one block per memory (OSU's analytical one) has no ``cols``
+    or ``copies``: one access is one block's."""
     energy = {}
     for macro in macros:
         counted = activity.accesses.get(macro["instance"])
         reads = sum(counted.reads) if counted else 0
         writes = sum(counted.writes) if counted else 0
-        energy[macro["instance"]] = macro["cols"] * (
-            writes * macro["copies"] * macro["write_pj"] + reads * macro["read_pj"])
+        energy[macro["instance"]] = macro.get("cols", 1) * (
+            writes * macro.get("copies", 1) * macro["write_pj"] + reads * macro["read_pj"])
     return energy
 
 
@@ -172,13 +176,10 @@ def power_of_activity(config: AcceleratorConfig, activity: RegisterActivity, *,
     power = annotated_power(netlist, flop_rates, ports)
     quiet = annotated_power(netlist, {}, {})
 
-    def dynamic(groups, names=("Sequential", "Combinational")) -> float:
-        return sum(groups[n].internal + groups[n].switching for n in names if n in groups)
+    def dynamic(groups) -> float:
+        return groups["Total"].internal + groups["Total"].switching
 
     energy = memory_energy_pj(netlist.macros, activity)
-    memory_leakage = sum(macro["leakage_mw"] for macro in netlist.macros)
-    cell_leakage = sum(power.groups[n].leakage for n in ("Sequential", "Combinational")
-                       if n in power.groups)
     names = {flop.instance: flop.output_net for flop in netlist.flops}
     return PowerMeasurement(
         technology=netlist.tech,
@@ -186,9 +187,9 @@ def power_of_activity(config: AcceleratorConfig, activity: RegisterActivity, *,
         cycles=activity.cycles,
         logic_mw=dynamic(power.groups),
         clock_mw=dynamic(quiet.groups),
-        memory_mw=sum(energy.values()) / (cycles * clock_ns) + dynamic(power.groups, ("Macro",)),
-        leakage_mw=cell_leakage + memory_leakage,
-        memory_leakage_mw=memory_leakage,
+        memory_mw=sum(energy.values()) / (cycles * clock_ns),
+        leakage_mw=power.groups["Total"].leakage,
+        memory_leakage_mw=sum(macro["leakage_mw"] for macro in netlist.macros),
         area_um2=netlist.area_um2,
         flops_annotated=len(matched),
         flops_total=len(netlist.flops),
@@ -239,6 +240,27 @@ def measure_power(
         RunOptions(memory=memory, register_activity=True, seed=seed))
     return power_of_activity(config, result.register_activity, clock_ns=clock_ns, tech=tech,
                              match=result.match, counters=result.counters)
+
+
+def measure_runs(
+    config: AcceleratorConfig,
+    cases,
+    *,
+    memory: MemorySystem = DEFAULT_MEMORY,
+    clock_ns: float = 10.0,
+    tech: str = DEFAULT_TECH,
+    seed: int = 0,
+) -> list[PowerMeasurement]:
+    """`measure_power` for several programs on one design, in one simulator process (for
+    fitting per-event energies on many runs: starting the simulator costs more than a small
+    program). ``cases`` are `tensorforge.sim.rtl_run.RtlCase` s (their own inputs or seeds)."""
+    from tensorforge.sim.rtl_run import RunOptions, run_programs_on_rtl
+
+    results = run_programs_on_rtl(
+        config, list(cases), RunOptions(memory=memory, register_activity=True, seed=seed))
+    return [power_of_activity(config, result.register_activity, clock_ns=clock_ns, tech=tech,
+                              match=result.match, counters=result.counters)
+            for result in results]
 
 
 def measure_idle_power(config: AcceleratorConfig, cycles: int = 1000, *,
