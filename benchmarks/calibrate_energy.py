@@ -25,6 +25,7 @@ from tensorforge.dse.energy_calibration import (
     PROGRAMS,
     RunRecord,
     measure_config,
+    model_numbers,
 )
 from tensorforge.dse.energy_ihp import FIT_FILE, TECH, EnergyFit, fit_energies, predicted_mw
 from tensorforge.paths import rtl_commit
@@ -42,7 +43,8 @@ def load_records() -> tuple[dict[str, list[RunRecord]], str | None, dict[str, fl
     if not RECORDS.is_file():
         return {}, None, {}
     stored = json.loads(RECORDS.read_text())
-    runs = {name: [RunRecord(**r) for r in runs] for name, runs in stored["runs"].items()}
+    runs = {name: [RunRecord(r["config_name"], r["program"], r["config"], r["measurement"])
+                   for r in runs] for name, runs in stored["runs"].items()}
     return runs, stored["rtl_commit"], stored.get("seconds", {})
 
 
@@ -67,16 +69,16 @@ def compare(record: RunRecord, fit: EnergyFit) -> dict:
     """The model against one run: the model prices the program's events over its own
     cycles (the timeline's), as a sweep does."""
     run = record.power_run()
+    _, model_cycles = model_numbers(run.config, record.program)
     leakage, source = model_leakage_mw(run.config, run.leakage_mw)
-    model = predicted_mw(run.config, run.events, record.model_cycles, run.clock_ns, fit,
-                         leakage)
+    model = predicted_mw(run.config, run.events, model_cycles, run.clock_ns, fit, leakage)
     measured = {"logic_mw": run.logic_mw, "clock_mw": run.clock_mw,
                 "memory_mw": run.memory_mw, "leakage_mw": run.leakage_mw,
                 "total_mw": run.total_mw}
     error = model["total_mw"] / measured["total_mw"] - 1
     return {"name": run.name, "measured": measured, "model": model, "error": error,
             "leakage_source": source, "rtl_cycles": run.cycles,
-            "model_cycles": record.model_cycles}
+            "model_cycles": model_cycles}
 
 
 def summary(rows: list[dict]) -> dict:

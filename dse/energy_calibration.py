@@ -48,7 +48,6 @@ def _config(rows: int, cols: int, interconnect: str = "systolic", dataflow: str 
 CALIBRATION = {
     "gemm 2x2 systolic": _config(2, 2, capacity=2048, banks=2, accumulator=1024),
     "gemm 4x4 systolic": _config(4, 4),
-    "gemm 4x4 none": _config(4, 4, "none", capacity=16384),
     "gemm 4x4 full os": _config(4, 4, "full", "os"),
     "conv2d 4x4 systolic": _config(4, 4, intrinsic="conv2d", capacity=8192,
                                    local_bytes=3),
@@ -69,57 +68,65 @@ def memory_named(name: str) -> MemorySystem:
 
 @dataclass(frozen=True)
 class RunRecord:
-    """One measured run, as stored: what ran, its events, model cycles, RTL cycles, power."""
+    """One measured run as stored: which accelerator and program, and the measurement. The
+    program's events and the cycle model's cycles are worked out again from the program
+    (`model_numbers`), so a refit follows the current models without measuring again."""
 
     config_name: str
     program: str
     config: dict[str, Any]
-    memory: str
-    events: dict[str, float]
-    model_cycles: float
     measurement: dict[str, Any]
 
     def power_run(self) -> PowerRun:
         m = self.measurement
-        return PowerRun(f"{self.config_name}: {self.program}", AcceleratorConfig.from_dict(
-            self.config), self.events, int(m["cycles"]), float(m["clock_ns"]),
-            float(m["logic_mw"]), float(m["clock_mw"]), float(m["memory_mw"]),
-            float(m["leakage_mw"]))
+        config = AcceleratorConfig.from_dict(self.config)
+        events, _ = model_numbers(config, self.program)
+        return PowerRun(f"{self.config_name}: {self.program}", config, events,
+                        int(m["cycles"]), float(m["clock_ns"]), float(m["logic_mw"]),
+                        float(m["clock_mw"]), float(m["memory_mw"]), float(m["leakage_mw"]))
+
+
+def compiled(config: AcceleratorConfig, label: str):
+    """``(workload, program, memory)`` of the program `PROGRAMS` calls ``label`` on ``config``."""
+    from tensorforge.api import compile_workload
+    from tensorforge.compiler.workload import parse_workload
+
+    text, sizes, memory_name = next(p[1:] for p in PROGRAMS if p[0] == label)
+    workload = parse_workload(text, sizes, name=label)
+    memory = memory_named(memory_name)
+    return workload, compile_workload(workload, config, memory=memory), memory
+
+
+def model_numbers(config: AcceleratorConfig, label: str) -> tuple[dict[str, float], float]:
+    """The program's events and the cycle model's cycles for it."""
+    from tensorforge.dse.cost_model import evaluate_mapping, rtl_parameters
+    from tensorforge.dse.energy import EVENTS
+
+    workload, program, memory = compiled(config, label)
+    row = evaluate_mapping(workload, program.mapping, config, rtl_parameters(memory, config))
+    return {name: float(row[name]) for name in EVENTS}, float(row["cycles"])
 
 
 def measure_config(name: str, config: AcceleratorConfig, *, seed: int = 0,
                    progress: Callable[[str], None] = print) -> list[RunRecord]:
     """Every program of `PROGRAMS` on ``config``: one simulator process, then one OpenSTA
     power analysis per run on the (cached) netlist."""
-    from tensorforge.api import compile_workload
-    from tensorforge.compiler.workload import parse_workload
-    from tensorforge.dse.cost_model import evaluate_mapping, rtl_parameters
-    from tensorforge.dse.cost_space import build_space
-    from tensorforge.dse.program_events import program_events
     from tensorforge.sim.power import operands, power_of_activity
     from tensorforge.sim.rtl_run import RtlCase, RunOptions, run_programs_on_rtl
 
-    cases, pending = [], []
-    for label, text, sizes, memory_name in PROGRAMS:
-        workload = parse_workload(text, sizes, name=label)
-        memory = memory_named(memory_name)
-        program = compile_workload(workload, config, memory=memory)
-        step = build_space(workload, program.mapping.choice, config, program.mapping.groups).step
-        events = program_events(program.instructions, config, step)
-        model = evaluate_mapping(workload, program.mapping, config, rtl_parameters(memory, config))
+    cases = []
+    for label, *_ in PROGRAMS:
+        workload, program, memory = compiled(config, label)
         cases.append(RtlCase(workload, program.mapping, operands(workload, DATA, seed), seed,
                              program=program, memory=memory))
-        pending.append((label, memory_name, events, model["cycles"]))
     progress(f"{name}: running {len(cases)} programs with register activity")
     results = run_programs_on_rtl(config, cases, RunOptions(register_activity=True, seed=seed))
     records = []
-    for (label, memory_name, events, model_cycles), result in zip(pending, results,
-                                                                 strict=True):
+    for (label, *_), result in zip(PROGRAMS, results, strict=True):
         if not result.match:
             raise RuntimeError(f"{name}: {label} differs from numpy on the RTL")
         progress(f"{name}: pricing {label} ({result.cycles} cycles)")
         measured = power_of_activity(config, result.register_activity, clock_ns=CLOCK_NS)
-        records.append(RunRecord(name, label, config.to_dict(), memory_name, events,
-                                 float(model_cycles), measured.to_dict() | {
-                                     "rtl_cycles": result.cycles}))
+        records.append(RunRecord(name, label, config.to_dict(),
+                                 measured.to_dict() | {"rtl_cycles": result.cycles}))
     return records

@@ -7,8 +7,9 @@ instruction as the hardware runs them, for the energy of a reported figure.
 * ``STORE``: its rows are accumulator lines read, its beats pass the store unit, its elements
   go to DRAM at the accumulator's width;
 * ``COMPUTE`` (MAC): every step executes the intrinsic's MACs, streams its beats (one
-  scratchpad line each, forwarded through the interconnect), and reads and writes its output
-  lines in the accumulator, except on the steps that overwrite a C block (write only); the
+  scratchpad line each, forwarded through the interconnect), and reads and writes each line
+  of its C block once in the accumulator, except on the steps that overwrite it (write only:
+  the RTL's accumulator port counts agree, `benchmarks/calibrate_energy.py`); the
   stationary block is read from the scratchpad once per run of steps that keep it
   (`cost_trace.stationary_run`); ZERO writes its output lines;
 * instruction fetch: 16 bytes per instruction from DRAM through the load path.
@@ -60,8 +61,9 @@ def _transfer(events: dict[str, float], config: AcceleratorConfig, instruction) 
 def _compute(events: dict[str, float], config: AcceleratorConfig, step,
              c: Compute) -> None:
     steps = c.outer * c.inner
+    c_lines = config.blocks["C"].lines  # the block each step reads and writes once
     if c.mode is ComputeMode.ZERO:
-        events["acc_line_writes"] += steps * step.output_lines
+        events["acc_line_writes"] += steps * c_lines
         return
     events["macs"] += steps * config.macs_per_step
     streamed = steps * step.beats
@@ -70,8 +72,8 @@ def _compute(events: dict[str, float], config: AcceleratorConfig, step,
     events["forward_bytes"] += (streamed * config.spad_line_elems * config.precision.in_bytes
                                 * movement_hops(config))
     overwriting = _overwriting_steps(c)
-    events["acc_line_writes"] += steps * step.output_lines
-    events["acc_line_reads"] += (steps - overwriting) * step.output_lines
+    events["acc_line_writes"] += steps * c_lines
+    events["acc_line_reads"] += (steps - overwriting) * c_lines
 
 
 def _overwriting_steps(c: Compute) -> int:

@@ -42,9 +42,10 @@ def test_counts_agree_with_the_functional_simulator(text, sizes, changes):
     fetched = 16 * len(program.instructions)
     assert events["dram_bytes"] == fetched + stats.dram_bytes_read + stats.dram_bytes_written
     stores = sum(i.rows for i in program.instructions if isinstance(i, Store))
-    mac_reads = (stats.mac_steps - stats.overwrite_steps) * step.output_lines
+    c_lines = config.blocks["C"].lines
+    mac_reads = (stats.mac_steps - stats.overwrite_steps) * c_lines
     assert events["acc_line_reads"] == mac_reads + stores
-    assert events["acc_line_writes"] == (stats.mac_steps + stats.zero_steps) * step.output_lines
+    assert events["acc_line_writes"] == (stats.mac_steps + stats.zero_steps) * c_lines
     assert events["macs"] >= workload.macs
 
 
@@ -59,7 +60,8 @@ def test_a_hand_counted_program():
     assert step.stationary_role == "B"
     program = [
         Load(buffer=Buffer.SPAD, line=0, dram_addr=0, rows=3, row_len=2, stride=2, pad_before=1),
-        Compute(outer=2, inner=3, b_inner=step.stationary_lines, acc_outer=step.output_lines,
+        Compute(outer=2, inner=3, b_inner=step.stationary_lines,
+                acc_outer=config.blocks["C"].lines,
                 overwrite=True),
         Store(line=0, dram_addr=4096, rows=2, row_len=2, stride=2),
         Finish(),
@@ -71,11 +73,43 @@ def test_a_hand_counted_program():
     assert events["spad_line_reads"] == steps * step.beats + steps * step.stationary_lines
     assert events["spad_line_writes"] == 3 + 1
     # C moves with the outer loop only: the first inner step of each outer step overwrites
-    assert events["acc_line_writes"] == steps * step.output_lines
-    assert events["acc_line_reads"] == (steps - 2) * step.output_lines + 2
+    c_lines = config.blocks["C"].lines
+    assert events["acc_line_writes"] == steps * c_lines
+    assert events["acc_line_reads"] == (steps - 2) * c_lines + 2
     # 3 rows of 2 int8 and 2 rows of 2 int32, each run contiguous in DRAM (stride = row), so
     # 6 bytes in one beat and 16 in two; 4 instructions of 16 B in 8 beats
     assert events["dram_bytes"] == 3 * 2 + 2 * 2 * 4 + 4 * 16
     assert events["dma_beats"] == 1 + 2 + 8
     hops = 2.0  # systolic: forwarded along a row of 2
     assert events["forward_bytes"] == steps * step.beats * config.spad_line_elems * hops
+
+
+@pytest.mark.rtl
+@pytest.mark.slow
+def test_counts_agree_with_the_rtls_memory_ports():
+    """The scratchpad and accumulator lines the program's events count are the accesses the
+    RTL's memory ports made (counted by `register_activity` over the run), and the run is
+    right. The 4x4 GEMM accelerator of tests/test_power_activity.py (one activity model)."""
+    from tensorforge.sim.rtl_run import RtlCase, RunOptions, run_programs_on_rtl
+
+    config = AcceleratorConfig.from_dict({
+        "array": {"rows": 4, "cols": 4},
+        "scratchpad": {"capacity": 2048, "banks": 4, "accumulator": 1024},
+    })
+    workload = parse_workload("C[i,j] += A[i,k] * B[k,j]", "i=12,j=10,k=9")
+    mapping = resolve_mapping(workload, config)
+    program = generate(workload, mapping, config)
+    step = build_space(workload, mapping.choice, config, mapping.groups).step
+    events = program_events(program.instructions, config, step)
+    inputs = workload.random_inputs(np.random.default_rng(2))
+    result, = run_programs_on_rtl(config, [RtlCase(workload, mapping, inputs, 2,
+                                                   program=program)],
+                                  RunOptions(register_activity=True, seed=2))
+    assert result.match
+    accesses = result.register_activity.accesses
+    banks = [accesses[f"scratchpad.bank{b}"] for b in range(config.scratchpad.banks)]
+    assert events["spad_line_reads"] == sum(sum(bank.reads) for bank in banks)
+    assert events["spad_line_writes"] == sum(sum(bank.writes) for bank in banks)
+    accumulator = accesses["accumulator.memory"]
+    assert events["acc_line_reads"] == sum(accumulator.reads)
+    assert events["acc_line_writes"] == sum(accumulator.writes)
