@@ -4,10 +4,13 @@ The simulated board (`tensorforge.sim.soc_sim`) is the SoC the bitstream holds, 
 on a pty; the runtime opens the pty as it would ``/dev/ttyUSB0``, loads a compiled GEMM,
 starts the accelerator through its control registers, polls, reads the output back. The
 result must equal numpy's. One Verilator model (a 2x2 GEMM accelerator, 16 KiB of memory)
-serves every RTL test here.
+serves every RTL test here. Without RTL, the runtime also runs against a Python model of the
+board (`FunctionalBoard`), which can play a failing accelerator.
 """
 
 from __future__ import annotations
+
+import struct
 
 import numpy as np
 import pytest
@@ -18,7 +21,17 @@ from tensorforge.cli import main
 from tensorforge.compiler.workload import parse_workload
 from tensorforge.config import AcceleratorConfig
 from tensorforge.host_link import HostLink, LinkError
-from tensorforge.hw.host_protocol import config_digest
+from tensorforge.hw.host_protocol import (
+    INFO_BASE,
+    INFO_MAGIC,
+    PROTOCOL_VERSION,
+    REGISTERS_BASE,
+    STATUS_BASE,
+    Opcode,
+    config_digest,
+)
+from tensorforge.hw.registers import COUNTERS, REGISTERS, Status
+from tensorforge.sim.functional import run_program
 
 HARDWARE_FLAGS = ["--pe", "2x2", "--spad", "1", "--acc", "1", "--banks", "2"]
 CONFIG = AcceleratorConfig.from_dict({
@@ -53,6 +66,68 @@ def test_a_board_with_another_accelerator_or_too_little_memory_is_refused():
         check_board({**info, "config_digest": config_digest(other)}, program)
     with pytest.raises(LinkError, match="larger --memory-kib"):
         check_board({**info, "memory_bytes": program.dram_bytes - 64}, program)
+
+
+class FunctionalBoard:
+    """A serial port to a Python model of the SoC: information words, the control registers
+    and memory; a start runs the program on the functional simulator and sets ``finish``
+    (DONE, or ERROR to play a failing accelerator)."""
+
+    def __init__(self, config: AcceleratorConfig, finish: int = Status.DONE) -> None:
+        self.config, self.finish = config, finish
+        self.memory = bytearray(MEMORY_BYTES)
+        self.registers = {name: 0 for name in ("status", "insn_addr", "insn_count")}
+        self.info = [INFO_MAGIC, PROTOCOL_VERSION, MEMORY_BYTES, config_digest(config), 0, 0]
+        self.answer = bytearray()
+
+    def _word(self, address: int) -> int:
+        if address >= INFO_BASE:
+            return self.info[(address - INFO_BASE) // 4]
+        if address >= REGISTERS_BASE:
+            name = next(r.name for r in REGISTERS if r.offset == address - REGISTERS_BASE)
+            return self.registers.get(name, 7)  # counters read 7
+        return int.from_bytes(self.memory[address : address + 4], "little")
+
+    def _store(self, address: int, value: int) -> None:
+        if address < REGISTERS_BASE:
+            self.memory[address : address + 4] = value.to_bytes(4, "little")
+            return
+        name = next(r.name for r in REGISTERS if r.offset == address - REGISTERS_BASE)
+        if name == "control" and value & 1:
+            program = self.memory[self.registers["insn_addr"]:][: 16 * self.registers[
+                "insn_count"]]
+            run_program(self.config, bytes(program), self.memory)
+            self.registers["status"] = self.finish
+        else:
+            self.registers[name] = value
+
+    def write(self, data: bytes) -> None:
+        opcode, address, count = struct.unpack("<BIB", data[:6])
+        for index in range(count + 1):
+            at = address + 4 * index
+            if opcode == Opcode.WRITE:
+                self._store(at, int.from_bytes(data[6 + 4 * index : 10 + 4 * index], "little"))
+            else:
+                self.answer += self._word(at).to_bytes(4, "little")
+        self.answer.append(STATUS_BASE)
+
+    def read(self, count: int) -> bytes:
+        taken, self.answer = bytes(self.answer[:count]), self.answer[count:]
+        return taken
+
+
+def test_runtime_on_a_functional_model_of_the_board(random_seed):
+    """The runtime's sequence (check, load, start, poll, read back) without RTL; an ERROR
+    status is an error that says so."""
+    from tensorforge.board_runtime import run_on_board
+
+    program = compile_workload(GEMM, CONFIG)
+    inputs = GEMM.random_inputs(np.random.default_rng(random_seed))
+    outcome = run_on_board(HostLink(FunctionalBoard(CONFIG)), program, inputs)
+    np.testing.assert_array_equal(outcome.output, GEMM.reference(inputs))
+    assert outcome.counters == {name: 7 for name in COUNTERS}
+    with pytest.raises(LinkError, match="stopped with an error"):
+        run_on_board(HostLink(FunctionalBoard(CONFIG, Status.ERROR)), program, inputs)
 
 
 @pytest.fixture(scope="module")
