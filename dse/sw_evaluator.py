@@ -24,9 +24,9 @@ from tensorforge.hashing import source_digest
 from tensorforge.memory import DEFAULT_MEMORY, MemorySystem
 
 # the modules whose code decides a layer's result: their source is part of the version
-MODEL_MODULES = ("cost_model", "cost_space", "cost_steps", "cost_geometry", "cost_transfers",
-                 "cost_trace", "program_events", "sw_space", "sw_search", "sw_dqn",
-                 "sw_search_bo", "gp_lcb")
+MODEL_MODULES = ("cost_model", "cost_space", "cost_rows", "cost_steps", "cost_geometry",
+                 "cost_transfers", "cost_trace", "program_events", "sw_space", "sw_search",
+                 "sw_dqn", "sw_search_bo", "gp_lcb")
 DETAILS = (
     "compute_cycles",
     "load_cycles",
