@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 
 import pytest
 
 from tensorforge.cli import main
 from tensorforge.commands.hwflags import add_hardware_arguments, config_from_args
 from tensorforge.config import AcceleratorConfig
+from tensorforge.verilog_text import drop_zero_memory_init
 
 SMALL = ["--pe", "2x3", "--spad-kib", "1", "--acc-kib", "1", "--banks", "3", "--bus-bits", "32"]
 
@@ -72,3 +74,34 @@ def test_bad_configurations_are_clear_errors(argv, message, tmp_path, capsys):
     assert err.startswith("error: ") and message in err, err
     assert "Traceback" not in err
     assert not (tmp_path / "x" / "accelerator.v").exists()
+
+
+def _memory_words_initialized(verilog: str) -> int:
+    """Assignments of a memory word inside ``initial`` blocks (``name[3] = 8'h00;``)."""
+    blocks = re.findall(r"^\s*initial begin\n(.*?)^\s*end$", verilog, re.MULTILINE | re.DOTALL)
+    return sum(len(re.findall(r"^\s+\S+\[\d+\] = ", block, re.MULTILINE)) for block in blocks)
+
+
+def test_memories_are_zero_filled_only_when_asked(tmp_path):
+    """Without --zero-init no memory word gets an initial value (registers keep their reset
+    values); with it every word of the scratchpad banks and the accumulator is zeroed."""
+    config = config_from_args(_flags(SMALL))
+    assert main(["generate", *SMALL, "--out", str(tmp_path / "plain")]) == 0
+    assert main(["generate", *SMALL, "--zero-init", "--out", str(tmp_path / "zeroed")]) == 0
+    plain = (tmp_path / "plain" / "accelerator.v").read_text()
+    zeroed = (tmp_path / "zeroed" / "accelerator.v").read_text()
+    assert _memory_words_initialized(plain) == 0
+    buffer_words = config.scratchpad.banks * config.bank_depth + config.acc_lines
+    assert _memory_words_initialized(zeroed) >= buffer_words
+    assert "reg [" in plain and " = " in plain  # register reset values stay
+
+
+def test_only_all_zero_memory_inits_are_dropped():
+    def cell(bits: str) -> str:
+        return (f"  cell $meminit_v2 ${len(bits)}\n    parameter \\WIDTH 2\n"
+                f"    connect \\DATA {len(bits)}'{bits}\n  end\n")
+
+    text = "module \\top\n" + cell("0000") + cell("0100") + "end\n"
+    kept = drop_zero_memory_init(text)
+    assert "4'0100" in kept and "4'0000" not in kept
+    assert kept.startswith("module \\top\n") and kept.endswith("  end\nend\n")

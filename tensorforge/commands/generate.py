@@ -3,7 +3,9 @@
 Writes into ``--out DIR``: ``accelerator.v`` (top module ``accelerator``), ``config.json`` (the
 `AcceleratorConfig`, reloadable with ``--config`` after conversion to TOML or by
 `AcceleratorConfig.from_dict`) and ``ports.md`` (the port list, the register map and the
-derived buffer geometry).
+derived buffer geometry). Memories are not zero-filled by ``initial`` blocks
+(`tensorforge.verilog_text`) unless ``--zero-init`` asks for it, e.g. for a simulator that
+starts memories at X and a bench that reads a line before writing it.
 """
 
 from __future__ import annotations
@@ -34,6 +36,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         required=True,
         metavar="DIR",
         help="output directory (created if missing)",
+    )
+    parser.add_argument(
+        "--zero-init",
+        action="store_true",
+        help="fill the memories with zeros in initial blocks (default: no initial value)",
     )
     add_hardware_arguments(parser)
     parser.set_defaults(func=run)
@@ -79,11 +86,11 @@ def port_summary(config: AcceleratorConfig, component) -> str:
     return "\n".join(lines)
 
 
-def generate(config: AcceleratorConfig, out: Path) -> dict[str, Path]:
+def generate(config: AcceleratorConfig, out: Path, *, zero_init: bool = False
+             ) -> dict[str, Path]:
     """Write the three files for ``config`` into ``out``; returns their paths by kind."""
-    from amaranth.back import verilog
-
     from tensorforge.hw.accelerator import TOP_NAME, Accelerator
+    from tensorforge.verilog_text import component_verilog
 
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -91,7 +98,7 @@ def generate(config: AcceleratorConfig, out: Path) -> dict[str, Path]:
         raise ConfigError(f"cannot create the output directory {out}: {error.strerror}") from None
     started = time.perf_counter()
     top = Accelerator(config)
-    text = verilog.convert(top, name=TOP_NAME, emit_src=False)
+    text = component_verilog(top, TOP_NAME, zero_init=zero_init)
     logger.info("converted %s in %.1f s", config.describe(), time.perf_counter() - started)
     paths = {
         "verilog": out / f"{TOP_NAME}.v",
@@ -106,7 +113,7 @@ def generate(config: AcceleratorConfig, out: Path) -> dict[str, Path]:
 
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    paths = generate(config, args.out)
+    paths = generate(config, args.out, zero_init=args.zero_init)
     print(f"{config.describe()}")
     for kind, path in paths.items():
         print(f"  {kind:8s} {path}")
