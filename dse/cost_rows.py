@@ -7,9 +7,10 @@ picks a table row per mapping (`SpaceRows`). Spaces stack when their operands' t
 dimensions (`cost_space.OperandSpec.dims`) have the same kinds in the same order once each
 operand's leading groups are padded to a common count: a group of one element changes no
 product, and every choice of one intrinsic for one layer has that form. Each mapping's
-device indices take the first columns; the columns after them, up to one past the widest
-space, are indices of size, tile and block 1 whose loop runs once (innermost), and the last
-column also stands for an intrinsic index that no workload index runs along.
+device indices take the first columns; the columns after them (up to one past the widest
+space where an operand needs it) are indices of size, tile and block 1 whose loop runs once
+(innermost), and the last column also stands for an intrinsic index that no workload index
+runs along.
 """
 
 from __future__ import annotations
@@ -145,6 +146,18 @@ class SpaceRows:
         return self.stack.spaces[0]
 
 
+def _needs_padding(spaces: list[LayerSpace]) -> bool:
+    """Whether some operand needs a column of ones past the widest space: to pad its groups
+    to the others' count, or for an intrinsic index no workload index runs along."""
+    for role in range(len(ROLES)):
+        specs = [s.operands[role] for s in spaces]
+        if len({sum(d.kind == GROUP for d in spec.dims) for spec in specs}) > 1:
+            return True
+        if any(p < 0 for spec in specs for d in spec.dims for p in d.positions):
+            return True
+    return False
+
+
 class SpaceStack:
     """Per-space constants of stackable `LayerSpace`s (`stack_classes`) as tables, built once."""
 
@@ -152,7 +165,7 @@ class SpaceStack:
         if len({signature(s) for s in spaces}) != 1:
             raise ValueError("these spaces do not stack: group them with stack_classes")
         self.spaces = tuple(spaces)
-        self.width = max(s.dims for s in spaces) + 1
+        self.width = max(s.dims for s in spaces) + _needs_padding(spaces)
         pad = self.width - 1
         count, width = len(spaces), self.width
         self.sizes = np.ones((count, width), dtype=I64)
