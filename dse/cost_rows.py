@@ -73,6 +73,19 @@ class OperandRows:
     uses: np.ndarray
 
 
+class _Gathered:
+    """A `SpaceStack` table of that name, gathered for the rows' spaces when first read."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, rows: SpaceRows | None, owner: type | None = None):
+        if rows is None:
+            return self
+        value = rows.__dict__[self.name] = rows._rows(getattr(rows.stack, self.name))
+        return value
+
+
 class SpaceRows:
     """The constants of each mapping's space, ``n`` rows of ``W`` columns (see the module
     docstring): device sizes and intrinsic blocks, the name order of each index (ties of the
@@ -90,29 +103,12 @@ class SpaceRows:
     def _rows(self, table: np.ndarray) -> np.ndarray:
         return np.take(table, self.space, axis=0)
 
-    @cached_property
-    def sizes(self) -> np.ndarray:
-        return self._rows(self.stack.sizes)
-
-    @cached_property
-    def block(self) -> np.ndarray:
-        return self._rows(self.stack.block)
-
-    @cached_property
-    def rank(self) -> np.ndarray:
-        return self._rows(self.stack.rank)
-
-    @cached_property
-    def chunkable(self) -> np.ndarray:
-        return self._rows(self.stack.chunkable)
-
-    @cached_property
-    def host_bytes(self) -> np.ndarray:
-        return self._rows(self.stack.host_bytes)
-
-    @cached_property
-    def useful(self) -> np.ndarray:
-        return self._rows(self.stack.useful)
+    sizes = _Gathered()
+    block = _Gathered()
+    rank = _Gathered()
+    chunkable = _Gathered()
+    host_bytes = _Gathered()
+    useful = _Gathered()
 
     @cached_property
     def operands(self) -> tuple[OperandRows, OperandRows, OperandRows]:
