@@ -19,7 +19,10 @@ cells the flow maps to) are left uncut and keep OpenSTA's propagated estimate.
 
 The mapped netlist is kept in the cache (`mapped_netlist`, keyed by the Verilog, technology
 and clock, not by activity), so one synthesis serves every run of a design; each annotated
-power analysis is an OpenSTA run of seconds, stored by the hash of its activities.
+power analysis is an OpenSTA run of seconds, stored by the hash of its activities. It reports
+the power by group of cells and, with ``report_power -instances``, each flip-flop's own: the
+flip-flops carry the RTL names (their output nets), the logic between them does not (its
+cells are Yosys' ``_123_``), so per-component power is the flip-flops' alone.
 """
 
 from __future__ import annotations
@@ -203,16 +206,21 @@ def mapped_netlist(verilog: str, top: str, *, tech: str = DEFAULT_TECH,
     cut, flops = cut_flop_inputs((staging / MAPPED_NETLIST).read_text(),
                                  flop_cells(liberty.read_text()))
     (staging / CUT_NETLIST).write_text(cut)
+    # A technology may write its macros' Liberty into the run directory (OSU): it moves
+    # with the netlist.
+    own = {path.name for path in mapped.mapping.sta_liberties
+           if path.resolve().parent == staging.resolve()}
     netlist = MappedNetlist(
         key=key, directory=directory, top=top, tech=target.name, clock_ns=clock_ns,
         clock_port=mapped.clock_port,
-        liberties=(str(liberty), *(str(path) for path in mapped.mapping.sta_liberties)),
+        liberties=(str(liberty), *(str(directory / path.name) if path.name in own else str(path)
+                                   for path in mapped.mapping.sta_liberties)),
         flops=tuple(flops), macros=tuple(mapped.mapping.macros),
         logic_area_um2=mapped.stat.area or 0.0, macro_area_um2=mapped.mapping.area_um2,
         cells=mapped.stat.cells,
     )
     (staging / METADATA).write_text(netlist.to_json())
-    keep = {MAPPED_NETLIST, CUT_NETLIST, METADATA}
+    keep = {MAPPED_NETLIST, CUT_NETLIST, METADATA, *own}
     for path in staging.iterdir():
         if path.name not in keep:
             shutil.rmtree(path) if path.is_dir() else path.unlink()
