@@ -145,7 +145,7 @@ def cut_flop_inputs(netlist: str, cells: dict[str, FlopCell]) -> tuple[str, list
 class MappedNetlist:
     """A design mapped onto a technology, kept in the cache for activity-annotated power.
 
-    ``directory`` holds the netlist and its cut copy; ``flops`` are in cut-port order;
+    ``directory`` holds the cut netlist (`cut_flop_inputs`); ``flops`` are in cut-port order;
     ``macros`` are the flow's macro entries (``read_pj``, ``write_pj``, ``cols``, ``copies``,
     ``leakage_mw`` per memory, by its Yosys name ``instance``).
     """
@@ -220,7 +220,7 @@ def mapped_netlist(verilog: str, top: str, *, tech: str = DEFAULT_TECH,
         cells=mapped.stat.cells,
     )
     (staging / METADATA).write_text(netlist.to_json())
-    keep = {MAPPED_NETLIST, CUT_NETLIST, METADATA, *own}
+    keep = {CUT_NETLIST, METADATA, *own}  # the cut netlist holds the mapped one (~6 MB each)
     for path in staging.iterdir():
         if path.name not in keep:
             shutil.rmtree(path) if path.is_dir() else path.unlink()
