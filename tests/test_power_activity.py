@@ -278,3 +278,37 @@ def test_simulate_power_emits_the_split(measured, capsys):
         power["total_mw"] * power["cycles"] * power["clock_ns"] * 1e-6)
     assert (power["flops_annotated"], power["flops_total"]) == (run.flops_annotated,
                                                                  run.flops_total)
+
+
+COUNTER_VERILOG = """\
+module counter(clk, rst, q);
+  input clk;
+  input rst;
+  output [3:0] q;
+  reg [3:0] count = 4'd0;
+  always @(posedge clk)
+    if (rst) count <= 4'd0;
+    else count <= count + 4'd1;
+  assign q = count;
+endmodule
+"""
+
+
+@pytest.mark.synth
+def test_flop_rates_propagate_through_the_logic_they_drive(tmp_path):
+    """A 4-bit counter mapped onto IHP cells: its incrementer switches only when the flops
+    that feed it toggle, so OpenSTA must carry the flops' annotated rates into the logic."""
+    from tensorforge.fpga.netlist_power import annotated_power, mapped_netlist
+    from tensorforge.store import ResultStore
+
+    netlist = mapped_netlist(COUNTER_VERILOG, "counter")
+    assert len(netlist.flops) == 4
+    store = ResultStore(tmp_path / "results.sqlite")
+    quiet = annotated_power(netlist, {}, {}, store=store)
+    counting = annotated_power(  # bit k of a counter toggles every 2^k cycles
+        netlist, {flop.instance: 1 / 2 ** int(flop.output_net[-2]) for flop in netlist.flops},
+        {}, store=store)
+    assert quiet.groups["Combinational"].switching == 0
+    assert counting.groups["Combinational"].switching > 0
+    assert counting.groups["Sequential"].total > quiet.groups["Sequential"].total
+    assert set(counting.flops) == {flop.instance for flop in netlist.flops}
