@@ -12,6 +12,9 @@ than random ones, and power follows.
 Host side: `input_ports` lists a design's inputs from its Verilog, `PortActivity` turns
 toggle counts into rates, and `estimate_power` synthesizes the design with them and returns
 area, power, and energy = power x cycles x clock period.
+
+This is the quick estimate (ports only, OpenSTA guesses the registers). `tensorforge.sim.power`
+measures every register's activity instead; ``simulate --power`` uses that.
 """
 
 from __future__ import annotations

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tensorforge.errors import SimulationError
 from tensorforge.sim.activity import PortActivity
 from tensorforge.sim.axi_traffic import Traffic
+
+if TYPE_CHECKING:
+    from tensorforge.sim.register_activity import RegisterActivity
 
 #: Mismatching elements an `RtlResult` keeps (the first ones, in C order).
 MISMATCHES_KEPT = 10
@@ -58,7 +61,7 @@ class RtlResult:
     instructions: int
     sim_seconds: float
     activity: PortActivity | None = None
-    register_activity: Any = None  # tensorforge.sim.register_activity.RegisterActivity
+    register_activity: RegisterActivity | None = None
     test_dir: Path | None = None
     waveform: Path | None = None
     counters: dict[str, int] = field(default_factory=dict)
