@@ -47,6 +47,7 @@ def program_power(workload, mapping, config: AcceleratorConfig, *,
     power["total_mw"] = power["logic_mw"] + power["memory_mw"] + leakage_mw
     return {
         "model": getattr(hardware_model, "version", type(hardware_model).__name__),
+        "technology": getattr(hardware_model, "tech", None),
         "clock_ns": period_ns,
         "cycles": row["cycles"],
         "power_mw": power,

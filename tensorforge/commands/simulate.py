@@ -81,6 +81,12 @@ def _print_table(summary: dict, power: dict | None) -> None:
     ]
     if "memory" in summary:
         rows.insert(1, ("DRAM", summary["memory"]["name"]))
+    if "model_power" in summary:
+        model = summary["model_power"]
+        error = summary.get("model_power_error")
+        rows.append((f"model power mW ({model['technology']}, {model['clock_ns']:g} ns)",
+                     f"{model['power_mw']['total_mw']:.3f}"
+                     + (f" ({error:+.1%})" if error is not None else "")))
     if power is not None:
         energy = power["energy_uj"]
         rows += [
@@ -112,6 +118,17 @@ def model_summary(workload, mapping, config, memory, rtl_cycles: int) -> dict:
             "model_error": cycles / rtl_cycles - 1 if rtl_cycles else None}
 
 
+def model_power_summary(workload, mapping, config, memory, clock_ns: float) -> dict:
+    """The default hardware model's on-chip power and energy of the same program at
+    ``clock_ns`` (`dse.model_power.program_power`), where that model prices events."""
+    from tensorforge.dse.model_power import program_power
+
+    model = program_power(workload, mapping, config, memory=memory, clock_ns=clock_ns)
+    if model is None:
+        return {}
+    return {"model_power": model, "model_energy_uj": model["energy_uj"]}
+
+
 def run(args: argparse.Namespace) -> int:
     from tensorforge.api import resolve_mapping
     from tensorforge.sim.rtl_run import run_on_rtl
@@ -130,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
     summary = result.to_dict()
     summary["memory"] = {"name": memory.describe(), **memory.to_dict()}
     summary.update(model_summary(workload, mapping, config, memory, result.cycles))
+    summary.update(model_power_summary(workload, mapping, config, memory, args.clock_ns))
     power = None
     if args.power:
         from tensorforge.sim.power import power_of_activity
@@ -137,6 +155,9 @@ def run(args: argparse.Namespace) -> int:
         power = power_of_activity(config, result.register_activity, clock_ns=args.clock_ns,
                                   tech=args.tech).to_dict()
         summary["power"] = power
+        model = summary.get("model_power")
+        if model is not None and args.tech == model["technology"]:
+            summary["model_power_error"] = model["power_mw"]["total_mw"] / power["total_mw"] - 1
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
