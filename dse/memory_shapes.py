@@ -29,7 +29,6 @@ fetch queue            ``fetch_chunks - 1`` chunks of max(instruction, bus width
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass
 
 from tensorforge.config import AcceleratorConfig
@@ -98,17 +97,15 @@ class MemoryCost:
     """What the flow builds for an accelerator's memories: macro area (um^2), leakage (mW) and
     count, the bits read through a multiplexer between macro rows (the wrappers' glue), the
     flip-flop estimate of memories left to flip-flops (a feature of the logic fit, not part of
-    the macro area), the slowest macro's clock-to-output delay (ns), the deepest row
-    multiplexer's levels, and the macros' energy (pJ) of a line read and written in each
-    memory, as the flow charges them (`fpga.ihp_sg13g2.access_power_mw`)."""
+    the macro area), the macros' energy (pJ) of a line read and written in each memory, as
+    the flow charges them (`fpga.ihp_sg13g2.access_power_mw`), and the largest array's macro
+    count."""
 
     macro_area_um2: float
     macro_leakage_mw: float
     macro_count: int
     muxed_bits: int
     flop_area_um2: float
-    slowest_access_ns: float
-    mux_levels: int
     access_pj: float  # one line read and one written in every memory
     widest_array: int  # macros of the largest array: the fan-out of its address and controls
 
@@ -117,8 +114,8 @@ class MemoryCost:
 def memory_cost(config: AcceleratorConfig, prefix: str = "") -> MemoryCost:
     """The cost of the memories of ``config`` whose instance starts with ``prefix``
     (``"scratchpad."``, ``"accumulator."``, ``"controller."``; empty: all)."""
-    area = leakage = flops = access = energy = 0.0
-    count = muxed = levels = widest = 0
+    area = leakage = flops = energy = 0.0
+    count = muxed = widest = 0
     for memory in memory_requests(config):
         if not memory.instance.startswith(prefix):
             continue
@@ -131,11 +128,9 @@ def memory_cost(config: AcceleratorConfig, prefix: str = "") -> MemoryCost:
         leakage += array.leakage_nw * 1e-6
         count += array.count
         muxed += memory.request.bits * (array.rows - 1) * array.copies
-        access = max(access, array.macro.access_ns)
-        levels = max(levels, math.ceil(math.log2(array.rows)))
         energy += array.cols * array.copies * (array.macro.read_pj + array.macro.write_pj)
         widest = max(widest, array.count)
-    return MemoryCost(area, leakage, count, muxed, flops, access, levels, energy, widest)
+    return MemoryCost(area, leakage, count, muxed, flops, energy, widest)
 
 
 def memory_glue(config: AcceleratorConfig, prefix: str) -> dict[str, float]:

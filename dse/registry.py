@@ -32,8 +32,8 @@ EVALUATORS: dict[str, str] = {
 #: is calibrated on IHP SG13G2 synthesis of the generated RTL (docs/cost_model.md); the 45 nm
 #: first-order model stays for comparison, the OSU 0.18 um fit for the second ASIC target.
 HARDWARE_MODELS: dict[str, str] = {
-    "first-order": "tensorforge.dse.evaluate:FirstOrderAreaPower",
     "synthesis": "tensorforge.dse.area_power:SynthesisAreaPower",
+    "first-order": "tensorforge.dse.evaluate:FirstOrderAreaPower",
     "synthesis-osu018": "tensorforge.dse.area_power:osu018_model",
 }
 
