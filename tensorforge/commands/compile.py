@@ -1,8 +1,13 @@
 """`tensorforge compile`: workload + accelerator + mapping -> program binary.
 
-``--check`` runs the functional simulator on seeded random inputs and exits 0 only if the
-result equals the workload's numpy reference; ``--json`` prints the tensorize choice, the
-mapping, the DRAM layouts, instruction counts, DRAM traffic and the memory compiled for.
+``--out DIR`` writes what a user's own project needs (`tensorforge.project_files`): the
+program and its disassembly, the packed DRAM image of seeded inputs, the register values, the
+expected output, a C header of the accelerator's parameters and memory map, and a cocotb test
+that runs them on ``accelerator.v``. A path ending in ``.bin`` writes the instruction binary
+only (what ``tensorforge run`` takes). ``--check`` runs the functional simulator on seeded
+random inputs and exits 0 only if the result equals the workload's numpy reference;
+``--json`` prints the tensorize choice, the mapping, the DRAM layouts, instruction counts,
+DRAM traffic and the memory compiled for.
 
 The default mapper ranks tilings on the DRAM the program will run on (its latency and the
 bursts it keeps in flight decide between few long transfers and many short ones), so the
@@ -32,11 +37,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "program.",
     )
     add_workload_arguments(parser)
-    parser.add_argument("--out", type=Path, help="write the program binary here")
+    parser.add_argument("--out", type=Path, metavar="DIR",
+                        help="write the program, DRAM image, register values, expected output, "
+                        "C header and a cocotb test into DIR (a path ending in .bin: the "
+                        "instruction binary only)")
     parser.add_argument("--check", action="store_true",
                         help="run the functional simulator on random inputs and compare with "
                         "the numpy reference")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the --check inputs")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the --check inputs and of those --out DIR packs")
     parser.add_argument("--json", action="store_true", help="print a JSON summary")
     parser.add_argument("--save-mapping", type=Path, help="write the mapping as JSON here")
     add_hardware_arguments(parser)
@@ -55,8 +64,12 @@ def run(args: argparse.Namespace) -> int:
     memory = memory_from_args(args)
     mapping = resolve_mapping(workload, config, args.mapping, memory)
     program = generate(workload, mapping, config)
-    if args.out:
+    if args.out and args.out.suffix == ".bin":
         args.out.write_bytes(program.encode())
+    elif args.out:
+        from tensorforge.project_files import write_project_files
+
+        write_project_files(program, args.out, seed=args.seed, memory=memory)
     if args.save_mapping:
         args.save_mapping.write_text(mapping.to_json())
     summary = program.describe()
