@@ -46,11 +46,12 @@ WINDOW_FILE = "activity.dat"
 #: The top's counter of clock cycles while ``free_run`` is high.
 CYCLE_COUNTER = "activity_cycles"
 #: Verilator skips toggle coverage of signals wider than ``--coverage-max-width`` (256 by
-#: default; the accelerator's instruction words and buffer lines are wider) and of signals
-#: whose names start with ``_`` (Amaranth's ``_0_``, a memory's read register): both are
-#: wanted, so the width is raised and ``--coverage-underscore`` given.
+#: default; the accelerator's instruction words, buffer lines and a 16x16 array's partial sums,
+#: 8192 bits, are wider) and of signals whose names start with ``_`` (Amaranth's ``_0_``, a
+#: memory's read register): both are wanted, so the width is raised and
+#: ``--coverage-underscore`` given. A flip-flop left uncovered still gets the mean rate.
 COVERAGE_BUILD_OPTIONS = (*SIM_BUILD_OPTIONS, "--coverage-toggle", "--coverage-underscore",
-                          "--coverage-max-width", "8192")
+                          "--coverage-max-width", "65536")
 
 _CONTEXT = "vlSymsp->_vm_contextp__->coveragep()"
 _WINDOW = f"""\
