@@ -43,6 +43,7 @@ def build(verilog: Path, build_dir: Path) -> None:
 def test(build_dir: Path, test_dir: Path = HERE) -> Path:
     """Run the test on a model built in ``build_dir``; returns the results file."""
     _find_verilator()
+    Path(test_dir).mkdir(parents=True, exist_ok=True)
     if str(HERE) not in sys.path:  # the runner hands sys.path to the simulator's Python
         sys.path.insert(0, str(HERE))
     return get_runner("verilator").test(
