@@ -6,10 +6,13 @@ can be fixed (``rows = 16``), given a range (``spad_kib = {low = 32, high = 512,
 power_of_two = true}``) or a list (``interconnect = {choices = ["systolic", "none"]}``), from
 a TOML file or a dict; whatever is not mentioned keeps the default space's domain.
 
-A point whose primitives contradict each other (a weight-stationary CONV2D with no per-PE
-memory for its taps, a scratchpad too large for the ISA's address field) is not an error of
-the search: `HardwareSpace.to_config` raises the `ConfigError`, and the co-design loop records
-the point as infeasible with that message, so the optimizer learns where the valid region is.
+The space is conditional: primitives that contradict each other (a weight-stationary CONV2D
+with no per-PE memory for its taps, a scratchpad too large for the ISA's address field, a
+dataflow the intrinsic has no schedule for) are never proposed. The space's repair
+(`tensorforge.dse.hw_repair`) moves every drawn point to the nearest buildable one, so
+every optimizer's ``ask`` returns points `HardwareSpace.to_config` accepts. A point given
+by hand may still contradict itself: `to_config` raises the `ConfigError`, and the co-design
+loop records it as infeasible with that message.
 
 Both intrinsics of the default space run every layer of every zoo model, some only through
 padded tensorize choices that idle part of the array (depthwise convolutions on either,
@@ -32,24 +35,27 @@ from tensorforge.config import (
     ScratchpadConfig,
     read_toml,
 )
+from tensorforge.dse.hw_repair import HardwareRepair
 from tensorforge.dse.space import Space, variable_from_spec
 from tensorforge.errors import ConfigError
 from tensorforge.units import Bytes
 
 #: Primitive name -> its domain in the default space, in the TOML/dict form of `Space`.
-#: Sized for a laptop sweep: a few hundred thousand points, arrays from 8x8 to 64x64 (the
-#: largest ones exceed HASCO's 2 W edge budget under the first-order model), scratchpads
-#: from 32 KiB to 512 KiB.
+#: Sized for a laptop sweep: about two million grid points (fewer buildable ones: the repair
+#: moves the rest), every intrinsic with each dataflow it has a schedule for, arrays from 8x8
+#: to 64x64 (the largest ones exceed HASCO's 2 W edge budget under the first-order model),
+#: scratchpads from 32 KiB to 512 KiB, accumulators from 16 KiB to 128 KiB, and the DMA bus
+#: width, which the area/power model charges for (its DMA term).
 DEFAULT_SPACE: dict[str, Any] = {
-    "intrinsic": {"choices": ["gemm", "conv2d"]},
+    "intrinsic": {"choices": ["gemm", "conv2d", "gemv", "dot"]},
     "rows": {"low": 8, "high": 64, "power_of_two": True},
     "cols": {"low": 8, "high": 64, "power_of_two": True},
     "interconnect": {"choices": ["systolic", "none", "full"]},
-    "dataflow": {"choices": ["ws", "os"]},
+    "dataflow": {"choices": ["ws", "os", "is"]},
     "local_bytes": {"choices": [0, 16, 64]},
     "spad_kib": {"low": 32, "high": 512, "power_of_two": True},
     "banks": {"choices": [1, 2, 4, 8]},
-    "acc_kib": 32,
+    "acc_kib": {"low": 16, "high": 128, "power_of_two": True},
     "bus_bits": {"choices": [64, 128, 256]},
     "max_burst": {"low": 4, "high": 64, "power_of_two": True},
     # the cost model prices its latency hiding (cost_trace, rtl_parameters) but the area model
@@ -94,7 +100,10 @@ class HardwareSpace:
         self.spec: dict[str, Any] = {
             name: spec.get(name, DEFAULT_SPACE[name]) for name in DEFAULT_SPACE
         }
-        self.space = Space([variable_from_spec(name, value) for name, value in self.spec.items()])
+        variables = [variable_from_spec(name, value) for name, value in self.spec.items()]
+        repair = HardwareRepair([v.name for v in variables], [v.values for v in variables],
+                                self.to_config)
+        self.space = Space(variables, repair=repair)
 
     @classmethod
     def from_toml(cls, path: str | Path) -> HardwareSpace:

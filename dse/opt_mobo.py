@@ -357,7 +357,8 @@ def _skewness(values: np.ndarray) -> np.ndarray:
 
 def _neighbours(space: Space, parents: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
     """``n x d`` genomes, each a random parent (``p x d``) with one or two free variables
-    changed: ordered ones by a step of one, categorical ones to any other value."""
+    changed: ordered ones by a step of one, categorical ones to any other value; then
+    repaired (a conditional space)."""
     free = np.flatnonzero(space.sizes > 1)
     if n <= 0 or parents.shape[0] == 0 or free.size == 0:
         return np.zeros((0, space.dim), dtype=np.int64)
@@ -374,4 +375,4 @@ def _neighbours(space: Space, parents: np.ndarray, n: int, rng: np.random.Genera
         # Any other value of a category: shift by 1..size-1 modulo size.
         shifted = (current + rng.integers(1, np.maximum(size, 2))) % size
         children[rows, column] = np.where(ordered[column], stepped, shifted)
-    return children
+    return space.repair(children)

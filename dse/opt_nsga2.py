@@ -10,6 +10,8 @@ generations, so its operators are made for the grid rather than borrowed from th
 * a grid mutation (`GridMutation`) that changes at least one variable per child: an ordered
   variable steps to a neighbouring value, sometimes jumps anywhere; a categorical takes any
   other category;
+* the space's repair (`SpaceRepair`) on every child, so offspring of a conditional space
+  are points it may propose (pymoo runs it before the duplicate check);
 * duplicate elimination against every design evaluated so far, not just the current
   population, so pymoo's mating loop keeps breeding until a child is new and no trial of the
   budget is spent on a design already known.
@@ -33,6 +35,7 @@ from pymoo.core.evaluator import Evaluator
 from pymoo.core.mutation import Mutation
 from pymoo.core.population import Population
 from pymoo.core.problem import Problem as PymooProblem
+from pymoo.core.repair import Repair
 from pymoo.operators.crossover.ux import UniformCrossover
 from pymoo.problems.static import StaticProblem
 
@@ -78,6 +81,19 @@ class GridMutation(Mutation):
         local = self.ordered & (rng.random((n, d)) >= self.jump)
         mutated = np.where(local, neighbour, anywhere)
         return np.where(change, mutated, genomes).astype(float)
+
+
+class SpaceRepair(Repair):
+    """The space's repair on pymoo's ``n x free`` vectors (fixed variables have index 0)."""
+
+    def __init__(self, space: Space, free: np.ndarray) -> None:
+        super().__init__()
+        self.space, self.free = space, free
+
+    def _do(self, problem, X, **kwargs):  # noqa: ANN001 (pymoo's signature)
+        genomes = np.zeros((len(X), self.space.dim), dtype=np.int64)
+        genomes[:, self.free] = np.rint(np.asarray(X, dtype=float)).astype(np.int64)
+        return self.space.repair(genomes)[:, self.free].astype(float)
 
 
 class UnseenElimination(DefaultDuplicateElimination):
@@ -157,6 +173,7 @@ class NSGA2Search(Optimizer):
             sampling=initial[:, self._free],
             crossover=UniformCrossover(prob=0.9),
             mutation=GridMutation(self.space.sizes[self._free], ordered, jump),
+            repair=SpaceRepair(self.space, self._free),
             eliminate_duplicates=UnseenElimination(
                 self.space, self._free, lambda: self._results.keys() | self._outstanding
             ),

@@ -182,6 +182,9 @@ class PorosSearch(Optimizer):
         genomes = np.zeros((self.batch, self.space.dim), dtype=np.int64)
         hardware = len(self._free)
         genomes[:, self._free] = actions[:, :hardware].numpy()
+        # A conditional space moves some draws; the policy learns from what was evaluated.
+        genomes = self.space.repair(genomes)
+        actions[:, :hardware] = torch.as_tensor(genomes[:, self._free], dtype=actions.dtype)
         points = self.space.decode(genomes)
         width = len(LAYER_ACTIONS)
         for point, row in zip(points, actions, strict=True):

@@ -13,12 +13,17 @@ dicts directly: they see one of three encodings, each suited to a different kind
   ``none`` and ``full``; fixed variables give none.
 
 The space knows nothing about accelerators; another module maps ``AcceleratorConfig`` onto it.
+Where some combinations of values can never be valid (a conditional space), that module gives
+the space a *repair*: ``n x d`` genomes -> the nearest valid genomes, the identity on valid
+ones. Every draw the space makes (`sample_genomes`, `sample_unseen`, `from_unit`) is repaired,
+and optimizers that make genomes of their own (mutation, neighbours, a policy) call `repair`,
+so no optimizer proposes a point that cannot be built.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -227,10 +232,15 @@ def variable_from_spec(name: str, spec: Any) -> Variable:
     )
 
 
-class Space:
-    """An ordered collection of variables: the product of their domains."""
+#: ``n x d`` genomes -> ``n x d`` valid genomes (see the module docstring).
+Repair = Callable[[np.ndarray], np.ndarray]
 
-    def __init__(self, variables: Sequence[Variable]) -> None:
+
+class Space:
+    """An ordered collection of variables: the product of their domains, less the points
+    ``repair`` moves (None: every point is valid)."""
+
+    def __init__(self, variables: Sequence[Variable], repair: Repair | None = None) -> None:
         variables = tuple(variables)
         if not variables:
             raise ConfigError("the design space is empty: it has no variables")
@@ -245,6 +255,8 @@ class Space:
         self.names = tuple(names)
         self.sizes = np.array([v.size for v in variables], dtype=np.int64)
         self._values = [v.values for v in variables]
+        self._repair = repair
+        self._valid_ranks: np.ndarray | None = None  # enumerated spaces: every valid rank
 
     @classmethod
     def from_dict(cls, spec: Mapping[str, Any]) -> Space:
@@ -273,6 +285,20 @@ class Space:
     def cardinality(self) -> int:
         """Number of distinct design points (an exact Python int; may be huge)."""
         return math.prod(int(s) for s in self.sizes)
+
+    # --- validity --------------------------------------------------------------------------
+
+    def repair(self, genomes: np.ndarray) -> np.ndarray:
+        """The nearest valid genomes (``n x d``) to ``genomes`` (``n x d``); valid ones stay."""
+        genomes = self.check_genomes(genomes)
+        if self._repair is None or not genomes.shape[0]:
+            return genomes
+        return self.check_genomes(self._repair(genomes))
+
+    def valid(self, genomes: np.ndarray) -> np.ndarray:
+        """``n`` bools: the genome is a point the space may propose."""
+        genomes = self.check_genomes(genomes)
+        return (self.repair(genomes) == genomes).all(axis=1)
 
     # --- genome <-> point -------------------------------------------------------------------
 
@@ -325,7 +351,7 @@ class Space:
         if unit.ndim != 2 or unit.shape[1] != self.dim:
             raise ValueError(f"unit points must be n x {self.dim}, got shape {unit.shape}")
         cells = np.floor(np.clip(unit, 0.0, 1.0) * self.sizes).astype(np.int64)
-        return np.minimum(cells, self.sizes - 1)
+        return self.repair(np.minimum(cells, self.sizes - 1))
 
     def features(self, genomes: np.ndarray) -> np.ndarray:
         """Surrogate-model inputs (``n x feature_dim``, in ``[0, 1]``) for ``n x d`` genomes."""
@@ -336,8 +362,9 @@ class Space:
     # --- sampling and enumeration -----------------------------------------------------------
 
     def sample_genomes(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        """``n x d`` genomes drawn uniformly (with replacement) from the whole space."""
-        return rng.integers(0, self.sizes, size=(n, self.dim), dtype=np.int64)
+        """``n x d`` genomes drawn uniformly (with replacement) from the whole grid, then
+        repaired (so a valid point near many invalid ones is drawn more often)."""
+        return self.repair(rng.integers(0, self.sizes, size=(n, self.dim), dtype=np.int64))
 
     def sample(self, n: int, rng: np.random.Generator) -> list[dict[str, Any]]:
         """``n`` design points drawn uniformly, with replacement."""
@@ -381,7 +408,7 @@ class Space:
             return np.zeros((0, self.dim), dtype=np.int64)
         if self.cardinality <= ENUMERATION_LIMIT:
             remaining = np.setdiff1d(
-                np.arange(self.cardinality, dtype=np.int64),
+                self._enumerated_valid_ranks(),
                 np.fromiter(seen, dtype=np.int64, count=len(seen)),
                 assume_unique=True,
             )
@@ -396,6 +423,15 @@ class Space:
                     if len(found) == n:
                         return np.stack(list(found.values()))
         return np.stack(list(found.values())) if found else np.zeros((0, self.dim), np.int64)
+
+    def _enumerated_valid_ranks(self) -> np.ndarray:
+        """Every valid rank of an enumerable space, worked out once."""
+        if self._valid_ranks is None:
+            ranks = np.arange(self.cardinality, dtype=np.int64)
+            if self._repair is not None:
+                ranks = ranks[self.valid(self.unrank(ranks))]
+            self._valid_ranks = ranks
+        return self._valid_ranks
 
     def __iter__(self) -> Iterator[Variable]:
         return iter(self.variables)

@@ -77,8 +77,11 @@ def test_depthwise_strided_and_matrix_layers_need_padding_where_expected():
     mobilenet = {la.name: la for la in load_model("mobilenet_v2").layers}
     for name in ("block1_depthwise", "block2_depthwise"):
         la = mobilenet[name]
-        for intrinsic in DEFAULT_INTRINSICS:  # depthwise: channels in every tensor
+        for intrinsic in ("gemm", "conv2d"):  # depthwise: channels in every tensor
             assert layer_coverage(name, la.workload, la.count, intrinsic).padded
+        for intrinsic in ("gemv", "dot"):  # a vector intrinsic takes the channels as a batch
+            coverage = layer_coverage(name, la.workload, la.count, intrinsic)
+            assert coverage.covered and not coverage.padded
     conv1 = mobilenet["conv1"]  # stride 2: slides on nothing, but GEMM takes it in full
     assert layer_coverage("conv1", conv1.workload, 1, "conv2d").padded
     assert not layer_coverage("conv1", conv1.workload, 1, "gemm").padded
@@ -174,12 +177,16 @@ def test_padded_programs_match_numpy_on_rtl(config_name, tmp_path):
 
 
 def test_explore_reports_the_share_of_macs_it_evaluated(tmp_path, capsys):
-    """Two depthwise layers (padded on both default intrinsics): every evaluated design runs
-    all their MACs, all through padded choices, and the report and the summary say so."""
+    """Two depthwise layers (padded on gemm and conv2d, the intrinsics searched here):
+    every evaluated design runs all their MACs, all through padded choices, and the report and
+    the summary say so."""
     from tensorforge.cli import main
 
     text, sizes = LAYERS["depthwise"]
+    space = tmp_path / "space.toml"
+    space.write_text('intrinsic = {choices = ["gemm", "conv2d"]}\n')
     args = ["explore", "--workload", text, "--sizes", sizes, "--sizes", "c=8,x=4,y=4,r=1,s=1",
+            "--space", str(space),
             "--evaluator", "first-order", "--hardware-model", "first-order",
             "--method", "random", "--trials", "4", "--workers", "1", "--seed", "1",
             "--store", str(tmp_path / "sweeps.sqlite"), "--out", str(tmp_path / "out")]

@@ -28,16 +28,10 @@ CONV = "C[k,x,y] += A[c,x+r,y+s] * B[k,c,r,s]"
 def test_points_round_trip_through_configs() -> None:
     space = HardwareSpace()
     rng = np.random.default_rng(1)
-    valid = 0
-    for point in space.space.sample(200, rng):
-        try:
-            config = space.to_config(point)
-        except ConfigError:
-            continue
-        valid += 1
+    for point in space.space.sample(200, rng):  # the space is conditional: every draw builds
+        config = space.to_config(point)
         assert HardwareSpace.point_of(config) == point
         assert AcceleratorConfig.from_dict(config.to_dict()) == config
-    assert valid > 100  # the default space is mostly valid designs
 
 
 def test_toml_prunes_like_hasco_listing_2(tmp_path) -> None:
@@ -51,6 +45,7 @@ def test_toml_prunes_like_hasco_listing_2(tmp_path) -> None:
         "interconnect",
         "dataflow",
         "local_bytes",
+        "acc_kib",
         "bus_bits",
         "max_burst",
     }
@@ -59,7 +54,7 @@ def test_toml_prunes_like_hasco_listing_2(tmp_path) -> None:
         assert (config.array.rows, config.array.cols, config.scratchpad.banks) == (16, 16, 4)
         assert config.scratchpad.capacity == 256 * 1024
         assert config.dma.max_burst in (4, 8, 16)
-    assert space.cardinality == 3 * 2 * 2 * 3 * 3
+    assert space.cardinality == 3 * 3 * 2 * 4 * 3 * 3
 
 
 def test_space_table_form_is_accepted(tmp_path) -> None:
