@@ -120,21 +120,22 @@ def test_identical_layers_are_merged() -> None:
         merge_layers([])
 
 
-def test_invalid_points_are_recorded_infeasible(tmp_path) -> None:
-    space = HardwareSpace(
-        {
-            **SMALL_SPACE,
-            "intrinsic": "conv2d",
-            "dataflow": "ws",
-            "local_bytes": {"choices": [0, 16]},
-        }
-    )
-    result = run_sweep(_spec(space=space, trials=8), store=SweepStore(tmp_path / "s.sqlite"))
-    infeasible = [t for t in result.trials if t.status == INFEASIBLE]
-    assert infeasible, "local_bytes = 0 makes a weight-stationary CONV2D invalid"
-    for trial in infeasible:
-        assert trial.point["local_bytes"] == 0 and "local_bytes" in trial.error
-    assert all(t.point["local_bytes"] == 16 for t in result.trials if t.status == OK)
+def test_invalid_points_are_repaired_or_recorded_infeasible(tmp_path) -> None:
+    """A weight-stationary CONV2D needs local memory for its taps: where the space offers
+    some, the repair moves every draw there; where it offers none, nothing can be mended and
+    each trial is recorded infeasible with the reason."""
+    conv_ws = {**SMALL_SPACE, "intrinsic": "conv2d", "dataflow": "ws"}
+    mendable = HardwareSpace({**conv_ws, "local_bytes": {"choices": [0, 16]}})
+    result = run_sweep(_spec(space=mendable, trials=8),
+                       store=SweepStore(tmp_path / "mendable.sqlite"))
+    assert len(result.trials) == 8 and all(t.status == OK for t in result.trials)
+    assert all(t.point["local_bytes"] == 16 for t in result.trials)
+
+    unmendable = HardwareSpace({**conv_ws, "local_bytes": 0})
+    result = run_sweep(_spec(space=unmendable, trials=3),
+                       store=SweepStore(tmp_path / "unmendable.sqlite"))
+    assert result.trials and all(t.status == INFEASIBLE for t in result.trials)
+    assert all("local_bytes" in t.error for t in result.trials)
 
 
 @pytest.mark.parametrize("hard", [False, True], ids=["exception", "process-death"])

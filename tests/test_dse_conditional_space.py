@@ -6,9 +6,9 @@ import pickle
 
 import numpy as np
 import pytest
-import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_dse_optimizers import FAST_OPTIONS, one_thread  # noqa: F401 (one_thread: a fixture)
 
 from tensorforge.config import DATAFLOWS, MAX_ACC_LINES, MAX_SPAD_LINES, Dataflow
 from tensorforge.dse.hwspace import DEFAULT_SPACE, HardwareSpace
@@ -17,22 +17,8 @@ from tensorforge.dse.problem import Problem
 from tensorforge.errors import ConfigError
 from tensorforge.intrinsics import Intrinsic
 
-#: Small candidate pools for the GP methods (as tests/test_dse_optimizers.py), so a run is
-#: seconds; poros draws batches of 8.
-FAST_OPTIONS = {
-    "mobo": {"candidates": 128, "mc_samples": 8},
-    "shibo": {"objective": "parego", "pool": 30},
-    "unico": {"pool": 30},
-    "poros": {"batch": 8},
-}
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+#: The optimizer tests' small pools (a run is seconds); poros draws batches of 8.
+FAST_OPTIONS = {**FAST_OPTIONS, "poros": {"batch": 8}}
 
 
 def builds(space: HardwareSpace, point: dict) -> bool:
