@@ -2,7 +2,8 @@
 beside the power it measures on the netlist, and that a sweep's energy is made of.
 
 The program's events (`program_events`) are priced by the hardware model's technology
-(`HardwareCost.energies`), over the cycle model's time for the program (`evaluate_mapping`),
+(`HardwareCost.energies`), over the cycle model's time for the program on the device
+(`evaluate_mapping`, without the host's re-layout of its inputs, which the RTL does not run),
 plus the clock's energy per cycle and the leakage. The clock may differ from the hardware
 model's own: the clock's power scales with the frequency, an event's energy does not.
 """
@@ -34,7 +35,8 @@ def program_power(workload, mapping, config: AcceleratorConfig, *,
     if not row["legal"]:
         return None
     period_ns = clock_ns if clock_ns is not None else 1e3 / hardware.clock_mhz
-    span_ns = row["cycles"] * period_ns
+    device_cycles = row["cycles"] - row["host_cycles"]  # the run itself, as the RTL's
+    span_ns = device_cycles * period_ns
     split = hardware.energies.split_pj({name: row[name] for name in EVENTS})
     clock_mw = hardware.clock_power_w * 1e3 * (1e3 / period_ns) / hardware.clock_mhz
     leakage_mw = hardware.static_power_w * 1e3
@@ -49,7 +51,7 @@ def program_power(workload, mapping, config: AcceleratorConfig, *,
         "model": getattr(hardware_model, "version", type(hardware_model).__name__),
         "technology": getattr(hardware_model, "tech", None),
         "clock_ns": period_ns,
-        "cycles": row["cycles"],
+        "cycles": device_cycles,
         "power_mw": power,
         "energy_uj": power["total_mw"] * span_ns * 1e-6,
         "dram_energy_uj": split["dram"] * 1e-6,
