@@ -87,7 +87,7 @@ def test_repair_changes_only_what_it_must():
     space = HardwareSpace()
     base = {name: space.space.variables[i].values[0] for i, name in enumerate(space.spec)}
     base |= {"intrinsic": "gemm", "rows": 8, "cols": 8, "dataflow": "ws", "spad_kib": 512,
-             "acc_kib": 16, "banks": 4}
+             "acc_kib": 32, "banks": 4}
     repair = space.space._repair
     assert repair.repair_point(base) == base | {"spad_kib": 128}
     wide = base | {"spad_kib": 64, "cols": 32, "dataflow": "is"}
@@ -111,7 +111,7 @@ def test_small_enumerated_spaces_sample_only_valid_points():
     space = HardwareSpace({"intrinsic": {"choices": ["gemm", "dot"]}, "rows": 8,
                            "cols": {"choices": [8, 16]}, "dataflow": {"choices": ["ws", "is"]},
                            "interconnect": "systolic", "local_bytes": 0, "banks": 4,
-                           "acc_kib": 16, "bus_bits": 64, "max_burst": 16,
+                           "acc_kib": 32, "bus_bits": 64, "max_burst": 16,
                            "spad_kib": {"choices": [64, 512]}})
     drawn = space.space.decode(space.space.sample_unseen(100, np.random.default_rng(0), set()))
     assert all(builds(space, p) for p in drawn)

@@ -54,7 +54,7 @@ def test_toml_prunes_like_hasco_listing_2(tmp_path) -> None:
         assert (config.array.rows, config.array.cols, config.scratchpad.banks) == (16, 16, 4)
         assert config.scratchpad.capacity == 256 * 1024
         assert config.dma.max_burst in (4, 8, 16)
-    assert space.cardinality == 3 * 3 * 2 * 4 * 3 * 3
+    assert space.cardinality == 3 * 3 * 2 * 3 * 3 * 3
 
 
 def test_space_table_form_is_accepted(tmp_path) -> None:
