@@ -3,9 +3,9 @@
 A place-and-route of a whole accelerator runs for tens of minutes; a user who sees nothing for
 that long assumes a hang (issue 17, item 5). `StageProgress` prints a line when a stage starts
 and when it ends, with elapsed time, and while a tool runs it follows the tool's log and
-prints each new phase it recognizes (nextpnr: pack, place, route). On a terminal a rich
-spinner shows the running time as well. Everything goes to stderr, so ``--json`` output on
-stdout stays clean.
+prints each new phase it recognizes (nextpnr: pack, place, route), and once a minute within
+a phase the log's latest line. On a terminal a rich spinner shows the running time as well.
+Everything goes to stderr, so ``--json`` output on stdout stays clean.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ NEXTPNR_PHASES = (
     ("timing", re.compile(r"Max frequency for clock")),
 )
 POLL_S = 1.0
+HEARTBEAT_S = 60.0  # within a phase, a line at least this often with the log's latest
 
 
 def log_phase(text: str, phases=NEXTPNR_PHASES) -> str | None:
@@ -84,15 +85,22 @@ class StageProgress:
             worker = threading.Thread(target=target, name=f"{name}-tool", daemon=True)
             begin = time.monotonic()
             worker.start()
-            seen, running = None, True
+            seen, running, said = None, True, begin
             while running:  # once more after the tool ends: its last phase is reported too
                 worker.join(POLL_S)
                 running = worker.is_alive()
-                phase = _phase_of(log_path, phases)
+                text = _read(log_path)
+                phase = log_phase(text, phases)
+                now = time.monotonic()
                 if phase is not None and phase != seen:
-                    seen = phase
+                    seen, said = phase, now
                     self._say(f"{name}: {phase}")
-                update(f"{name}: {seen or 'starting'} ({time.monotonic() - begin:.0f} s)")
+                elif running and now - said >= HEARTBEAT_S:
+                    # a phase can last many minutes (nextpnr's placer on a whole accelerator)
+                    said = now
+                    self._say(f"{name}: {seen or 'starting'}, {now - begin:.0f} s; "
+                              f"{last_line(text)}")
+                update(f"{name}: {seen or 'starting'} ({now - begin:.0f} s)")
             if "error" in outcome:
                 raise outcome["error"]  # type: ignore[misc]
         return outcome["result"]  # type: ignore[return-value]
@@ -108,8 +116,14 @@ class StageProgress:
             yield status.update
 
 
-def _phase_of(log_path: Path, phases) -> str | None:
+def last_line(text: str, width: int = 80) -> str:
+    """The log's last non-empty line, shortened to ``width`` characters."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:width] if lines else ""
+
+
+def _read(log_path: Path) -> str:
     try:
-        return log_phase(log_path.read_text(errors="replace"), phases)
+        return log_path.read_text(errors="replace")
     except OSError:
-        return None
+        return ""

@@ -7,12 +7,14 @@ from __future__ import annotations
 import io
 import json
 import re
+import time
 
 import pytest
 
 from tensorforge.cli import main
 from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import ConfigError
+from tensorforge.fpga import progress as progress_module
 from tensorforge.fpga.progress import StageProgress, log_phase
 from tensorforge.fpga.ulx3s import Ulx3sTop, check_clock, platform_for
 from tensorforge.hw.soc import SocOptions
@@ -78,6 +80,26 @@ def test_stage_progress_reports_each_stage_with_elapsed_time(tmp_path):
     assert any(line.endswith("nextpnr: pack") for line in lines)
     assert lines[-1].split("] ")[1].startswith("ecppack failed after")
     assert set(progress.seconds) == {"elaborate", "nextpnr"}
+
+
+def test_a_long_phase_reports_the_logs_latest_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(progress_module, "POLL_S", 0.01)
+    monkeypatch.setattr(progress_module, "HEARTBEAT_S", 0.05)
+    stream = io.StringIO()
+    log = tmp_path / "tool.log"
+
+    def tool():
+        log.write_text("Info: Running main analytical placer\n")
+        for iteration in range(1, 4):
+            time.sleep(0.1)
+            with log.open("a") as handle:
+                handle.write(f"Info:   at iteration #{iteration}: wirelen = {1000 - iteration}\n")
+
+    StageProgress("build", stream).run_tool("nextpnr", tool, log)
+    lines = stream.getvalue().splitlines()
+    beats = [line for line in lines if "nextpnr: place, " in line]
+    assert beats and all(re.search(r"place, \d+ s; Info:", line) for line in beats)
+    assert "at iteration #" in beats[-1]
 
 
 @pytest.mark.synth
