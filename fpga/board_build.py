@@ -38,8 +38,8 @@ from tensorforge.fpga.progress import StageProgress
 from tensorforge.fpga.tools import ECPPACK, NEXTPNR_ECP5, run_tool
 from tensorforge.fpga.ulx3s import PACKAGE, PARTS, Ulx3sTop, check_clock, platform_for
 from tensorforge.fpga.yosys import run_yosys
-from tensorforge.hw.host_protocol import config_digest
-from tensorforge.hw.soc import SocOptions
+from tensorforge.hw.board.host_protocol import config_digest
+from tensorforge.hw.board.soc import SocOptions
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from amaranth.lib import io
 
 from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import ConfigError
-from tensorforge.hw.soc import BoardSoc, SocOptions
+from tensorforge.hw.board.soc import BoardSoc, SocOptions
 
 BOARD_CLOCK_HZ = 25e6
 #: ULX3S variants by their ECP5 part (the 85F first; the platforms differ only in the part).

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import SimulationError
-from tensorforge.hw.soc import BoardSoc, SocOptions
+from tensorforge.hw.board.soc import BoardSoc, SocOptions
 from tensorforge.sim.sim_top import BUILD_OPTIONS, CLOCK_PERIOD_NS
 
 SOC_TOP = "board_soc"

@@ -17,7 +17,7 @@ import numpy as np
 
 from tensorforge.compiler.program import Program
 from tensorforge.host_link import HostLink, LinkError
-from tensorforge.hw.host_protocol import (
+from tensorforge.hw.board.host_protocol import (
     INFO_MAGIC,
     INFO_WORDS,
     MEMORY_BASE,

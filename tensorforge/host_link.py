@@ -1,6 +1,6 @@
 """The host's end of the board's UART link: word reads and writes at SoC addresses.
 
-Frames are `tensorforge.hw.host_protocol`'s. Each frame waits for its answer before the next
+Frames are `tensorforge.hw.board.host_protocol`'s. Each frame waits for its answer before the next
 goes out: the bridge has a few bytes of receive buffer, not a frame's worth, while it sends a
 read's words. The link is any pyserial port (``serial_for_url`` opens ``/dev/ttyUSB0``, a pty,
 or ``socket://host:port``).
@@ -13,7 +13,7 @@ import struct
 import time
 
 from tensorforge.errors import TensorforgeError
-from tensorforge.hw.host_protocol import (
+from tensorforge.hw.board.host_protocol import (
     MAX_WORDS_PER_FRAME,
     WORD_BYTES,
     Response,

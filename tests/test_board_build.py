@@ -17,7 +17,7 @@ from tensorforge.errors import ConfigError
 from tensorforge.fpga import progress as progress_module
 from tensorforge.fpga.progress import StageProgress, log_phase
 from tensorforge.fpga.ulx3s import Ulx3sTop, check_clock, platform_for
-from tensorforge.hw.soc import SocOptions
+from tensorforge.hw.board.soc import SocOptions
 
 CONFIG = AcceleratorConfig.from_dict({
     "intrinsic": "gemm",

@@ -21,7 +21,7 @@ from tensorforge.cli import main
 from tensorforge.compiler.workload import parse_workload
 from tensorforge.config import AcceleratorConfig
 from tensorforge.host_link import HostLink, LinkError
-from tensorforge.hw.host_protocol import (
+from tensorforge.hw.board.host_protocol import (
     INFO_BASE,
     INFO_MAGIC,
     PROTOCOL_VERSION,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tensorforge.host_link import HostLink, LinkError
-from tensorforge.hw.host_protocol import (
+from tensorforge.hw.board.host_protocol import (
     HEADER_BYTES,
     MAX_WORDS_PER_FRAME,
     STATUS_BASE,

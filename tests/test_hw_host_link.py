@@ -16,9 +16,9 @@ from amaranth.sim import Simulator
 
 from tensorforge.errors import ConfigError
 from tensorforge.hw.axi import Response as AxiResponse
-from tensorforge.hw.axi_lite_decoder import AxiLiteDecoder
-from tensorforge.hw.host_bridge import HostBridge
-from tensorforge.hw.host_protocol import (
+from tensorforge.hw.board.axi_lite_decoder import AxiLiteDecoder
+from tensorforge.hw.board.host_bridge import HostBridge
+from tensorforge.hw.board.host_protocol import (
     INFO_BASE,
     INFO_MAGIC,
     MEMORY_BASE,
@@ -28,9 +28,9 @@ from tensorforge.hw.host_protocol import (
     status_response,
     write_frame,
 )
-from tensorforge.hw.onchip_memory import OnChipMemory
-from tensorforge.hw.soc import MEMORY_WINDOW_BITS, SocInfo
-from tensorforge.hw.uart import UartReceiver, UartTransmitter, uart_divisor
+from tensorforge.hw.board.onchip_memory import OnChipMemory
+from tensorforge.hw.board.soc import MEMORY_WINDOW_BITS, SocInfo
+from tensorforge.hw.board.uart import UartReceiver, UartTransmitter, uart_divisor
 
 pytestmark = pytest.mark.amaranth_sim
 

@@ -1,7 +1,7 @@
 """`tensorforge build`: a bitstream of the accelerator on a board, ready for `tensorforge run`.
 
 Takes the same hardware flags as ``generate`` (`tensorforge.commands.hwflags`) and builds the
-board SoC (`tensorforge.hw.soc`: the accelerator, block RAM in place of DRAM, the UART host
+board SoC (`tensorforge.hw.board.soc`: the accelerator, block RAM in place of DRAM, the UART host
 bridge) for ``--board`` into ``--out``: ``accelerator.bit`` plus ``build.json`` and the tool
 logs. Stages and elapsed time go to stderr; ``--json`` prints the summary on stdout. Exits 1
 when the design misses the board clock (the bitstream is still written).
@@ -45,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from tensorforge.fpga.board_build import build_board
     from tensorforge.fpga.ulx3s import BOARD_CLOCK_HZ
-    from tensorforge.hw.soc import SocOptions
+    from tensorforge.hw.board.soc import SocOptions
 
     config = config_from_args(args)
     if args.memory_kib <= 0 or args.memory_kib & (args.memory_kib - 1):

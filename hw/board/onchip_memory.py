@@ -16,7 +16,7 @@ from amaranth.lib.wiring import In
 
 from tensorforge.errors import ConfigError
 from tensorforge.hw.axi import ADDR_BITS, Response, axi_lite_signature, axi_signature
-from tensorforge.hw.host_protocol import WORD_BYTES
+from tensorforge.hw.board.host_protocol import WORD_BYTES
 
 
 class OnChipMemory(wiring.Component):

@@ -1,6 +1,6 @@
 """The host link of the board SoC: its address map and the framed UART protocol.
 
-One definition for both sides: the bridge (`tensorforge.hw.host_bridge`) decodes frames with
+One definition for both sides: the bridge (`tensorforge.hw.board.host_bridge`) decodes frames with
 these constants, the host runtime (`tensorforge.host_link`) builds them with `write_frame` /
 `read_frame`.
 

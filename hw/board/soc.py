@@ -7,7 +7,7 @@
                                                                       +-> SocInfo
     accelerator.m_axi ----------------------------------------------> memory.axi
 
-The address map and the frames are `tensorforge.hw.host_protocol`'s. The same component is
+The address map and the frames are `tensorforge.hw.board.host_protocol`'s. The same component is
 the board top's content (`tensorforge.fpga.ulx3s`) and the simulated board
 (`tensorforge.sim.soc_sim`), so the runtime is tested against the design that is built.
 """
@@ -25,9 +25,9 @@ from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import ConfigError
 from tensorforge.hw.accelerator import Accelerator
 from tensorforge.hw.axi import Response, axi_lite_signature
-from tensorforge.hw.axi_lite_decoder import AxiLiteDecoder
-from tensorforge.hw.host_bridge import HostBridge
-from tensorforge.hw.host_protocol import (
+from tensorforge.hw.board.axi_lite_decoder import AxiLiteDecoder
+from tensorforge.hw.board.host_bridge import HostBridge
+from tensorforge.hw.board.host_protocol import (
     INFO_BASE,
     INFO_MAGIC,
     INFO_WORDS,
@@ -37,9 +37,9 @@ from tensorforge.hw.host_protocol import (
     WINDOW_BITS,
     config_digest,
 )
-from tensorforge.hw.onchip_memory import OnChipMemory
+from tensorforge.hw.board.onchip_memory import OnChipMemory
+from tensorforge.hw.board.uart import UartReceiver, UartTransmitter, uart_divisor
 from tensorforge.hw.registers import ADDRESS_BITS
-from tensorforge.hw.uart import UartReceiver, UartTransmitter, uart_divisor
 
 MEMORY_WINDOW_BITS = 31  # memory answers 0x00000000-0x7fffffff (SLVERR past its size)
 RX_FIFO_BYTES = 16  # slack while the bridge waits for a memory port the accelerator holds

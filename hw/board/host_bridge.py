@@ -1,8 +1,8 @@
 """The host bridge: frames of bytes from the UART become AXI4-Lite word accesses.
 
-The frame format and the address map are `tensorforge.hw.host_protocol`'s. The bridge is the
+The frame format and the address map are `tensorforge.hw.board.host_protocol`'s. The bridge is the
 only manager of its bus and keeps one access in flight, so the decoder behind it may route
-every channel by the address the bridge holds (`tensorforge.hw.soc.AxiLiteDecoder`).
+every channel by the address the bridge holds (`tensorforge.hw.board.soc.AxiLiteDecoder`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from tensorforge.hw.axi import ADDR_BITS, axi_lite_signature
-from tensorforge.hw.host_protocol import STATUS_BASE, WORD_BYTES, Opcode
+from tensorforge.hw.board.host_protocol import STATUS_BASE, WORD_BYTES, Opcode
 
 
 class HostBridge(wiring.Component):
