@@ -269,8 +269,12 @@ def test_simulate_power_emits_the_split(measured, capsys):
                 "--banks", "4", "--acc", "1", "--bus", "64", "--burst", "16"]
     workload = ["--workload", "C[i,j] += A[i,k] * B[k,j]", "--sizes", "i=12,j=10,k=9"]
     assert main(["simulate", *workload, *hardware, "--seed", "5", "--power", "--json"]) == 0
-    power = json.loads(capsys.readouterr().out)["power"]
+    summary = json.loads(capsys.readouterr().out)
+    power = summary["power"]
     run = measured["random"]
+    # the default model's figure for the same program beside it, and their ratio
+    model = summary["model_power"]["power_mw"]["total_mw"]
+    assert summary["model_power_error"] == pytest.approx(model / power["total_mw"] - 1)
     assert power["technology"] == "ihp-sg13g2"
     assert power["total_mw"] == pytest.approx(
         power["logic_mw"] + power["memory_mw"] + power["leakage_mw"])
