@@ -28,11 +28,14 @@ default. On IHP the accelerator's area is two parts:
   ================  ==================================================================
 
 Clock: the shortest period whole synthesized accelerators meet (the worst path's arrival plus
-its endpoint's setup: clock - slack), fitted (the `control` fit) as a constant (the control
-logic's own paths, about 7 ns) plus a term in the macros of the largest macro array: their
-address and control pins hang on one net the logic mapper cannot see into, so its delay and
-the macros' setup at its slow edge grow with them (the 8x8 default's worst path ends at the
-accumulator's 16 macros: 1.8 ns on that net, then 2.3 ns of setup). It is what the flow gives
+its endpoint's setup: clock - slack), fitted (the `control` fit) as the longer of two paths:
+the control logic's own (a constant, about 7 ns) and the path into the largest macro array,
+linear in its macro count: their address pins hang on one net the logic mapper cannot see
+into (a macro is a black box to ABC), so it is left unbuffered, and its delay and the macros'
+setup at its slow edge grow with the load (the 8x8 default's worst path ends at the
+accumulator's 16 macros: 1.8 ns on that net, then 2.3 ns of setup; a 16x16's 32 macros:
+3.5 ns, then 5.0 ns). Arrays with fewer than `MACRO_PATH_FROM` macros leave that path
+shorter than the logic's and do not enter its fit. It is what the flow gives
 when asked for a clock near it (the calibration synthesizes each accelerator at such a clock:
 `calibrate.accelerator_clock_ns`).
 
@@ -62,6 +65,9 @@ from tensorforge.fpga.technology import DEFAULT_TECH
 
 COMPONENTS = ("pe_array", "scratchpad", "accumulator", "dma", "control")
 QUANTITIES = ("area_um2", "leakage_mw", "dynamic_pj", "critical_path_ns")
+#: Macros on one address net from which the path into them sets the clock (below, the control
+#: logic's own paths are longer): the 8x8 default's worst path ends at its 16.
+MACRO_PATH_FROM = 16
 #: The technologies whose memories the model prices exactly (their macros' Liberty files).
 EXACT_MEMORIES = ("ihp-sg13g2",)
 #: Which memories (by instance prefix, `memory_shapes`) belong to which component.
@@ -257,8 +263,15 @@ def component_costs(fit: AreaPowerFit, config: AcceleratorConfig
 
 def clock_period_ns(fit: AreaPowerFit, config: AcceleratorConfig) -> float:
     """The accelerator's critical path: the `control` fit where it was made on whole
-    accelerators (non-zero), else the slowest fitted block's."""
+    accelerators (non-zero), else the slowest fitted block's. With exact memories it is the
+    longer of the control logic's own paths and the path into the largest macro array (see
+    the module docstring)."""
     components = fit.components
+    coefficients = components["control"].critical_path_ns
+    if fit.exact_memories and coefficients:
+        macro_ns = (coefficients.get("macro_one", 0.0) + coefficients.get("macro_fanout", 0.0)
+                    * memory_cost(config).widest_array)
+        return max(coefficients.get("one", 0.0), macro_ns)
     control = components["control"].predict("critical_path_ns",
                                             timing_features("control", config, fit.tech))
     if control > 0:
