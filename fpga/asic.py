@@ -124,8 +124,18 @@ class AsicReport(SynthesisReport):
         # Reports stored before there was a choice of technology were all OSU 0.18 um.
         return {"tech": "osu018", **values, "power_mw": PowerReport(**values["power_mw"])}
 
+    @property
+    def min_period_ns(self) -> float | None:
+        """The shortest clock period the design meets: the target less the worst slack. It
+        counts the endpoint's setup time, which ``critical_path_ns`` (the data's arrival)
+        leaves out, and which is ns at a macro's address pins; None without a clock port."""
+        if self.clock_port is None:
+            return None
+        return round(self.clock_ns - self.slack_ns, 6)
+
     def summary(self) -> dict[str, Any]:
         """The flat, stable JSON view the CLI prints (the first six keys are a contract)."""
+        period = self.min_period_ns
         return {
             "flow": "asic",
             "area_um2": self.area_um2,
@@ -133,6 +143,8 @@ class AsicReport(SynthesisReport):
             "critical_path_ns": self.critical_path_ns,
             "slack_ns": self.slack_ns,
             "power_mw": dataclasses.asdict(self.power_mw),
+            "min_period_ns": period,
+            "fmax_mhz": round(1e3 / period, 3) if period else None,
             "tech": self.tech,
             "clock_ns": self.clock_ns,
             "clock_port": self.clock_port,

@@ -207,3 +207,12 @@ def test_other_options_are_another_result(mac_verilog, mac_ecp5, workspace):
     assert slower.key != mac_ecp5.key
     assert sorted(workspace.keys("synth_ecp5")).count(mac_ecp5.key) == 1
     assert slower.key in workspace.keys("synth_ecp5")
+
+
+def test_asic_shortest_period_is_the_clock_less_the_slack(mac_asic):
+    """The period a clocked design meets counts the capturing flip-flop's setup on top of the
+    data's arrival, so it is at least the arrival and the clock less the slack exactly."""
+    summary = mac_asic.summary()
+    assert summary["min_period_ns"] == pytest.approx(mac_asic.clock_ns - mac_asic.slack_ns)
+    assert summary["min_period_ns"] >= mac_asic.critical_path_ns
+    assert summary["fmax_mhz"] == pytest.approx(1e3 / summary["min_period_ns"], rel=1e-6)
