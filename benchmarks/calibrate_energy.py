@@ -29,6 +29,7 @@ from tensorforge.dse.energy_calibration import (
 )
 from tensorforge.dse.energy_ihp import FIT_FILE, TECH, EnergyFit, fit_energies, predicted_mw
 from tensorforge.paths import rtl_commit
+from tensorforge.sim.rtl_run import hardware_digest
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT / "dse" / "data"
@@ -37,21 +38,25 @@ REPORT = ROOT / "docs" / "energy_model.md"
 TARGET = 0.10
 
 
-def load_records() -> tuple[dict[str, list[RunRecord]], str | None, dict[str, float]]:
-    """The stored runs by accelerator, the RTL commit they were measured at, and the
-    seconds each accelerator's measurement took."""
+def load_records() -> tuple[dict[str, list[RunRecord]], dict[str, str], dict[str, float]]:
+    """The stored runs by accelerator, the RTL they were measured on (commit and hardware
+    digest), and the seconds each accelerator's measurement took."""
     if not RECORDS.is_file():
-        return {}, None, {}
+        return {}, {}, {}
     stored = json.loads(RECORDS.read_text())
     runs = {name: [RunRecord(r["config_name"], r["program"], r["config"], r["measurement"])
                    for r in runs] for name, runs in stored["runs"].items()}
-    return runs, stored["rtl_commit"], stored.get("seconds", {})
+    rtl = {"rtl_commit": stored["rtl_commit"],
+           "hardware_digest": stored.get("hardware_digest", "")}
+    return runs, rtl, stored.get("seconds", {})
 
 
-def save_records(records: dict[str, list[RunRecord]], commit: str,
+def save_records(records: dict[str, list[RunRecord]], commit: str, digest: str,
                  seconds: dict[str, float]) -> None:
-    RECORDS.write_text(json.dumps({"rtl_commit": commit, "seconds": seconds, "runs": {
-        name: [asdict(r) for r in runs] for name, runs in records.items()}}, indent=1) + "\n")
+    RECORDS.write_text(json.dumps({
+        "rtl_commit": commit, "hardware_digest": digest, "seconds": seconds,
+        "runs": {name: [asdict(r) for r in runs] for name, runs in records.items()}},
+        indent=1) + "\n")
 
 
 def model_leakage_mw(config: AcceleratorConfig, measured: float) -> tuple[float, str]:
@@ -154,8 +159,13 @@ def main() -> None:
     parser.add_argument("--only", action="append", default=[],
                         help="measure only this accelerator (repeatable)")
     args = parser.parse_args()
-    records, stored_commit, seconds = load_records()
-    commit = stored_commit or rtl_commit()
+    records, rtl, seconds = load_records()
+    if not records or not args.refit and not rtl["hardware_digest"]:
+        rtl = {"rtl_commit": rtl_commit(), "hardware_digest": hardware_digest()}
+    elif rtl["hardware_digest"] and rtl["hardware_digest"] != hardware_digest():
+        raise SystemExit("hw/ changed since the stored runs: move "
+                         f"{RECORDS.relative_to(ROOT)} away and measure again")
+    commit = rtl["rtl_commit"]
     if not args.refit:
         for name, config in {**CALIBRATION, **HELD_OUT}.items():
             if name in records or (args.only and name not in args.only):
@@ -163,13 +173,13 @@ def main() -> None:
             start = time.time()
             records[name] = measure_config(name, config)
             seconds[name] = time.time() - start
-            save_records(records, commit, seconds)
+            save_records(records, commit, rtl["hardware_digest"], seconds)
     calibration = [r for name in CALIBRATION for r in records.get(name, [])]
     held = [r for name in HELD_OUT for r in records.get(name, [])]
     fit = fit_energies([r.power_run() for r in calibration], data=DATA, rtl_commit=commit)
     rows_in = [compare(r, fit) for r in calibration]
     rows_out = [compare(r, fit) for r in held]
-    fit = EnergyFit(**{**asdict(fit), "errors": {
+    fit = EnergyFit(**{**asdict(fit), "hardware_digest": rtl["hardware_digest"], "errors": {
         "held_out": summary(rows_out) if rows_out else None,
         "calibration": summary(rows_in), "programs": [p[0] for p in PROGRAMS]}})
     (DATA_DIR / FIT_FILE).write_text(json.dumps(fit.to_dict(), indent=1) + "\n")

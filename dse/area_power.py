@@ -289,8 +289,19 @@ class SynthesisAreaPower:
 
     @property
     def version(self) -> str:
-        """Part of a sweep's identity: the model, its technology and the fit's RTL."""
-        return f"synthesis-area-power-2-{self.tech}-{load_fit(self.tech).rtl_commit}"
+        """Part of a sweep's identity: the model, its technology, the fit's RTL and the
+        energy fit's identity (new energies price stored layers differently)."""
+        energy = self.energy_fit()
+        return (f"synthesis-area-power-2-{self.tech}-{load_fit(self.tech).rtl_commit}"
+                + (f"-energy-{energy.digest}" if energy else ""))
+
+    def energy_fit(self):
+        """The per-event energy fit of this technology (`dse.energy_ihp`), or None."""
+        if self.tech not in EXACT_MEMORIES:
+            return None
+        from tensorforge.dse import energy_ihp
+
+        return energy_ihp.load_energy_fit()
 
     def breakdown(self, config: AcceleratorConfig) -> dict[str, dict[str, float]]:
         """Per component: area (um^2), leakage (mW), dynamic energy per cycle (pJ)."""
@@ -313,11 +324,9 @@ class SynthesisAreaPower:
     def _energies(self, config: AcceleratorConfig, clock_mhz: float):
         """Per-event energies and clock power from `dse.energy_ihp` where its fit is packaged
         (the hook for workload energy); otherwise none, and layers keep their own energy."""
-        if self.tech not in EXACT_MEMORIES:
-            return None, 0.0
         from tensorforge.dse import energy_ihp
 
-        fit = energy_ihp.load_energy_fit()
+        fit = self.energy_fit()
         if fit is None:
             return None, 0.0
         return energy_ihp.ihp_energies(config, fit), energy_ihp.clock_power_w(

@@ -130,8 +130,12 @@ def test_default_hardware_model_is_the_ihp_calibration_and_reports_say_so(tmp_pa
     report = (tmp_path / "out" / "report.md").read_text()
     assert "IHP SG13G2" in report and fitted.rtl_commit in report
     assert f"clock {fitted.worst_error('critical_path_ns'):.1%}" in report
-    assert "power: see the energy model" in report
+    assert "docs/energy_model.md" in report
     pareto = _rows(tmp_path / "out" / "pareto.csv")
     assert pareto[0]["hw_technology"].startswith("IHP SG13G2")
     assert float(pareto[0]["area_held_out_error"]) == pytest.approx(
         fitted.worst_error("area_um2"), abs=1e-4)
+    from tensorforge.dse.energy_ihp import load_energy_fit
+
+    assert float(pareto[0]["power_held_out_error"]) == pytest.approx(
+        load_energy_fit().held_out_error(), abs=1e-4)

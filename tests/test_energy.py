@@ -58,7 +58,7 @@ def test_memory_energies_are_the_macros_of_the_flow():
 def test_ihp_energies_take_logic_from_the_fit_and_memories_from_the_macros():
     fit = EnergyFit(logic_pj={"macs": 1.5, "forward_bytes": 0.1, "dma_beats": 3.0,
                               "acc_line_writes": 6.0},
-                    clock_pj={"pes": 0.2, "line_bits": 0.01, "one": 5.0}, clock_ns=10.0,
+                    clock_pj={"logic_um2": 0.001, "one": 5.0}, clock_ns=10.0,
                     data="random", rtl_commit="test")
     config = AcceleratorConfig()
     energies = ihp_energies(config, fit)
@@ -66,8 +66,12 @@ def test_ihp_energies_take_logic_from_the_fit_and_memories_from_the_macros():
     assert energies.mac_pj == 1.5 and energies.dma_beat_pj == 3.0
     assert energies.acc_write_pj == memory["acc_write"]
     assert energies.acc_write_logic_pj == 6.0
-    # 64 PEs, 4 banks x 64-bit lines + one 256-bit accumulator line
-    assert fit.clock_pj_per_cycle(config) == pytest.approx(0.2 * 64 + 0.01 * (256 + 256) + 5.0)
+    # the clock grows with the standard-cell area: the area model's, less the macros'
+    from tensorforge.dse.area_power import SynthesisAreaPower
+    from tensorforge.dse.memory_shapes import memory_cost
+
+    logic = SynthesisAreaPower()(config).area_mm2 * 1e6 - memory_cost(config).macro_area_um2
+    assert fit.clock_pj_per_cycle(config) == pytest.approx(0.001 * logic + 5.0)
 
 
 class _PricedModel:
@@ -105,3 +109,13 @@ def test_program_power_prices_the_programs_events_over_the_models_time():
     assert result["energy_uj"] == pytest.approx(power["total_mw"] * span_ns * 1e-6)
     assert result["dram_energy_uj"] == pytest.approx(split["dram"] * 1e-6)
     assert row["macs"] == workload.macs  # 16^3 fills the 4x4 array's blocks exactly
+
+
+def test_an_energy_fit_of_other_rtl_is_stale():
+    from tensorforge.sim.rtl_run import hardware_digest
+
+    fit = EnergyFit(logic_pj={}, clock_pj={}, clock_ns=10.0, data="random", rtl_commit="x",
+                    hardware_digest=hardware_digest())
+    assert fit.stale_reasons() == []
+    changed = EnergyFit(**{**fit.to_dict(), "hardware_digest": "0" * 16})
+    assert changed.stale_reasons() == ["hw/ changed since the energy runs"]
