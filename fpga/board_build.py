@@ -22,22 +22,12 @@ from tensorforge.fpga.ecp5 import (
     DEFAULT_TIMEOUT_S,
     _read_nextpnr_report,
     dsp_budget,
-    ecp5_script,
+    map_within_dsp_budget,
     nextpnr_device_flag,
-)
-from tensorforge.fpga.ecp5_dsp import (
-    LUT_SELECTION,
-    MULTIPLIER_DUMP,
-    booth_commands,
-    list_multipliers_commands,
-    lut_multipliers,
-    read_multipliers,
-    selection_file,
 )
 from tensorforge.fpga.progress import StageProgress
 from tensorforge.fpga.tools import ECPPACK, NEXTPNR_ECP5, run_tool
 from tensorforge.fpga.ulx3s import PACKAGE, PARTS, Ulx3sTop, check_clock, platform_for
-from tensorforge.fpga.yosys import run_yosys
 from tensorforge.hw.board.host_protocol import config_digest
 from tensorforge.hw.board.soc import SocOptions
 
@@ -101,15 +91,9 @@ def build_board(config: AcceleratorConfig, options: SocOptions, out: Path, *,
             (work / name).write_text(plan.files[name])
 
     def synthesize():
-        flatten = [f"read_rtlil {TOP}.il", *list_multipliers_commands(TOP),
-                   "write_rtlil flat.il"]
-        run_yosys(None, flatten, run_dir=work, timeout_s=timeout_s, log_name="flatten")
-        multipliers = read_multipliers((work / MULTIPLIER_DUMP).read_text())
-        on_luts = lut_multipliers(multipliers, dsp_budget(part, None))
-        (work / LUT_SELECTION).write_text(selection_file(TOP, on_luts))
-        run_yosys(None, ["read_rtlil flat.il", *booth_commands(len(on_luts)),
-                         *ecp5_script(TOP)], run_dir=work, timeout_s=timeout_s)
-        return len(on_luts)
+        mapped = map_within_dsp_budget(None, [f"read_rtlil {TOP}.il"], TOP,
+                                       dsp_budget(part, None), work, timeout_s)
+        return len(mapped.on_luts)
 
     # the flatten step logs to flatten.log and the synthesis to yosys.log: follow the second
     on_luts = progress.run_tool("yosys", synthesize, work / "yosys.log", YOSYS_PHASES)

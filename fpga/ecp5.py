@@ -192,21 +192,40 @@ def synthesize_ecp5(
     )
 
 
+@dataclass(frozen=True)
+class DspMapping:
+    """The two Yosys runs of an ECP5 synthesis and the multipliers between them."""
+
+    flatten: Any  # the `ToolRun` that flattened the design and listed its multipliers
+    yosys: Any  # the `ToolRun` of synth_ecp5
+    multipliers: list
+    on_luts: list  # the multipliers built from LUTs because the DSP budget ran out
+
+
+def map_within_dsp_budget(verilog: str | None, read: list[str], top: str, budget: int,
+                          run_dir: Path, timeout_s: float) -> DspMapping:
+    """Flatten ``top`` (``verilog`` text, or what the ``read`` commands load), list its
+    multipliers, build those beyond ``budget`` DSPs from LUTs (Booth), then run synth_ecp5:
+    every ECP5 build (`synthesize_ecp5`, the board build) maps this way."""
+    flatten = run_yosys(verilog, [*read, *list_multipliers_commands(top), "write_rtlil flat.il"],
+                        run_dir=run_dir, timeout_s=timeout_s, log_name="flatten")
+    multipliers = read_multipliers((run_dir / MULTIPLIER_DUMP).read_text())
+    on_luts = lut_multipliers(multipliers, budget)
+    (run_dir / LUT_SELECTION).write_text(selection_file(top, on_luts))
+    yosys = run_yosys(None, ["read_rtlil flat.il", *booth_commands(len(on_luts)),
+                             *ecp5_script(top)], run_dir=run_dir, timeout_s=timeout_s)
+    return DspMapping(flatten, yosys, multipliers, on_luts)
+
+
 def _run_flow(
     verilog: str, options: Ecp5Options, run_dir: Path, timeout_s: float, key: str
 ) -> Ecp5Report:
-    flatten = run_yosys(verilog, list_multipliers_commands(options.top) + ["write_rtlil flat.il"],
-                        run_dir=run_dir, timeout_s=timeout_s, log_name="flatten")
     budget = dsp_budget(options.part, options.max_dsps)
-    multipliers = read_multipliers((run_dir / MULTIPLIER_DUMP).read_text())
-    on_luts = lut_multipliers(multipliers, budget)
-    (run_dir / LUT_SELECTION).write_text(selection_file(options.top, on_luts))
+    mapped = map_within_dsp_budget(verilog, [], options.top, budget, run_dir, timeout_s)
+    multipliers, on_luts, yosys = mapped.multipliers, mapped.on_luts, mapped.yosys
     if on_luts:
         logger.info("%s: %d of %d multipliers built from LUTs (budget %d DSPs)",
                     key, len(on_luts), len(multipliers), budget)
-    yosys = run_yosys(None, ["read_rtlil flat.il", *booth_commands(len(on_luts)),
-                             *ecp5_script(options.top)],
-                      run_dir=run_dir, timeout_s=timeout_s)
     stat = read_stat(run_dir, options.top)
     args = [
         nextpnr_device_flag(options.part),
@@ -245,7 +264,7 @@ def _run_flow(
         yosys_cells=stat.cells_by_type,
         lut_multipliers=len(on_luts),
         dsp_budget=budget,
-        tool_seconds={"yosys": round(flatten.seconds + yosys.seconds, 3),
+        tool_seconds={"yosys": round(mapped.flatten.seconds + yosys.seconds, 3),
                       "nextpnr": round(nextpnr.seconds, 3)},
         tool_versions={"yosys": tool_version(YOSYS), "nextpnr": tool_version(NEXTPNR_ECP5)},
         logs={"yosys": log_tail(yosys.log()), "nextpnr": log_tail(nextpnr.log())},
