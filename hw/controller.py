@@ -94,7 +94,8 @@ class Controller(wiring.Component):
             "fetch": Out(axi_read_signature(config.dma.bus_bits)),
         }
         for unit, opcode in UNIT_OPCODES.items():
-            members[f"{unit}_cmd"] = Out(stream.Signature(instruction_layout(opcode)))
+            members[f"{unit}_cmd"] = Out(stream.Signature(
+                instruction_layout(opcode, config.output_pipeline)))
             members[f"{unit}_idle"] = In(1)
             if unit in self.retiring:
                 members[f"{unit}_retired"] = In(1)

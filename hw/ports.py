@@ -34,12 +34,16 @@ def acc_line_layout(config: AcceleratorConfig) -> data.ArrayLayout:
     return data.ArrayLayout(signed(config.precision.acc_bits), config.acc_line_elems)
 
 
-def instruction_layout(opcode: isa.Opcode) -> data.StructLayout:
+def instruction_layout(opcode: isa.Opcode, output_pipeline: bool = False) -> data.StructLayout:
     """The fields of one instruction format as a struct, packed exactly as `isa` encodes them.
 
     ``Signal(instruction_layout(op))`` can be assigned the low bits of a fetched 128-bit word.
+    The fields of `isa.OUTPUT_PIPELINE_FIELDS` (the last of their format) are left out unless
+    ``output_pipeline``: an accelerator without the pipeline decodes exactly what it did.
     """
-    return data.StructLayout({f.name: unsigned(f.bits) for f in isa.FORMATS[opcode]})
+    skipped = () if output_pipeline else isa.OUTPUT_PIPELINE_FIELDS.get(opcode, ())
+    return data.StructLayout({f.name: unsigned(f.bits) for f in isa.FORMATS[opcode]
+                              if f.name not in skipped})
 
 
 class ReadPort(wiring.Signature):

@@ -23,8 +23,10 @@ from tensorforge.hw.dma_rows import (
     expand_bytes,
     log2,
 )
-from tensorforge.hw.ports import acc_read_port, instruction_layout
+from tensorforge.hw.output_pipeline import Requantizer
+from tensorforge.hw.ports import acc_line_layout, acc_read_port, instruction_layout
 from tensorforge.isa import Opcode
+from tensorforge.requant import PARAM_LINES
 
 
 class StoreUnit(wiring.Component):
@@ -54,6 +56,11 @@ class StoreUnit(wiring.Component):
     cycles on cocotbext-axi's slave) and one for ``idle`` to rise; a DRAM latency ``L`` adds
     ``L`` once while ``dma.outstanding`` bursts cover it (once per burst on a DRAM that
     answers one burst at a time). ``error`` is sticky: a B response other than OKAY.
+
+    With ``output_pipeline``, a STORE with ``requant`` first reads its three parameter lines
+    (three more cycles, before its first row) and its lines go through the `Requantizer` on
+    their way into the line queue, as ``in_bits`` elements: its rows are ``in_bytes`` per
+    element in DRAM, so its beats are a quarter as many at int8/int32.
     """
 
     beats_per_cycle = 1
@@ -66,7 +73,8 @@ class StoreUnit(wiring.Component):
         self.outstanding = config.dma.outstanding
         super().__init__(
             {
-                "cmd": In(stream.Signature(instruction_layout(Opcode.STORE))),
+                "cmd": In(stream.Signature(
+                    instruction_layout(Opcode.STORE, config.output_pipeline))),
                 "idle": Out(1),
                 "retired": Out(1),
                 "error": Out(1),
@@ -80,9 +88,11 @@ class StoreUnit(wiring.Component):
         config = self.config
         bus_bytes = config.dma.bus_bytes
         line_bytes = config.acc_line_bytes
+        pipeline = config.output_pipeline
+        insn = Signal(instruction_layout(Opcode.STORE, pipeline))
         elem_shift = log2(config.precision.acc_bytes)
-
-        insn = Signal(instruction_layout(Opcode.STORE))
+        if pipeline:  # a requantizing STORE writes in_bits elements
+            elem_shift = Mux(insn.requant, log2(config.precision.in_bytes), elem_shift)
         line = Signal.like(insn.line)
         rows_left = Signal.like(insn.rows)
         row_addr = Signal(ADDR_BITS)
@@ -121,7 +131,8 @@ class StoreUnit(wiring.Component):
         with m.If(walking):
             self._walk_row(m, row, run, whole, first_row, line, rows_left, row_addr,
                            insn.stride << elem_shift, spans)
-        self._collect_line(m, row, whole, first_row, rows_left, lines)
+        requant = self._requantizer(m, insn) if pipeline else None
+        self._collect_line(m, row, whole, first_row, rows_left, lines, requant)
         sent, closes = self._issue_addresses(m, planner, spans, bursts, outstanding)
         self._send_beats(m, lines, bursts)
 
@@ -152,7 +163,19 @@ class StoreUnit(wiring.Component):
                         whole_elems.eq(payload.rows * payload.row_len),
                         first_row.eq(1),
                     ]
-                    m.next = "ROWS"
+                    if pipeline:
+                        with m.If(payload.requant):
+                            m.next = "PARAMS"
+                        with m.Else():
+                            m.next = "ROWS"
+                    else:
+                        m.next = "ROWS"
+            if pipeline:
+                with m.State("PARAMS"):
+                    with m.If(requant["reading"] == PARAM_LINES):
+                        m.next = "ROWS"
+                    with m.Else():
+                        m.d.comb += requant["read_params"].eq(1)
             with m.State("ROWS"):
                 m.d.comb += walking.eq(1)
                 with m.If((rows_left == 0) | (row.bytes == 0)):
@@ -229,9 +252,31 @@ class StoreUnit(wiring.Component):
                 first_row.eq(0),
             ]
 
-    def _collect_line(self, m, row, whole, first_row, rows_left, lines) -> None:
+    def _requantizer(self, m, insn) -> dict:
+        """The `Requantizer`, its parameter lines and the reads that fill them: while
+        ``read_params`` is high, request line ``insn.params + reading``; ``reading`` counts the
+        requests (it starts again when a STORE is taken)."""
+        read = self.acc_read
+        m.submodules.requantizer = requantizer = Requantizer(self.config)
+        params = [Signal(acc_line_layout(self.config), name=f"store_param_{k}")
+                  for k in range(PARAM_LINES)]
+        for k, line in enumerate(params):
+            m.d.comb += getattr(requantizer, f"param_{k}").eq(line)
+        reading = Signal(range(PARAM_LINES + 1), name="store_params_read")
+        read_params = Signal(name="store_read_params")
+        with m.If(self.cmd.valid & self.cmd.ready):
+            m.d.sync += reading.eq(0)
+        with m.If(read_params):
+            m.d.comb += [read.req.payload.eq(insn.params + reading), read.req.valid.eq(1)]
+            with m.If(read.req.ready):
+                m.d.sync += reading.eq(reading + 1)
+        return {"unit": requantizer, "params": params, "reading": reading,
+                "read_params": read_params, "narrow_request": insn.requant}
+
+    def _collect_line(self, m, row, whole, first_row, rows_left, lines, requant=None) -> None:
         """Queue each line the accumulator returns with its row's bytes, its run's start lane
-        and whether it starts or ends its run."""
+        and whether it starts or ends its run (with ``requant``: a parameter line goes to its
+        register instead, and a requantizing STORE's line through the `Requantizer`)."""
         read = self.acc_read
         # The read slot holds one line at a time (it takes a request only as its line is
         # taken), so what is latched with the request still belongs to the line it returns,
@@ -249,16 +294,44 @@ class StoreUnit(wiring.Component):
             with m.If(~whole | first_row):
                 m.d.sync += start_lane.eq(row.offset)
         mask = expand_bytes(byte_mask(m, row_bytes, self.config.acc_line_bytes, "store_row_mask"))
+        line_data = read.resp.payload.as_value()
+        if requant is not None:
+            line_data = self._through_pipeline(m, read, requant, lines)
+        else:
+            m.d.comb += [read.resp.ready.eq(lines.w_rdy), lines.w_en.eq(read.resp.valid)]
         m.d.comb += [
-            read.resp.ready.eq(lines.w_rdy),
-            lines.w_en.eq(read.resp.valid),
             # bytes past the row are cleared: the packer ORs the next line in behind them
-            lines.pushed.data.eq(read.resp.payload.as_value() & mask),
+            lines.pushed.data.eq(line_data & mask),
             lines.pushed.bytes.eq(row_bytes),
             lines.pushed.offset.eq(start_lane),
             lines.pushed.first.eq(first),
             lines.pushed.last.eq(last),
         ]
+
+    def _through_pipeline(self, m, read, requant, lines):
+        """Route the response of each read: a parameter line (tagged as it was requested)
+        into its register, a line of a requantizing STORE through the `Requantizer`, any
+        other line as it is. Returns the line data to queue."""
+        param_slot = Signal(range(PARAM_LINES), name="store_resp_param_slot")
+        is_param = Signal(name="store_resp_is_param")
+        narrow = Signal(name="store_resp_narrow")
+        with m.If(read.req.valid & read.req.ready):
+            m.d.sync += [
+                is_param.eq(requant["read_params"]),
+                param_slot.eq(requant["reading"]),
+                narrow.eq(requant["narrow_request"]),
+            ]
+        with m.If(is_param):
+            m.d.comb += read.resp.ready.eq(1)
+            with m.If(read.resp.valid):
+                for k, line in enumerate(requant["params"]):
+                    with m.If(param_slot == k):
+                        m.d.sync += line.eq(read.resp.payload)
+        with m.Else():
+            m.d.comb += [read.resp.ready.eq(lines.w_rdy), lines.w_en.eq(read.resp.valid)]
+        unit = requant["unit"]
+        m.d.comb += unit.line.eq(read.resp.payload)
+        return Mux(narrow, unit.narrow, read.resp.payload.as_value())
 
     def _issue_addresses(self, m, planner, spans, bursts, outstanding):
         """AW bursts of queued runs, one per cycle, the next run planned as one's last goes;

@@ -239,12 +239,24 @@ class AcceleratorConfig:
     dma: DmaConfig = field(default_factory=DmaConfig)
     precision: PrecisionConfig = field(default_factory=PrecisionConfig)
     conv_taps: int = 3  # kernel width the CONV2D intrinsic slides along a row
+    # STORE can requantize, clamp and store in_bits elements (`tensorforge.requant`); off is
+    # the hardware the area/energy fits were calibrated on, and its Verilog is unchanged
+    output_pipeline: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(
             self, "intrinsic", _coerce_enum("config", "intrinsic", Intrinsic, self.intrinsic)
         )
         _check_positive_int("config", "conv_taps", self.conv_taps)
+        if not isinstance(self.output_pipeline, bool):
+            raise ConfigError(f"output_pipeline must be true or false, not "
+                              f"{self.output_pipeline!r}")
+        if self.output_pipeline and self.precision.acc_bits < 8 + 3 * self.precision.in_bits:
+            raise ConfigError(
+                f"output_pipeline packs a shift, zero point and clamp bounds into one "
+                f"accumulator element: precision.acc_bits must be at least "
+                f"{8 + 3 * self.precision.in_bits} for in_bits {self.precision.in_bits}, not "
+                f"{self.precision.acc_bits}")
         allowed = DATAFLOWS[self.intrinsic]
         if self.array.dataflow not in allowed:
             raise ConfigError(
@@ -362,7 +374,10 @@ class AcceleratorConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able nested dict (enums as their values, sizes as byte counts)."""
-        return json.loads(json.dumps(asdict(self), default=lambda v: v.value))
+        values = json.loads(json.dumps(asdict(self), default=lambda v: v.value))
+        if not self.output_pipeline:  # absent by default: hashes of existing configs stay
+            del values["output_pipeline"]
+        return values
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
@@ -376,7 +391,7 @@ class AcceleratorConfig:
             "dma": DmaConfig,
             "precision": PrecisionConfig,
         }
-        known = set(sections) | {"intrinsic", "conv_taps"}
+        known = set(sections) | {"intrinsic", "conv_taps", "output_pipeline"}
         unknown = set(data) - known
         if unknown:
             raise ConfigError(
@@ -413,4 +428,5 @@ class AcceleratorConfig:
             f"{a.dataflow.value}, {self.scratchpad.capacity}/{self.scratchpad.banks} banks, "
             f"local {a.local_bytes}, {self.dma.bus_bits}-bit bus x{self.dma.max_burst}, "
             f"int{self.precision.in_bits}/{self.precision.acc_bits}"
+            + (", output pipeline" if self.output_pipeline else "")
         )

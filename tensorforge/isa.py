@@ -23,6 +23,20 @@ Semantics (``line`` addresses count scratchpad/accumulator lines, see `tensorfor
   (``acc_bits`` elements, e.g. a bias or a partial sum).
 * ``STORE``: for each row ``r < rows``: the first ``row_len`` elements of accumulator line
   ``line + r`` are written to DRAM at byte ``dram_addr + r * stride * acc_bytes``.
+  With ``requant`` set (only on an accelerator built with ``output_pipeline``; zero
+  otherwise, so programs for other accelerators encode as before) each element instead goes
+  through the *output pipeline* and is written as an ``in_bits`` element, at byte
+  ``dram_addr + r * stride * in_bytes``: lane ``e`` is biased, requantized (integer
+  multiplier, rounding right shift), offset by the output zero point and clamped (the
+  activation) with the parameters in lane ``e`` of the three accumulator lines from
+  ``params`` (bias, multiplier, packed shift/zero point/low/high: `tensorforge.requant` is
+  the bit-exact reference). The STORE reads those lines before its rows.
+  Why on the STORE path (as Gemmini scales and clamps on the way out) and not a VTA-like ALU
+  instruction: the accumulator is read once for the store anyway, so requantizing there
+  costs no pass over the accumulator, no compute-unit cycles and no new opcode (the 2-bit
+  opcode has no room left), and int8 leaves the chip at once; the parameters are ordinary
+  LOADs into the accumulator. An ALU would also serve pooling and residual adds, which this
+  does not (yet) do.
 * ``COMPUTE``: the affine micro-loop ``for o < outer: for i < inner:`` runs one intrinsic
   step with blocks at ``acc_base + o*acc_outer + i*acc_inner`` (accumulator) and
   ``a_base + o*a_outer + i*a_inner``, ``b_base + o*b_outer + i*b_inner`` (scratchpad).
@@ -100,7 +114,13 @@ FORMATS: dict[Opcode, tuple[Field, ...]] = {
         Field("pad_before", 6, "zero lines written before the tile"),
         Field("pad_after", 6, "zero lines written after the tile"),
     ),
-    Opcode.STORE: HEADER + _DRAM_TILE,
+    Opcode.STORE: HEADER
+    + _DRAM_TILE
+    + (
+        Field("requant", 1, "output pipeline: requantize and store in_bits elements "
+              "(output_pipeline accelerators only)"),
+        Field("params", 14, "requant: first of the 3 accumulator lines of output parameters"),
+    ),
     Opcode.COMPUTE: HEADER
     + (
         Field("mode", 1, "MAC=0 (accumulate) or ZERO=1 (clear the C blocks)"),
@@ -120,6 +140,10 @@ FORMATS: dict[Opcode, tuple[Field, ...]] = {
     ),
     Opcode.FINISH: HEADER,
 }
+
+#: Fields only an accelerator built with ``output_pipeline`` decodes; they must be zero for
+#: the others, whose decoders (and generated Verilog) leave them out.
+OUTPUT_PIPELINE_FIELDS: dict[Opcode, tuple[str, ...]] = {Opcode.STORE: ("requant", "params")}
 
 for _opcode, _format in FORMATS.items():
     if sum(f.bits for f in _format) > INSTRUCTION_BITS:  # a bug in the definition above
@@ -194,6 +218,9 @@ class Instruction:
             f"{f.name}={_show(getattr(self, f.name))}"
             for f in fields(self)
             if f.name not in {"pop_prev", "pop_next", "push_prev", "push_next"}
+            # pipeline fields only where set: other programs read as they always did
+            and (f.name not in OUTPUT_PIPELINE_FIELDS.get(self.opcode, ())
+                 or getattr(self, f.name))
         )
         return f"{self.opcode.name:<7} {body} {flags}".rstrip()
 
@@ -219,6 +246,8 @@ class Store(Instruction):
     rows: int = 0
     row_len: int = 0
     stride: int = 0
+    requant: bool = False
+    params: int = 0
 
 
 @dataclass(frozen=True)
@@ -260,7 +289,7 @@ INSTRUCTION_TYPES: dict[Opcode, type[Instruction]] = {
 
 _ENUM_FIELDS = {"buffer": Buffer, "mode": ComputeMode}
 _FLAG_FIELDS = {"pop_prev", "pop_next", "push_prev", "push_next"}
-_BOOL_FIELDS = _FLAG_FIELDS | {"overwrite"}
+_BOOL_FIELDS = _FLAG_FIELDS | {"overwrite", "requant"}
 
 
 def decode(word: int) -> Instruction:

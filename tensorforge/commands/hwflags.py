@@ -109,6 +109,12 @@ def add_hardware_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--in-bits", type=int, default=8, help="operand bits (default 8)")
     group.add_argument("--acc-bits", type=int, default=32, help="accumulator bits (default 32)")
     group.add_argument("--taps", type=int, default=3, help="CONV2D kernel taps (default 3)")
+    group.add_argument(
+        "--output-pipeline",
+        action="store_true",
+        help="STORE can add a bias, requantize, clamp (ReLU/ReLU6) and store in_bits "
+        "elements (off by default: the calibrated hardware)",
+    )
 
 
 def parse_pe(text: str) -> tuple[int, int]:
@@ -162,5 +168,6 @@ def config_from_args(args: argparse.Namespace) -> AcceleratorConfig:
                 "outstanding": args.outstanding,
             },
             "precision": {"in_bits": args.in_bits, "acc_bits": args.acc_bits},
+            "output_pipeline": bool(getattr(args, "output_pipeline", False)),
         }
     )
