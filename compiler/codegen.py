@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
+
 from tensorforge.compiler.layout import (
     DramLayout,
     aligned,
@@ -44,6 +46,7 @@ from tensorforge.compiler.layout import (
 )
 from tensorforge.compiler.lowering import Lowering
 from tensorforge.compiler.mapping import Mapping
+from tensorforge.compiler.output_stage import OutputStage, ParamBlocks, ParamRegion
 from tensorforge.compiler.program import Program
 from tensorforge.compiler.tiling import ROLES, OperandTile, Tiling, build_tiling
 from tensorforge.compiler.tokens import COMPUTE, LOAD, STORE, Emitter
@@ -71,7 +74,8 @@ MAX_EXTENT = LIMITS[(Opcode.COMPUTE, "inner")]
 
 
 def generate(workload: Workload, mapping: Mapping, config: AcceleratorConfig, *,
-             overwrite: bool = True, tile_major: bool = True) -> Program:
+             overwrite: bool = True, tile_major: bool = True,
+             output: OutputStage | None = None) -> Program:
     """The program that runs ``workload`` as ``mapping`` says on ``config``.
 
     ``overwrite`` (the default) clears each C tile with the MAC ``overwrite`` bit of the
@@ -80,29 +84,68 @@ def generate(workload: Workload, mapping: Mapping, config: AcceleratorConfig, *,
     ``tile_major`` (the default) lays operands and output out tile-major where it can
     (`tensorforge.compiler.layout`), so a tile's lines are few contiguous runs that the DMA
     moves as long bursts; ``tile_major=False`` keeps plain row-major regions.
+    ``output`` (an accelerator with the output pipeline) adds the layer's bias,
+    requantization and activation at STORE, which then writes ``in_bits`` elements: the
+    parameter blocks (`output_stage`) are LOADed into the accumulator past the C tiles first.
     """
+    if output is not None:
+        output.check(workload, config)
     lowering = Lowering(workload, mapping.groups, mapping.choice.stage)
     device = lowering.device
     tiling = build_tiling(device, mapping.choice, mapping.tile_sizes, config)
     mapping.check_order(tiling)
-    layouts, extras, end = _layouts(lowering, tiling, config, tile_major)
+    layouts, extras, end = _layouts(lowering, tiling, config, tile_major, output is not None)
     emitter = Emitter()
-    _Walker(device, tiling, layouts, config, emitter, overwrite).run(mapping.order)
+    params, region = None, None
+    if output is not None:
+        params = ParamBlocks.for_output(output, lowering, layouts["C"], tiling.acc_lines(),
+                                        config)
+        # a first walk finds the blocks the STOREs use; they are LOADed before anything else
+        _Walker(device, tiling, layouts, config, Emitter(), overwrite, params).run(mapping.order)
+        params.check_room()
+        region = ParamRegion(end, _acc_bytes(params.image(), config), params.lines,
+                             params.first_line)
+        _load_params(emitter, region, config)
+        end = aligned(region.end)
+    _Walker(device, tiling, layouts, config, emitter, overwrite, params).run(mapping.order)
     emitter.add(COMPUTE, Finish)
     instructions = emitter.build()
     check_addressable([*layouts.values(), *extras])
     return Program(config=config, workload=workload, lowering=lowering, mapping=mapping,
                    instructions=tuple(instructions), operands=(layouts["A"], layouts["B"]),
-                   output=layouts["C"], extras=tuple(extras), instruction_base=aligned(end))
+                   output=layouts["C"], extras=tuple(extras), instruction_base=aligned(end),
+                   output_stage=output, params=region)
 
 
-def _layouts(lowering: Lowering, tiling: Tiling, config: AcceleratorConfig, tile_major: bool):
+def _acc_bytes(lines, config: AcceleratorConfig) -> bytes:
+    return np.ascontiguousarray(lines).astype(f"<i{config.precision.acc_bytes}").tobytes()
+
+
+def _load_params(emit: Emitter, region: ParamRegion, config: AcceleratorConfig) -> None:
+    """LOADs of the parameter lines into the accumulator, the program's first task: the
+    first COMPUTE waits for a later LOAD, and every STORE for a COMPUTE, so no STORE reads
+    them before they are in (the functional simulator's hazard check confirms it)."""
+    width = config.acc_line_elems
+    emit.begin(LOAD)
+    for start in range(0, region.lines, MAX_ROWS):
+        rows = min(MAX_ROWS, region.lines - start)
+        emit.add(LOAD, Load, buffer=Buffer.ACC, line=region.accumulator_line + start,
+                 dram_addr=region.base + start * width * config.precision.acc_bytes,
+                 rows=rows, row_len=width, stride=width if rows > 1 else 0)
+    emit.end(writes=[("P", 0)])
+
+
+def _layouts(lowering: Lowering, tiling: Tiling, config: AcceleratorConfig, tile_major: bool,
+             narrow_output: bool = False):
+    """DRAM regions of A, B, C (``in_bits`` elements if ``narrow_output``, else ``acc_bits``)
+    and the host-only inputs; returns them and the end of the last."""
     device, sizes = lowering.device, lowering.device.sizes
     shapes, base, layouts = device.shapes, 0, {}
     for role in ("A", "B", "C"):
         tile = tiling.operand(role)
         name = tile.access.tensor
-        elem_bytes = config.precision.acc_bytes if role == "C" else config.precision.in_bytes
+        wide = role == "C" and not narrow_output
+        elem_bytes = config.precision.acc_bytes if wide else config.precision.in_bytes
         # tile-major blocks of one line's worth of the line index (its intrinsic block)
         block = tile.elem_size if tile_major and tile.elem is not None else 1
         layout = dense_layout(name, shapes[name], (tile.access,), sizes, base, elem_bytes,
@@ -129,9 +172,11 @@ class _Walker:
     """Emits the instructions of every tile step, in loop order."""
 
     def __init__(self, device: Workload, tiling: Tiling, layouts: dict[str, DramLayout],
-                 config: AcceleratorConfig, emitter: Emitter, overwrite: bool) -> None:
+                 config: AcceleratorConfig, emitter: Emitter, overwrite: bool,
+                 params: ParamBlocks | None = None) -> None:
         self.device, self.tiling, self.config, self.emit = device, tiling, config, emitter
         self.overwrite = overwrite
+        self.params = params  # None: STOREs write acc_bits elements
         self.sizes = device.sizes
         self.tiles = dict(tiling.tiles)
         self.block = dict(tiling.block)
@@ -381,10 +426,30 @@ class _Walker:
         base = self.bases["C"][slot] + offset
         runs = _coalesce(self._runs(tile, origin, valid, False), self._widen_to("C"))
         for line, address, rows, row_len, stride, _ in runs:
-            if address is not None and rows:
+            if address is None or not rows:
+                continue
+            if self.params is None:
                 _rows(emit, Store, base + line, self.layouts["C"], address, rows, row_len,
                       stride, 0)
+                continue
+            for first, count, params_line in self._param_groups(address, rows, row_len, stride):
+                _rows(emit, Store, base + line + first, self.layouts["C"],
+                      address + first * stride, count, row_len, stride, 0,
+                      {"requant": True, "params": params_line})
         emit.end(reads=[_region("C", slot, part)])
+
+    def _param_groups(self, address: int, rows: int, row_len: int, stride: int):
+        """``(first row, rows, parameter block line)`` of a STORE run cut where its rows'
+        channels change (`output_stage`)."""
+        params = self.params
+        groups: list[list] = []
+        for r in range(rows):
+            line = params.line_of(params.row_channels(address + r * stride, row_len))
+            if groups and groups[-1][2] == line:
+                groups[-1][1] += 1
+            else:
+                groups.append([r, 1, line])
+        return groups
 
     # ------------------------------------------------------------------ compute
 
@@ -621,10 +686,12 @@ def _zero_lines(emit: Emitter, line: int, count: int) -> None:
         emit.add(LOAD, Load, line=line + start, pad_after=min(MAX_PAD, count - start))
 
 
-def _rows(emit, kind, line, layout, address, rows, row_len, stride, pad) -> None:
-    """One LOAD/STORE per chunk of rows that fits the ISA fields; pad lines after."""
+def _rows(emit, kind, line, layout, address, rows, row_len, stride, pad, fields=None) -> None:
+    """One LOAD/STORE per chunk of rows that fits the ISA fields; pad lines after.
+    ``fields``: more fields of each instruction."""
     chunk = 1 if stride < 0 or stride > MAX_STRIDE else MAX_ROWS
     unit, extra = (LOAD, {"buffer": Buffer.SPAD}) if kind is Load else (STORE, {})
+    extra = {**extra, **(fields or {})}
     base, elem_bytes = layout.base, layout.elem_bytes
     for start in range(0, rows, chunk):
         count = min(chunk, rows - start)

@@ -17,6 +17,7 @@ import numpy as np
 from tensorforge.compiler.layout import DramLayout
 from tensorforge.compiler.lowering import Lowering
 from tensorforge.compiler.mapping import Mapping
+from tensorforge.compiler.output_stage import OutputStage, ParamRegion
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import WorkloadError
@@ -45,6 +46,9 @@ class Program:
     output: DramLayout  # the device stage's result, acc_bits integers
     extras: tuple[DramLayout, ...]  # inputs only the host epilogue reads (int64)
     instruction_base: int
+    # the layer's bias/requantization/activation, done at STORE (None: STOREs write acc_bits)
+    output_stage: OutputStage | None = None
+    params: ParamRegion | None = None  # the output stage's parameter lines in DRAM
 
     # ------------------------------------------------------------------ the binary
 
@@ -83,6 +87,8 @@ class Program:
             access = next(a for a in fused.inputs if a.tensor == layout.tensor)
             image[layout.base : layout.end] = layout.pack(prepared[layout.tensor], access,
                                                           fused.sizes)
+        if self.params is not None:
+            image[self.params.base : self.params.end] = self.params.data
         image[self.instruction_base :] = self.encode()
         return image
 
@@ -91,6 +97,14 @@ class Program:
         result = self.output.unpack(dram)
         extras = {layout.tensor: layout.unpack(dram) for layout in self.extras}
         return self.lowering.finish(result, extras)
+
+    def expected_output(self, inputs: MappingType[str, np.ndarray]) -> np.ndarray:
+        """What the program must produce: the workload's reference, through the output stage
+        if it has one."""
+        result = self.workload.reference(inputs)
+        if self.output_stage is None:
+            return result
+        return self.output_stage.apply(result, self.workload, self.config.precision.acc_bits)
 
     def run_functional(self, inputs: MappingType[str, np.ndarray], *,
                        check_hazards: bool = True,
@@ -119,7 +133,8 @@ class Program:
                         else config.precision.in_bytes)
                 read += ins.rows * ins.row_len * size
             elif isinstance(ins, Store):
-                written += ins.rows * ins.row_len * config.precision.acc_bytes
+                written += ins.rows * ins.row_len * (config.precision.in_bytes if ins.requant
+                                                     else config.precision.acc_bytes)
             elif isinstance(ins, Compute) and ins.mode is ComputeMode.MAC:
                 steps += ins.outer * ins.inner
         return {

@@ -27,6 +27,7 @@ import numpy as np
 from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import SimulationError
 from tensorforge.intrinsics import apply_intrinsic, wrap
+from tensorforge.requant import PARAM_LINES, requantize_lines
 from tensorforge.isa import (
     Buffer,
     Compute,
@@ -326,7 +327,9 @@ class FunctionalSimulator:
         return [(name, [(first, last)], True), ("dram", rows, False)]
 
     def _store(self, ins: Store, memory: np.ndarray, stats: Statistics):
-        elem_bytes = self.config.precision.acc_bytes
+        precision = self.config.precision
+        elem_bytes = precision.in_bytes if ins.requant else precision.acc_bytes
+        params = self._output_params(ins)
         if ins.line + ins.rows > self.acc.shape[0]:
             raise SimulationError(
                 f"reads accumulator lines {ins.line}..{ins.line + ins.rows - 1}"
@@ -340,10 +343,30 @@ class FunctionalSimulator:
         rows = self._dram_rows(ins, elem_bytes, len(memory))
         dtype = np.dtype(f"<i{elem_bytes}")
         for r, (start, stop) in enumerate(rows):
-            line = wrap(self.acc[ins.line + r, : ins.row_len], self.config.precision.acc_bits)
+            line = wrap(self.acc[ins.line + r, : ins.row_len], precision.acc_bits)
+            if params is not None:
+                line = requantize_lines(line, params[:, : ins.row_len], precision.in_bits,
+                                        precision.acc_bits)
             memory[start:stop] = line.astype(dtype).view(np.uint8)
         stats.dram_bytes_written += ins.rows * ins.row_len * elem_bytes
-        return [("acc", [(ins.line, ins.line + ins.rows)], False), ("dram", rows, True)]
+        read = [(ins.line, ins.line + ins.rows)]
+        if params is not None:
+            read.append((ins.params, ins.params + PARAM_LINES))
+        return [("acc", read, False), ("dram", rows, True)]
+
+    def _output_params(self, ins: Store) -> np.ndarray | None:
+        """The parameter lines of a requantizing STORE (`tensorforge.requant`), else None."""
+        if not ins.requant:
+            return None
+        if not self.config.output_pipeline:
+            raise SimulationError("requantizes, but this accelerator has no output pipeline "
+                                  "(build it with output_pipeline = true)")
+        if ins.params + PARAM_LINES > self.acc.shape[0]:
+            raise SimulationError(
+                f"reads output parameter lines {ins.params}..{ins.params + PARAM_LINES - 1}, "
+                f"past the accumulator's {self.acc.shape[0]} lines")
+        return wrap(self.acc[ins.params : ins.params + PARAM_LINES],
+                    self.config.precision.acc_bits)
 
     def _compute(self, ins: Compute, stats: Statistics):
         config = self.config

@@ -316,7 +316,7 @@ def _result(case: RtlCase, program: Program, inputs: dict, run: tuple, directory
     job, outcome, dram, register_activity = run
     config = program.config
     output = np.asarray(program.unpack_output(dram))
-    expected = case.workload.reference(inputs)
+    expected = program.expected_output(inputs)
     mismatches = first_mismatches(output, expected)
     counters = outcome.counters
     activity = None

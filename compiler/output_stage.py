@@ -1,0 +1,145 @@
+"""A layer's output stage on the device: bias, requantization and activation at STORE.
+
+`OutputStage` names the per-channel parameters (`tensorforge.requant.OutputParams`) and the
+workload's output index that is the channel. The code generator (`codegen.generate` with
+``output=``) makes every STORE requantize (`isa.Store.requant`) and write ``in_bits``
+elements; `ParamBlocks` collects the parameter blocks those STOREs need.
+
+Which channel each stored element belongs to is read off the output's DRAM layout (the
+channel number of every element, packed like the output), so any tensorize choice and tile
+shape works: a STORE whose rows see the same channels lane by lane shares one block (the
+channel runs along the accumulator line: one block per line's worth of channels); rows with
+different channels (the channel runs across lines) get a STORE and a block each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from tensorforge.compiler.layout import DramLayout
+from tensorforge.compiler.lowering import Lowering, fused_name
+from tensorforge.compiler.workload import Workload
+from tensorforge.config import AcceleratorConfig
+from tensorforge.errors import MappingError
+from tensorforge.requant import PARAM_LINES, OutputParams, param_lines
+
+
+@dataclass(frozen=True)
+class OutputStage:
+    """Per-channel output parameters and the output index they run along."""
+
+    params: OutputParams
+    channel: str
+
+    def check(self, workload: Workload, config: AcceleratorConfig) -> None:
+        if not config.output_pipeline:
+            raise MappingError("an output stage needs an accelerator with the output pipeline "
+                               "(AcceleratorConfig(output_pipeline=True), --output-pipeline)")
+        if self.channel not in workload.output.indices:
+            raise MappingError(f"output stage channel {self.channel!r} is not an index of "
+                               f"{workload.output} ({', '.join(workload.output.indices)})")
+        size = workload.sizes[self.channel]
+        if self.params.channels != size:
+            raise MappingError(f"the output stage has {self.params.channels} channels, "
+                               f"{self.channel} has {size}")
+        self.params.check(config.precision.in_bits, config.precision.acc_bits)
+
+    def apply(self, result: np.ndarray, workload: Workload, acc_bits: int) -> np.ndarray:
+        """The reference: the workload's exact output through the output stage."""
+        axis = workload.output.indices.index(self.channel)
+        return self.params.apply(result, axis, acc_bits)
+
+
+def device_channels(lowering: Lowering, channel: str) -> np.ndarray:
+    """The channel number of every element of the device stage's output (its shape)."""
+    workload = lowering.workload
+    if len(lowering.stages) != 1:
+        raise MappingError(f"{workload.name} finishes on the host ({len(lowering.stages) - 1} "
+                           "later stage(s)); the output stage needs the device's result to be "
+                           "the workload's output")
+    shape = workload.shapes[workload.output.tensor]
+    axis = workload.output.indices.index(channel)
+    view = [1] * len(shape)
+    view[axis] = shape[axis]
+    user = np.broadcast_to(np.arange(shape[axis]).reshape(view), shape)
+    if not lowering.groups:
+        return np.ascontiguousarray(user)
+    groups = [next(g for g in lowering.groups if fused_name(g) == d.indices[0])
+              for d in lowering.fused.output.dims]
+    members = [i for g in groups for i in g]
+    wanted = [members.index(i) for i in workload.output.indices]
+    device = user.transpose(np.argsort(wanted))
+    return np.ascontiguousarray(device).reshape(lowering.device.shapes[lowering.device.output
+                                                                         .tensor])
+
+
+@dataclass
+class ParamBlocks:
+    """The parameter blocks a program's STOREs use, keyed by their lanes' channels.
+
+    ``element_channels`` is the channel of each element of the output region (-1: padding,
+    a lane nothing reads), by element offset from the region's base.
+    """
+
+    stage: OutputStage
+    element_channels: np.ndarray
+    first_line: int  # accumulator line of the first block
+    config: AcceleratorConfig
+    blocks: dict[tuple[int, ...], int] = field(default_factory=dict)
+
+    @classmethod
+    def for_output(cls, stage: OutputStage, lowering: Lowering, output: DramLayout,
+                   first_line: int, config: AcceleratorConfig) -> ParamBlocks:
+        device = lowering.device
+        access = device.output
+        channels = device_channels(lowering, stage.channel) + 1  # 0: padding
+        packed = replace(output, base=0, elem_bytes=8).pack(channels, access, device.sizes)
+        return cls(stage, np.frombuffer(packed, dtype="<i8") - 1, first_line, config)
+
+    def row_channels(self, address: int, row_len: int) -> tuple[int, ...]:
+        """The channels of the ``row_len`` elements from element offset ``address``."""
+        return tuple(int(c) for c in self.element_channels[address:address + row_len])
+
+    def line_of(self, channels: tuple[int, ...]) -> int:
+        """The first accumulator line of the block for lanes of ``channels``."""
+        number = self.blocks.setdefault(channels, len(self.blocks))
+        return self.first_line + number * PARAM_LINES
+
+    @property
+    def lines(self) -> int:
+        return len(self.blocks) * PARAM_LINES
+
+    def check_room(self) -> None:
+        end = self.first_line + self.lines
+        if end > self.config.acc_lines:
+            raise MappingError(
+                f"the output stage's {len(self.blocks)} parameter block(s) need accumulator "
+                f"lines {self.first_line}..{end - 1}, past its {self.config.acc_lines}; choose "
+                "smaller output tiles or a larger accumulator")
+
+    def image(self) -> np.ndarray:
+        """The blocks' lines, in order (``lines x acc_line_elems``), as LOADed."""
+        precision, width = self.config.precision, self.config.acc_line_elems
+        rows = []
+        for channels in self.blocks:
+            lanes = np.full(width, -1, dtype=np.int64)
+            lanes[:len(channels)] = channels
+            rows.append(param_lines(self.stage.params, lanes, precision.in_bits,
+                                    precision.acc_bits))
+        return np.concatenate(rows) if rows else np.zeros((0, width), dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class ParamRegion:
+    """The parameter lines' DRAM region (``acc_bytes`` elements), LOADed at program start."""
+
+    base: int
+    data: bytes
+    lines: int
+    accumulator_line: int
+
+    @property
+    def end(self) -> int:
+        return self.base + len(self.data)
