@@ -42,6 +42,7 @@ from tensorforge.config import AcceleratorConfig
 from tensorforge.dse.cost_transfers import TransferShape, transfer_shape
 from tensorforge.hw.controller import TOKEN_QUEUES, Controller
 from tensorforge.isa import INSTRUCTION_BYTES, Compute, ComputeMode, Finish, Load, Store
+from tensorforge.requant import PARAM_LINES
 
 
 @dataclass(frozen=True)
@@ -354,8 +355,10 @@ def _pass(program, transfers, config, step, p, terms, hint, log):
             unit_ready[unit], retire = _load_time(dmas[unit], channel, fetch,
                                                   transfers[k], issue, p, terms)
         elif unit == "store":
+            # a requantizing STORE reads its parameter lines first, a cycle each
+            extra = PARAM_LINES if instruction.requant else 0
             unit_ready[unit], retire = _store_time(dmas[unit], transfers[k],
-                                                   issue, p, terms)
+                                                   issue + extra, p, terms)
         else:
             unit_ready[unit], retire = computes.run(instruction, issue)
         done = retired[unit]

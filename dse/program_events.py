@@ -25,6 +25,8 @@ from tensorforge.dse.cost_trace import stationary_run
 from tensorforge.dse.cost_transfers import transfer_shape
 from tensorforge.dse.energy import EVENTS
 from tensorforge.isa import INSTRUCTION_BYTES, Buffer, Compute, ComputeMode, Load, Store
+from tensorforge.requant import PARAM_LINES
+from tensorforge.sim.axi_traffic import line_geometry
 
 
 def program_events(instructions, config: AcceleratorConfig, step) -> dict[str, float]:
@@ -47,15 +49,15 @@ def _transfer(events: dict[str, float], config: AcceleratorConfig, instruction) 
     shape = transfer_shape(config, instruction)
     events["dma_beats"] += sum(shape.bursts)
     lines = shape.rows + shape.zero_lines
+    events["dram_bytes"] += shape.elements * line_geometry(config, instruction)[1]
     if isinstance(instruction, Store):
-        events["acc_line_reads"] += lines
-        events["dram_bytes"] += shape.elements * config.precision.acc_bytes
+        # a requantizing STORE also reads its 3 parameter lines; the Requantizer's own
+        # energy (a multiplier per lane) is not modelled
+        events["acc_line_reads"] += lines + (PARAM_LINES if instruction.requant else 0)
     elif instruction.buffer is Buffer.ACC:
         events["acc_line_writes"] += lines
-        events["dram_bytes"] += shape.elements * config.precision.acc_bytes
     else:
         events["spad_line_writes"] += lines
-        events["dram_bytes"] += shape.elements * config.precision.in_bytes
 
 
 def _compute(events: dict[str, float], config: AcceleratorConfig, step,

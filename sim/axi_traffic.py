@@ -20,16 +20,24 @@ from tensorforge.hw.dma_rows import transfer_runs
 from tensorforge.isa import INSTRUCTION_BYTES, Buffer, Instruction, Load, Store
 
 
+def line_geometry(config: AcceleratorConfig, instruction: Load | Store) -> tuple[int, int]:
+    """``(elements per buffer line, bytes per DRAM element)`` of a LOAD or STORE: a
+    requantizing STORE (the output pipeline) writes ``in_bits`` elements."""
+    if isinstance(instruction, Store):
+        precision = config.precision
+        return config.acc_line_elems, (precision.in_bytes if instruction.requant
+                                       else precision.acc_bytes)
+    if instruction.buffer is Buffer.ACC:
+        return config.acc_line_elems, config.precision.acc_bytes
+    return config.spad_line_elems, config.precision.in_bytes
+
+
 def dram_rows(config: AcceleratorConfig, instruction: Load | Store) -> list[tuple[int, int]]:
     """``(start, bytes)`` of each DRAM row a LOAD reads or a STORE writes (empty rows left out).
 
     Rows longer than a buffer line are cut to the line, as the DMA does.
     """
-    to_acc = isinstance(instruction, Store) or instruction.buffer is Buffer.ACC
-    if to_acc:
-        elems, elem_bytes = config.acc_line_elems, config.precision.acc_bytes
-    else:
-        elems, elem_bytes = config.spad_line_elems, config.precision.in_bytes
+    elems, elem_bytes = line_geometry(config, instruction)
     length = min(instruction.row_len, elems) * elem_bytes
     if not length:
         return []
@@ -41,11 +49,7 @@ def dram_runs(config: AcceleratorConfig, instruction: Load | Store) -> list[tupl
     """``(start, bytes)`` of each run of DRAM a LOAD or STORE moves as bursts: one run for a
     tile whose rows lie back to back, else one a row (`hw.dma_rows.transfer_runs`, the DMA
     units' own rule)."""
-    to_acc = isinstance(instruction, Store) or instruction.buffer is Buffer.ACC
-    if to_acc:
-        elems, elem_bytes = config.acc_line_elems, config.precision.acc_bytes
-    else:
-        elems, elem_bytes = config.spad_line_elems, config.precision.in_bytes
+    elems, elem_bytes = line_geometry(config, instruction)
     return transfer_runs(instruction.dram_addr, instruction.rows, instruction.row_len,
                          instruction.stride, elems, elem_bytes)
 

@@ -73,11 +73,17 @@ def rounding_divide_by_pot(u: np.ndarray, shift: np.ndarray) -> np.ndarray:
 def requantize(acc, bias, multiplier, shift, zero_point, low, high, *, acc_bits: int
                ) -> np.ndarray:
     """The output pipeline on ``acc`` (any shape; parameters broadcast against it), int64."""
-    t = wrap(np.asarray(acc, dtype=np.int64) + np.asarray(bias, dtype=np.int64), acc_bits)
+    t = _wrap_exact(np.asarray(acc, dtype=object) + np.asarray(bias, dtype=object), acc_bits)
     u = rounding_doubling_high_mul(t, multiplier, acc_bits)
     v = rounding_divide_by_pot(u, shift)
-    w = wrap(np.asarray(v + np.asarray(zero_point, dtype=object), dtype=np.int64), acc_bits)
+    w = _wrap_exact(v + np.asarray(zero_point, dtype=object), acc_bits)
     return np.minimum(np.maximum(w, low), high).astype(np.int64)
+
+
+def _wrap_exact(values: np.ndarray, bits: int) -> np.ndarray:
+    """`wrap` on Python integers (object arrays), which do not overflow at 64 bits."""
+    half = 1 << (bits - 1)
+    return (values + half) % (1 << bits) - half
 
 
 def quantize_multiplier(scale: float, acc_bits: int = 32) -> tuple[int, int]:

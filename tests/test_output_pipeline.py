@@ -1,0 +1,253 @@
+"""The output pipeline (bias, requantization, activation at STORE; issue 18 item 1).
+
+The reference (`tensorforge.requant`) against hand-computed values and an independent
+transcription of gemmlowp's arithmetic in exact fractions; the hardware `Requantizer`
+(Amaranth's simulator) and the functional simulator against the reference; whole programs on
+the RTL against it, bit for bit.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tensorforge import requant as rq
+from tensorforge.compiler.codegen import generate
+from tensorforge.compiler.mappers import default_mapping, library_mapping
+from tensorforge.compiler.output_stage import OutputStage
+from tensorforge.compiler.workload import parse_workload
+from tensorforge.config import AcceleratorConfig, ArrayConfig, PrecisionConfig, ScratchpadConfig
+from tensorforge.errors import ConfigError, MappingError, SimulationError
+from tensorforge.isa import Finish, Store, decode
+from tensorforge.sim.functional import run_program
+
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+PIPELINE_4x4 = AcceleratorConfig(
+    array=ArrayConfig(rows=4, cols=4),
+    scratchpad=ScratchpadConfig(capacity=2048, banks=4, accumulator=2048),
+    output_pipeline=True)
+GEMM = parse_workload("C[i,j] += A[i,k] * B[k,j]", "i=7,j=11,k=13", name="gemm")
+CONV = parse_workload("C[k,x,y] += A[c,x+r,y+s] * B[k,c,r,s]", "k=6,c=3,x=4,y=5,r=3,s=3",
+                      name="conv")
+
+
+# ------------------------------------------------------------------ the formula
+
+
+def test_hand_computed_cases():
+    # 1000 + 24 = 1024; x 0.5 (2**30 in Q31) = 512; / 2**3 = 64; + zero point -10 = 54
+    assert rq.requantize(1000, 24, 1 << 30, 3, -10, -128, 127, acc_bits=32) == 54
+    # -1005 x 0.5 = -502.5 -> -502 (round half away from zero in gemmlowp's doubling
+    # high multiply: (ab + 1 - 2**30) / 2**31 truncated); / 4 = -125.5 -> -126
+    assert rq.requantize(-1000, -5, 1 << 30, 2, 0, -128, 127, acc_bits=32) == -126
+    assert rq.requantize(-1000, -5, 1 << 30, 2, 0, 0, 127, acc_bits=32) == 0  # ReLU
+    # the one saturating product: MIN x MIN -> MAX; / 2**24 = 127.99.. -> 128 -> clamp 127
+    assert rq.requantize(INT32_MIN, 0, INT32_MIN, 24, 0, -128, 127, acc_bits=32) == 127
+    # the sum wraps at acc_bits before the multiply, as a 32-bit accumulator does
+    assert rq.requantize(INT32_MAX, 1, 1 << 30, 24, 0, -128, 127, acc_bits=32) == -64
+
+
+def _gemmlowp(x: int, multiplier: int, shift: int) -> int:
+    """gemmlowp's SaturatingRoundingDoublingHighMul + RoundingDivideByPOT, transcribed with
+    exact fractions (an independent check of `requant`'s shift-only rewriting)."""
+    if x == multiplier == INT32_MIN:
+        high = INT32_MAX
+    else:
+        product = x * multiplier
+        nudge = (1 << 30) if product >= 0 else 1 - (1 << 30)
+        high = math.trunc(Fraction(product + nudge, 1 << 31))
+    exact = Fraction(high, 1 << shift)
+    magnitude = math.floor(abs(exact) + Fraction(1, 2))
+    return magnitude if exact >= 0 else -magnitude
+
+
+@given(x=st.integers(INT32_MIN, INT32_MAX), bias=st.integers(-(1 << 20), 1 << 20),
+       multiplier=st.integers(INT32_MIN, INT32_MAX), shift=st.integers(0, 31),
+       zero_point=st.integers(-128, 127), bounds=st.tuples(st.integers(-128, 127),
+                                                           st.integers(-128, 127)))
+def test_formula_is_gemmlowps(x, bias, multiplier, shift, zero_point, bounds):
+    low, high = min(bounds), max(bounds)
+    t = ((x + bias + (1 << 31)) % (1 << 32)) - (1 << 31)
+    v = _gemmlowp(t, multiplier, shift) + zero_point
+    expected = min(max(v, low), high)
+    got = rq.requantize(x, bias, multiplier, shift, zero_point, low, high, acc_bits=32)
+    assert got == expected
+    assert low <= got <= high
+
+
+@given(scale=st.floats(1e-9, 0.999999, allow_nan=False))
+def test_quantize_multiplier_represents_the_scale(scale):
+    multiplier, shift = rq.quantize_multiplier(scale)
+    assert (1 << 30) <= multiplier < (1 << 31) and 0 <= shift < 32
+    assert abs(multiplier / 2 ** 31 / 2 ** shift - scale) <= scale * 2 ** -30
+
+
+@given(shift=st.integers(0, 31), zero_point=st.integers(-128, 127),
+       low=st.integers(-128, 127), high=st.integers(-128, 127))
+def test_packed_lane_round_trips(shift, zero_point, low, high):
+    packed = rq.pack_lane(shift, zero_point, low, high, 8)
+    lane = rq.wrap(packed, 32)  # as an int32 accumulator element holds it
+    assert [int(v) for v in rq.unpack_lane(lane, 8)] == [shift, zero_point, low, high]
+
+
+def test_activation_ranges():
+    assert rq.activation_range("none", 8) == (-128, 127)
+    assert rq.activation_range("relu", 8, zero_point=-5) == (-5, 127)
+    assert rq.activation_range("relu6", 8, zero_point=-5, scale=0.1) == (-5, 55)
+    with pytest.raises(ConfigError, match="ReLU6 needs"):
+        rq.activation_range("relu6", 8)
+
+
+# ------------------------------------------------------------------ ISA and configuration
+
+
+def test_store_encoding_unchanged_without_requant():
+    plain = Store(line=3, dram_addr=0x1234, rows=2, row_len=4, stride=4, pop_prev=True)
+    assert plain.encode() < 1 << 96  # the fields every STORE had end at bit 96
+    assert "requant" not in plain.describe()
+    requant = Store(line=3, rows=1, row_len=4, requant=True, params=77)
+    assert decode(requant.encode()) == requant
+    assert "params=77" in requant.describe()
+
+
+def test_config_field_and_its_checks():
+    assert "output_pipeline" not in AcceleratorConfig().to_dict()  # hashes of old configs stay
+    assert AcceleratorConfig.from_dict(PIPELINE_4x4.to_dict()) == PIPELINE_4x4
+    with pytest.raises(ConfigError, match="acc_bits must be at least 56"):
+        AcceleratorConfig(precision=PrecisionConfig(in_bits=16, acc_bits=32),
+                          output_pipeline=True)
+
+
+# ------------------------------------------------------------------ hardware lane
+
+
+def _random_params(rng, channels: int, in_bits: int = 8, acc_bits: int = 32) -> rq.OutputParams:
+    qmin, qmax = -(1 << (in_bits - 1)), (1 << (in_bits - 1)) - 1
+    bounds = np.sort(rng.integers(qmin, qmax + 1, (2, channels)), axis=0)
+    top = 1 << (acc_bits - 1)
+    return rq.OutputParams(
+        bias=rng.integers(-(1 << 20), 1 << 20, channels),
+        multiplier=rng.integers(-top, top, channels, dtype=np.int64),
+        shift=rng.integers(0, acc_bits, channels), zero_point=rng.integers(qmin, qmax + 1,
+                                                                           channels),
+        low=bounds[0], high=bounds[1])
+
+
+@pytest.mark.amaranth_sim
+@pytest.mark.parametrize("in_bits, acc_bits", [(8, 32), (16, 64)])
+def test_requantizer_matches_the_reference(in_bits, acc_bits, random_seed):
+    from amaranth.sim import Simulator
+
+    from tensorforge.hw.output_pipeline import Requantizer
+
+    config = AcceleratorConfig(array=ArrayConfig(rows=2, cols=4), output_pipeline=True,
+                               precision=PrecisionConfig(in_bits=in_bits, acc_bits=acc_bits))
+    dut = Requantizer(config)
+    lanes = config.acc_line_elems
+    rng = np.random.default_rng(random_seed)
+    top = 1 << (acc_bits - 1)
+    failures = []
+
+    async def bench(ctx):
+        for trial in range(150):
+            params = _random_params(rng, lanes, in_bits, acc_bits)
+            x = rng.integers(-top, top, lanes, dtype=np.int64)
+            if trial % 3 == 0:  # small sums: the results that are not all clamped
+                x = rng.integers(-5000, 5000, lanes)
+                params = rq.OutputParams(params.bias, rng.integers(top // 2, top, lanes),
+                                         rng.integers(0, 12, lanes), params.zero_point,
+                                         params.low, params.high)
+            if trial % 10 == 0:  # the saturating product
+                x[0], params.multiplier[0], params.bias[0] = -top, -top, 0
+            block = rq.param_lines(params, np.arange(lanes), in_bits, acc_bits)
+            for e in range(lanes):
+                ctx.set(dut.line[e], int(x[e]))
+                for k in range(rq.PARAM_LINES):
+                    ctx.set(getattr(dut, f"param_{k}")[e], int(block[k][e]))
+            narrow = ctx.get(dut.narrow)
+            got = rq.wrap(np.array([(narrow >> (e * in_bits)) & ((1 << in_bits) - 1)
+                                    for e in range(lanes)]), in_bits)
+            want = rq.requantize_lines(x[None, :], block, in_bits, acc_bits)[0]
+            if not np.array_equal(got, want):
+                failures.append((trial, x, block, want, got))
+
+    simulator = Simulator(dut)
+    simulator.add_testbench(bench)
+    simulator.run()
+    assert not failures, failures[0]
+
+
+# ------------------------------------------------------------------ compiler and simulator
+
+
+def _stage(workload, channel: str, rng) -> OutputStage:
+    n = workload.sizes[channel]
+    pairs = [rq.quantize_multiplier(s) for s in rng.uniform(0.002, 0.03, n)]
+    low, high = rq.activation_range("relu6", 8, zero_point=-3, scale=0.05)
+    params = rq.OutputParams.per_channel(
+        n, bias=rng.integers(-400, 400, n), multiplier=[m for m, _ in pairs],
+        shift=[s for _, s in pairs], zero_point=-3, low=low, high=high)
+    return OutputStage(params, channel)
+
+
+CASES = [(GEMM, "j"), (GEMM, "i"), (CONV, "k")]
+
+
+@pytest.mark.parametrize("workload, channel", CASES)
+@pytest.mark.parametrize("mapper", [default_mapping, library_mapping])
+def test_functional_simulator_matches_the_reference(workload, channel, mapper, random_seed):
+    rng = np.random.default_rng(random_seed)
+    stage = _stage(workload, channel, rng)
+    program = generate(workload, mapper(workload, PIPELINE_4x4), PIPELINE_4x4, output=stage)
+    inputs = workload.random_inputs(rng)
+    expected = stage.params.apply(workload.reference(inputs),
+                                  workload.output.indices.index(channel), 32)
+    assert len(np.unique(expected)) > 5  # not all clamped
+    got = program.run_functional(inputs, garbage=np.random.default_rng(random_seed))
+    np.testing.assert_array_equal(got, expected)
+    stores = [i for i in program.instructions if isinstance(i, Store)]
+    assert stores and all(s.requant for s in stores)
+    # int8 out: a quarter of the int32 bytes of the same program without the stage
+    plain = generate(workload, mapper(workload, PIPELINE_4x4), PIPELINE_4x4)
+    assert program.statistics()["dram_bytes_written"] * 4 == plain.statistics()[
+        "dram_bytes_written"]
+
+
+def test_output_stage_needs_the_pipeline_and_matching_channels():
+    rng = np.random.default_rng(0)
+    plain = AcceleratorConfig(array=ArrayConfig(rows=4, cols=4))
+    with pytest.raises(MappingError, match="output pipeline"):
+        generate(GEMM, default_mapping(GEMM, plain), plain, output=_stage(GEMM, "j", rng))
+    with pytest.raises(MappingError, match="has 11"):
+        generate(GEMM, default_mapping(GEMM, PIPELINE_4x4), PIPELINE_4x4,
+                 output=OutputStage(_stage(GEMM, "i", rng).params, "j"))
+    with pytest.raises(SimulationError, match="no output pipeline"):
+        run_program(plain, [Store(rows=1, row_len=4, requant=True), Finish()], bytearray(64))
+
+
+# ------------------------------------------------------------------ RTL
+
+
+@pytest.mark.rtl
+def test_rtl_matches_the_reference(random_seed):
+    """Requantizing programs (channel along the accumulator line, across it, a convolution)
+    and a plain int32 one, in one run of the pipeline accelerator's model."""
+    from tensorforge.sim.rtl_run import RtlCase, run_programs_on_rtl
+
+    rng = np.random.default_rng(random_seed)
+    cases = []
+    for workload, channel in CASES:
+        stage = _stage(workload, channel, rng)
+        program = generate(workload, default_mapping(workload, PIPELINE_4x4), PIPELINE_4x4,
+                           output=stage)
+        cases.append(RtlCase(workload, program=program, seed=random_seed))
+    cases.append(RtlCase(GEMM, seed=random_seed))  # STOREs without requant: int32 as before
+    results = run_programs_on_rtl(PIPELINE_4x4, cases)
+    for case, result in zip(cases, results, strict=True):
+        assert result.match, (case.workload, result.mismatches)
+        assert result.dram_bytes_written == result.expected_traffic.written
