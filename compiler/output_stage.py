@@ -26,7 +26,7 @@ from tensorforge.errors import MappingError
 from tensorforge.requant import PARAM_LINES, OutputParams, param_lines
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: compared by identity
 class OutputStage:
     """Per-channel output parameters and the output index they run along."""
 
@@ -87,7 +87,9 @@ class ParamBlocks:
     element_channels: np.ndarray
     first_line: int  # accumulator line of the first block
     config: AcceleratorConfig
-    blocks: dict[tuple[int, ...], int] = field(default_factory=dict)
+    blocks: list[list[int]] = field(default_factory=list)  # each block's lane channels
+    frozen: bool = False  # the image is built: blocks no longer change
+    known: dict[tuple[int, ...], int] = field(default_factory=dict)  # channels -> a block
 
     @classmethod
     def for_output(cls, stage: OutputStage, lowering: Lowering, output: DramLayout,
@@ -103,9 +105,30 @@ class ParamBlocks:
         return tuple(int(c) for c in self.element_channels[address:address + row_len])
 
     def line_of(self, channels: tuple[int, ...]) -> int:
-        """The first accumulator line of the block for lanes of ``channels``."""
-        number = self.blocks.setdefault(channels, len(self.blocks))
-        return self.first_line + number * PARAM_LINES
+        """The first accumulator line of a block whose lanes hold ``channels`` (-1: any).
+
+        Before the image is built, a block that agrees on every lane both use takes the
+        row's channels into its free lanes (padding lanes do not cost a block of their own);
+        after, the first block that covers the row is used."""
+        if channels in self.known:  # blocks only ever fill free lanes: it still covers them
+            return self.first_line + self.known[channels] * PARAM_LINES
+        line = self._find(channels)
+        self.known[channels] = (line - self.first_line) // PARAM_LINES
+        return line
+
+    def _find(self, channels: tuple[int, ...]) -> int:
+        for number, block in enumerate(self.blocks):
+            covers = all(c < 0 or b == c for b, c in zip(block, channels, strict=False))
+            agrees = all(c < 0 or b < 0 or b == c for b, c in zip(block, channels, strict=False))
+            if covers or (agrees and not self.frozen):
+                for lane, c in enumerate(channels):
+                    if c >= 0:
+                        block[lane] = c
+                return self.first_line + number * PARAM_LINES
+        if self.frozen:
+            raise MappingError(f"no output parameter block holds channels {channels}")
+        self.blocks.append(list(channels) + [-1] * (self.config.acc_line_elems - len(channels)))
+        return self.first_line + (len(self.blocks) - 1) * PARAM_LINES
 
     @property
     def lines(self) -> int:
@@ -114,7 +137,8 @@ class ParamBlocks:
     def check_room(self) -> None:
         end = self.first_line + self.lines
         if end > self.config.acc_lines:
-            raise MappingError(
+            raise ParamRoomError(
+                self.lines,
                 f"the output stage's {len(self.blocks)} parameter block(s) need accumulator "
                 f"lines {self.first_line}..{end - 1}, past its {self.config.acc_lines}; choose "
                 "smaller output tiles or a larger accumulator")
@@ -122,13 +146,33 @@ class ParamBlocks:
     def image(self) -> np.ndarray:
         """The blocks' lines, in order (``lines x acc_line_elems``), as LOADed."""
         precision, width = self.config.precision, self.config.acc_line_elems
-        rows = []
-        for channels in self.blocks:
-            lanes = np.full(width, -1, dtype=np.int64)
-            lanes[:len(channels)] = channels
-            rows.append(param_lines(self.stage.params, lanes, precision.in_bits,
-                                    precision.acc_bits))
+        self.frozen = True
+        rows = [param_lines(self.stage.params, np.array(block, dtype=np.int64),
+                            precision.in_bits, precision.acc_bits) for block in self.blocks]
         return np.concatenate(rows) if rows else np.zeros((0, width), dtype=np.int64)
+
+
+class ParamRoomError(MappingError):
+    """The parameter blocks do not fit beside the C tiles; ``lines`` is what they need."""
+
+    def __init__(self, lines: int, message: str) -> None:
+        super().__init__(message)
+        self.lines = lines
+
+
+def reserve_accumulator(config: AcceleratorConfig, lines: int) -> AcceleratorConfig:
+    """``config`` with ``lines`` fewer accumulator lines: a mapper given it leaves them free
+    for the parameter blocks (its tiles fit the real accumulator too)."""
+    if lines <= 0:
+        return config
+    smaller = config.scratchpad.accumulator - lines * config.acc_line_bytes
+    if smaller < config.blocks["C"].lines * config.acc_line_bytes:
+        raise MappingError(f"the output stage's {lines} parameter lines leave no room for a C "
+                           f"block in the {config.acc_lines}-line accumulator; use a larger "
+                           "accumulator")
+    return replace(config, scratchpad=replace(config.scratchpad,
+                                              accumulator=type(config.scratchpad.accumulator)(
+                                                  smaller)))
 
 
 @dataclass(frozen=True)

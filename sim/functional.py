@@ -27,7 +27,6 @@ import numpy as np
 from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import SimulationError
 from tensorforge.intrinsics import apply_intrinsic, wrap
-from tensorforge.requant import PARAM_LINES, requantize_lines
 from tensorforge.isa import (
     Buffer,
     Compute,
@@ -38,6 +37,7 @@ from tensorforge.isa import (
     Store,
     decode_program,
 )
+from tensorforge.requant import PARAM_LINES, requantize_lines
 
 
 class Unit(enum.IntEnum):

@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from tensorforge.compiler.mapping import Mapping
+from tensorforge.compiler.output_stage import OutputStage, ParamRoomError, reserve_accumulator
 from tensorforge.compiler.program import Program
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import MappingError
 from tensorforge.memory import DEFAULT_MEMORY, MemorySystem
+from tensorforge.requant import PARAM_LINES
 
 MAPPERS = ("default", "library")
 
@@ -40,13 +42,29 @@ def resolve_mapping(
 
 def compile_workload(
     workload: Workload, config: AcceleratorConfig, mapping: Mapping | str | Path = "default",
-    memory: MemorySystem = DEFAULT_MEMORY,
+    memory: MemorySystem = DEFAULT_MEMORY, output: OutputStage | None = None,
 ) -> Program:
     """Workload -> Program for ``config`` on ``memory``; ``mapping`` as in
-    `resolve_mapping`."""
+    `resolve_mapping`; ``output``: the layer's bias, requantization and activation, done at
+    STORE (an accelerator with ``output_pipeline``; `tensorforge.compiler.output_stage`)."""
     from tensorforge.compiler.codegen import generate
 
-    return generate(workload, resolve_mapping(workload, config, mapping, memory), config)
+    if output is None or isinstance(mapping, Mapping):
+        return generate(workload, resolve_mapping(workload, config, mapping, memory), config,
+                        output=output)
+    # a mapper fills the accumulator with C tiles: map for one with room for the parameter
+    # blocks, a line's worth of channels per block to start with, then what they turned out
+    # to need
+    lanes = config.acc_line_elems
+    reserve = PARAM_LINES * -(-workload.sizes[output.channel] // lanes)
+    for _ in range(3):
+        mapped = resolve_mapping(workload, reserve_accumulator(config, reserve), mapping,
+                                 memory)
+        try:
+            return generate(workload, mapped, config, output=output)
+        except ParamRoomError as error:
+            last, reserve = error, error.lines
+    raise last
 
 
 def generate_verilog(config: AcceleratorConfig) -> str:

@@ -119,7 +119,7 @@ def activation_range(activation: Activation | str, in_bits: int, zero_point: int
             return max(qmin, zero_point), min(qmax, zero_point + round(6.0 / scale))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # arrays: compared by identity
 class OutputParams:
     """Per-channel parameters of the output pipeline (arrays of one length, the channels)."""
 

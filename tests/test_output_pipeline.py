@@ -251,3 +251,24 @@ def test_rtl_matches_the_reference(random_seed):
     for case, result in zip(cases, results, strict=True):
         assert result.match, (case.workload, result.mismatches)
         assert result.dram_bytes_written == result.expected_traffic.written
+
+
+def test_compile_leaves_room_for_the_parameters():
+    """The default mapper fills this accumulator with C tiles; compile_workload maps for one
+    with the parameter blocks' lines set aside."""
+    from tensorforge.api import compile_workload
+    from tensorforge.compiler.output_stage import ParamRoomError
+
+    config = AcceleratorConfig(
+        array=ArrayConfig(rows=4, cols=4),
+        scratchpad=ScratchpadConfig(capacity=4096, banks=4, accumulator=1024),
+        output_pipeline=True)
+    workload = parse_workload("C[i,j] += A[i,k] * B[k,j]", "i=40,j=36,k=8")
+    rng = np.random.default_rng(11)
+    stage = _stage(workload, "j", rng)
+    with pytest.raises(ParamRoomError, match="past its 64"):
+        generate(workload, default_mapping(workload, config), config, output=stage)
+    program = compile_workload(workload, config, output=stage)
+    inputs = workload.random_inputs(rng)
+    np.testing.assert_array_equal(program.run_functional(inputs),
+                                  program.expected_output(inputs))
