@@ -14,7 +14,9 @@
     overlap and the busiest unit sets the pace, plus the first LOADs and the last STORE, on
     the memory the program will run on (`tensorforge.memory.MemorySystem`, default
     `DEFAULT_MEMORY`): the DRAM latency and the bursts it keeps in flight decide whether few
-    long transfers beat many short ones, so the mapping depends on the memory.
+    long transfers beat many short ones, so the mapping depends on the memory. Near-ties are
+    broken by DRAM traffic (`Estimate.score`), so a convolution keeps its input reuse (a
+    direct mapping whose tiles hold the input window once) where im2col would be as fast.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from tensorforge.compiler.mapping_estimate import (  # noqa: F401 (re-exported)
     estimate_cycles,
 )
 from tensorforge.compiler.matching import TensorizeChoice
-from tensorforge.compiler.tiling import Tiling, build_tiling
+from tensorforge.compiler.tiling import Tiling, build_tiling, sliding_windows
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import MappingError
@@ -134,7 +136,7 @@ def _orders(device: Workload) -> list[tuple[str, ...]]:
 def _best_order(device, tiling, orders, config, memory, bursts
                 ) -> tuple[float, tuple[str, ...]]:
     estimate = Estimate(device, tiling, config, memory, bursts)
-    return min((estimate(order), order) for order in orders)
+    return min((estimate.score(order), order) for order in orders)
 
 
 def _tile_options(size: int, block: int) -> list[int]:
@@ -146,11 +148,28 @@ def _tile_options(size: int, block: int) -> list[int]:
     return [*options, size]
 
 
+def _whole_taps(device: Workload, choice: TensorizeChoice) -> set[str]:
+    """Reduction indices that slide in a window of an operand (a convolution's kernel taps
+    ``r``, ``s`` of ``x+r``, ``y+s``; `tiling.sliding_windows`): tiled, each tile of taps
+    would load the window's halo again, so they are tried whole only."""
+    outputs = set(device.output.indices)
+    return {n for role, access in choice.operands
+            for n in sliding_windows(access, choice.intrinsic, role, choice.index_map).members
+            if n not in outputs}
+
+
+def _index_options(device, choice, block) -> list[list[int]]:
+    """`_tile_options` of each device index (kernel taps whole, `_whole_taps`)."""
+    whole = _whole_taps(device, choice)
+    return [[size] if n in whole else _tile_options(size, block[n])
+            for n, size in device.sizes.items()]
+
+
 def _enumerate(device, choice, block, orders, config, memory, bursts):
-    """Every fitting tiling of `_tile_options`; ``(cost, tiles, order)``, None if none fits
-    or there are too many to try."""
+    """Every fitting tiling of `_index_options`; ``(cost, tiles, order)``, None if none
+    fits or there are too many to try."""
     sizes = device.sizes
-    options = [_tile_options(sizes[n], block[n]) for n in sizes]
+    options = _index_options(device, choice, block)
     if math.prod(len(o) for o in options) > MAX_ENUMERATED:
         return None
     best = None
@@ -193,7 +212,8 @@ def _fitting(device, choice, block, config, names, options, chosen):
 def _grow(device, choice, block, orders, config, memory, bursts):
     """Greedy tile growth; ``(cost, tiles, order)`` or None if even one block does not fit."""
     sizes = device.sizes
-    tiles = {n: min(block[n], sizes[n]) for n in sizes}
+    whole = _whole_taps(device, choice)
+    tiles = {n: sizes[n] if n in whole else min(block[n], sizes[n]) for n in sizes}
     tiling = _fit(device, choice, tiles, block, config)
     if tiling is None:
         return None

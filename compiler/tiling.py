@@ -160,6 +160,57 @@ def build_tiling(device: Workload, choice: TensorizeChoice, tiles: Mapping[str, 
     return tiling
 
 
+@dataclass(frozen=True)
+class Windows:
+    """Unmatched indices that slide with another index along one dimension of an access
+    (``x+r``, ``y+s``), so a tile keeps one strip of lines for them, halo shared, instead of
+    a copy of the window per kernel tap: direct convolution with input reuse on any intrinsic.
+
+    ``apart``: windows of unmatched indices only (``x+r`` where neither is matched), each an
+    *axis* of its own among the groups; ``on_axis``: per intrinsic index that runs along a
+    line axis on its own (GEMM's ``i``), the unmatched indices that slide with the device
+    index matched to it (``y+s`` with ``y`` on ``i``): they join that axis.
+    """
+
+    apart: tuple[tuple[str, ...], ...] = ()
+    on_axis: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @property
+    def members(self) -> set[str]:
+        return {n for w in self.apart for n in w} | {n for _, w in self.on_axis for n in w}
+
+
+def sliding_windows(access: Access, intrinsic: Intrinsic, role: str,
+                    index_map: Mapping[str, str]) -> Windows:
+    """The `Windows` of ``access`` as ``role`` of ``intrinsic`` under ``index_map``.
+
+    A dimension slides when it is a sum of distinct indices with coefficient 1 that no other
+    dimension of the access uses (a strided ``2*x+r`` does not: its indices step DRAM
+    differently). It joins a line axis only where the intrinsic block has that one line axis
+    of one index (its blocks then never leave their strip, `_blocks_apart`).
+    """
+    layout = BLOCK_LAYOUTS[Intrinsic(intrinsic)][role]
+    back = {n: iota for iota, n in index_map.items()}
+    lone = {axis[0] for axis in layout.line_axes if len(axis) == 1}
+    if len(layout.line_axes) != 1:
+        lone = set()
+    apart, on_axis = [], []
+    for dim in access.dims:
+        names = dim.indices
+        if (len(names) < 2 or len(set(names)) != len(names)
+                or any(c != 1 for _, c in dim.terms)
+                or any(n in other.indices for other in access.dims if other is not dim
+                       for n in names)):
+            continue
+        matched = [n for n in names if n in back]
+        rest = tuple(n for n in names if n not in back)
+        if not matched:
+            apart.append(names)
+        elif len(matched) == 1 and back[matched[0]] in lone:
+            on_axis.append((back[matched[0]], rest))
+    return Windows(tuple(apart), tuple(on_axis))
+
+
 def _operand_tile(role, access, intrinsic, isizes, imap, tiles, block) -> OperandTile:
     layout = BLOCK_LAYOUTS[intrinsic][role]
     back = {n: iota for iota, n in imap.items()}
@@ -171,22 +222,35 @@ def _operand_tile(role, access, intrinsic, isizes, imap, tiles, block) -> Operan
         for i in axis if i in imap]
     on_axes = {imap[i] for axis in layout.line_axes for i in axis if i in imap}
     elem = imap.get(layout.elem_axis) if layout.elem_axis else None
+    windows = sliding_windows(access, intrinsic, role, imap)
+    sliding = dict(windows.on_axis)
     for n in access.indices:
         if n in on_axes or n == elem:
             continue
         if n in back:
             raise MappingError(f"index {n} of {access} is matched to intrinsic index {back[n]}, "
                                f"which the intrinsic's {role} does not use")
+        window = next((w for w in windows.apart if n in w), None)
+        if window is not None:  # one strip for the whole window, at its first index
+            if n == window[0]:
+                raw.append(("axis", tuple((m, None, 1) for m in window),
+                            sum(tiles[m] for m in window) - (len(window) - 1)))
+            continue
+        if n in windows.members:  # slides along a line axis, below
+            continue
         raw.append(("group", ((n, None, 1),), tiles[n]))
     if elem is not None:
         raw.append(("group", ((elem, layout.elem_axis, block[elem]),), blocks[elem]))
     for position, axis in enumerate(layout.line_axes):
-        entries = tuple((imap.get(i), i, isizes[i]) for i in axis)
+        extra = tuple(m for i in axis for m in sliding.get(i, ()))
+        entries = tuple((imap.get(i), i, isizes[i]) for i in axis) + tuple(
+            (m, None, 1) for m in extra)
         if position in apart:
             raw.append(("block_axis", entries, sum(isizes[i] for i in axis) - (len(axis) - 1)))
             continue
         extent = sum(isizes[i] * (blocks[imap[i]] if i in imap else 1) for i in axis)
-        raw.append(("axis", entries, extent - (len(axis) - 1)))
+        extent += sum(tiles[m] for m in extra)
+        raw.append(("axis", entries, extent - (len(entries) - 1)))
     dims, step = [], 1
     for kind, entries, lines in reversed(raw):
         dims.append(TileDim(kind, entries, lines, step))

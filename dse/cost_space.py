@@ -8,7 +8,9 @@ by dimension: each operand tile is a row-major array of buffer lines whose dimen
 * a *group* per unmatched index of the operand (one line slot per value),
 * a *group* for the blocks of the index running along a line (the intrinsic's ``elem_axis``),
 * an *axis* per intrinsic line axis; a sliding-window axis (CONV2D's ``y+s``) holds one strip
-  where neighbouring blocks overlap, so its halo is loaded once.
+  where neighbouring blocks overlap, so its halo is loaded once; unmatched indices that slide
+  with a matched one join its axis, and a window of unmatched indices only (``x+r``) is an
+  axis of its own among the groups (`compiler.tiling.sliding_windows`).
 
 Every dimension is described here by the device-index positions it spans, the intrinsic block
 size of each, and its kind, so `tensorforge.dse.cost_model` can turn tile sizes (an ``n x D``
@@ -26,6 +28,7 @@ import numpy as np
 from tensorforge.compiler.layout import dense_layout
 from tensorforge.compiler.lowering import Lowering, device_choices
 from tensorforge.compiler.matching import TensorizeChoice
+from tensorforge.compiler.tiling import sliding_windows
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig, Interconnect
 from tensorforge.errors import MappingError
@@ -181,15 +184,21 @@ def _operand(role, access, intrinsic, isizes, imap, position) -> OperandSpec:
     layout = BLOCK_LAYOUTS[intrinsic][role]
     on_axes = {imap[i] for axis in layout.line_axes for i in axis if i in imap}
     elem = imap.get(layout.elem_axis) if layout.elem_axis else None
-    dims = []
-    for n in access.indices:
-        if n not in on_axes and n != elem:
-            dims.append(TileDimSpec(GROUP, (position[n],), (1,)))
+    windows = sliding_windows(access, intrinsic, role, imap)
+    sliding = dict(windows.on_axis)
+    dims = [TileDimSpec(GROUP, (position[n],), (1,)) for n in access.indices
+            if n not in on_axes and n != elem and n not in windows.members]
+    # a strip shared by a window's indices (`tiling.Windows`); after the groups, which
+    # `cost_rows` pads at the front (the order of dimensions before the last changes no count)
+    dims += [TileDimSpec(AXIS, tuple(position[m] for m in window), (1,) * len(window))
+             for window in windows.apart]
     if elem is not None:
         dims.append(TileDimSpec(ELEM, (position[elem],), (isizes[layout.elem_axis],)))
     for axis in layout.line_axes:
-        dims.append(TileDimSpec(AXIS, tuple(position[imap[i]] if i in imap else -1 for i in axis),
-                                tuple(isizes[i] for i in axis)))
+        extra = tuple(m for i in axis for m in sliding.get(i, ()))
+        positions = tuple(position[imap[i]] if i in imap else -1 for i in axis)
+        dims.append(TileDimSpec(AXIS, positions + tuple(position[m] for m in extra),
+                                tuple(isizes[i] for i in axis) + (1,) * len(extra)))
     return OperandSpec(role, access.tensor, tuple(position[n] for n in access.indices),
                        tuple(dims), position[elem] if elem is not None else -1,
                        isizes[layout.elem_axis] if layout.elem_axis else 1, False)

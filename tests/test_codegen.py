@@ -63,7 +63,8 @@ def test_binary_round_trips_and_tokens_balance():
 
 def test_packed_image_holds_the_program_and_unpacks_the_output():
     workload = parse_workload("C[i,j] += A[i,k] * B[k,j]", "i=6,j=5,k=4")
-    program = generate(workload, default_mapping(workload, GEMM_4x4), GEMM_4x4)
+    mapping = _identity_mapping(workload, GEMM_4x4, workload.sizes, "ijk")
+    program = generate(workload, mapping, GEMM_4x4)
     inputs = workload.random_inputs(np.random.default_rng(3))
     image = program.pack_inputs(inputs)
     assert bytes(image[program.instruction_base :]) == program.encode()
@@ -75,8 +76,7 @@ def test_packed_image_holds_the_program_and_unpacks_the_output():
     # tile-major output: the partial column block (1 of 4) is stored whole, padding included
     assert program.output.line_block == 4
     assert stats["dram_bytes_written"] == 6 * 8 * 4
-    row_major = generate(workload, default_mapping(workload, GEMM_4x4), GEMM_4x4,
-                         tile_major=False)
+    row_major = generate(workload, mapping, GEMM_4x4, tile_major=False)
     assert row_major.statistics()["dram_bytes_written"] == 6 * 5 * 4
     assert stats["instructions"]["STORE"] == sum(isinstance(i, Store) for i in
                                                  program.instructions)
