@@ -101,6 +101,13 @@ def _program_lines(program: Program) -> list[str]:
         _define("OUTPUT_BYTES", program.output.nbytes),
         "",
     ]
+    if program.params is not None:  # the output stage: in_bits outputs, parameters loaded
+        lines[-1:-1] = [
+            _define("OUTPUT_ELEM_BYTES", program.output.elem_bytes, "requantized by STOREs"),
+            _define("OUTPUT_PARAMS_BASE", f"0x{program.params.base:x}u",
+                    "bias/multiplier/shift lines the program LOADs"),
+            _define("OUTPUT_PARAMS_BYTES", len(program.params.data)),
+        ]
     roles = [(layout, "operand") for layout in program.operands]
     roles += [(program.output, "output (device layout)")]
     roles += [(layout, "host-epilogue input") for layout in program.extras]
