@@ -31,7 +31,7 @@ from pathlib import Path
 
 from tensorforge.errors import ToolError
 from tensorforge.fpga import liberty
-from tensorforge.fpga.ihp_wrappers import MASK_BUFFER, stub_verilog, wrapper_verilog
+from tensorforge.fpga.ihp_wrappers import MASK_BUFFER, NET_BUFFER, stub_verilog, wrapper_verilog
 from tensorforge.fpga.macro_picker import FlopCost, MacroArray, MacroType, MemoryChoice, pick
 from tensorforge.fpga.memories import MEM_V2_PARAMETERS, MemoryCell, MemoryMapping
 from tensorforge.fpga.technology import Technology
@@ -243,8 +243,8 @@ def map_memories(memories: list[MemoryCell], run_dir: Path, top: str,
         return MemoryMapping(choices=tuple(choices))
     used = sorted({array.macro.cell for _, array in mapped})
     stubs = [stub_verilog(cell, models[cell].pins) for cell in used]
-    stubs.append(f"(* blackbox *)\nmodule {MASK_BUFFER}(A, X);\n  input A;\n  output X;\n"
-                 f"endmodule\n")
+    stubs += [f"(* blackbox *)\nmodule {buffer}(A, X);\n  input A;\n  output X;\nendmodule\n"
+              for buffer in (MASK_BUFFER, NET_BUFFER)]
     (run_dir / MACRO_STUBS).write_text("\n".join(stubs))
     wrappers, commands = [], [f"read_verilog -lib {MACRO_STUBS}"]
     unset = " ".join(f"-unset {p}" for p in MEM_V2_PARAMETERS)

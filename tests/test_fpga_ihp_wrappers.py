@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tensorforge.fpga import ihp_sg13g2
-from tensorforge.fpga.ihp_wrappers import MASK_BUFFER, stub_verilog, wrapper_verilog
+from tensorforge.fpga.ihp_wrappers import MASK_BUFFER, NET_BUFFER, stub_verilog, wrapper_verilog
 from tensorforge.fpga.macro_picker import pick
 from tensorforge.fpga.memories import MemoryCell
 from tensorforge.sim.rtl_harness import build_model
@@ -71,6 +71,9 @@ module memcheck(input clk, input [{reads - 1}:0] ren, input [{reads * abits - 1}
     .WR_ADDR(waddr), .WR_DATA(wdata));
 endmodule
 module {MASK_BUFFER}(input A, output X);
+  assign X = A;
+endmodule
+module {NET_BUFFER}(input A, output X);
   assign X = A;
 endmodule
 """
