@@ -57,6 +57,7 @@ def _config(
     acc_bits=32,
     spad=2048,
     acc=1024,
+    pipeline=False,
 ) -> AcceleratorConfig:
     return AcceleratorConfig(
         intrinsic=intrinsic,
@@ -66,6 +67,7 @@ def _config(
         scratchpad=ScratchpadConfig(capacity=spad, banks=banks, accumulator=acc),
         dma=DmaConfig(bus_bits=bus, max_burst=burst),
         precision=PrecisionConfig(in_bits=in_bits, acc_bits=acc_bits),
+        output_pipeline=pipeline,
     )
 
 
@@ -78,6 +80,10 @@ GRID = {
     "dot-4x4-none-os-1bank": _config("dot", 4, 4, "none", "os", 1),
     "gemv-4x3-full-ws-3banks": _config("gemv", 4, 3, "full", "ws", 3, bus=32, burst=7),
     "conv2d-3x4-systolic-ws": _config("conv2d", 3, 4, "systolic", "ws", 4, local=3),
+    "gemm-3x5-output-pipeline": _config("gemm", 3, 5, "systolic", "ws", 3, pipeline=True),
+    "conv2d-2x3-output-pipeline-int16-acc64": _config(
+        "conv2d", 2, 3, "none", "os", 2, in_bits=16, acc_bits=64, pipeline=True
+    ),
 }
 
 
