@@ -71,6 +71,7 @@ the code generator emits (`cost_trace`), checked on held-out programs in docs/fi
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -675,6 +676,18 @@ def mapping_arrays(space: LayerSpace, tiles: dict[str, int], order: tuple[str, .
     position = {name: p for p, name in enumerate(space.names)}
     return (np.array([[tiles[n] for n in space.names]], dtype=I64),
             np.array([[position[n] for n in order]], dtype=I64))
+
+
+def batch_cycles(workload, mapping, config: AcceleratorConfig,
+                 parameters: CostParameters = CostParameters()) -> float:
+    """The batch model's cycles for one mapping (what the search ranks by; infinite where it
+    finds the mapping illegal), without generating its program."""
+    from tensorforge.dse.cost_space import build_space
+
+    space = build_space(workload, mapping.choice, config, mapping.groups)
+    tiles, order = mapping_arrays(space, mapping.tile_sizes, mapping.order)
+    row = evaluate(space, tiles, order, parameters).row(0)
+    return float(row["cycles"]) if row["legal"] else math.inf
 
 
 def evaluate_mapping(workload, mapping, config: AcceleratorConfig,

@@ -243,3 +243,29 @@ def test_finalists_are_the_best_distinct_candidates_and_the_timeline_picks_among
     timeline = [evaluate_mapping(workload, m, config, parameters)["cycles"]
                 for m in result.finalists]
     assert reported.cycles <= min(timeline)
+
+
+def test_candidates_the_batch_model_prices_far_slower_are_not_generated():
+    """The evaluator skips the program (and timeline) of a candidate the batch model prices
+    more than `PRUNE_RATIO` slower than the best: on a narrow DOT array the library's im2col
+    mapping of a 3x3 conv is many times slower, and its timeline agrees that it loses."""
+    from tensorforge.compiler.mappers import library_mapping
+    from tensorforge.dse.cost_model import batch_cycles, evaluate_mapping, rtl_parameters
+    from tensorforge.dse.sw_evaluator import PRUNE_RATIO, within_reach
+    from tensorforge.memory import DEFAULT_MEMORY
+
+    workload = parse_workload(CONV, "k=32,c=16,x=14,y=14,r=3,s=3")
+    config = AcceleratorConfig.from_dict({
+        "intrinsic": "dot", "array": {"rows": 1, "cols": 16, "dataflow": "os"},
+        "scratchpad": {"capacity": 64 * 1024, "banks": 1, "accumulator": 16 * 1024}})
+    parameters = rtl_parameters(DEFAULT_MEMORY, config)
+    searched = random_search(SoftwareSpace.build(workload, config, parameters=parameters),
+                             300, 7).mapping
+    library = library_mapping(workload, config)
+    fast, slow = (batch_cycles(workload, m, config, parameters) for m in (searched, library))
+    assert slow > PRUNE_RATIO * fast
+    assert within_reach(workload, [searched, library], config, parameters) == [searched]
+    assert within_reach(workload, [library], config, parameters) == [library]
+    timeline = [evaluate_mapping(workload, m, config, parameters)["cycles"]
+                for m in (searched, library)]
+    assert timeline[1] > timeline[0]
