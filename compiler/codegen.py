@@ -35,8 +35,6 @@ from __future__ import annotations
 
 import itertools
 
-import numpy as np
-
 from tensorforge.compiler.layout import (
     DramLayout,
     aligned,
@@ -103,9 +101,8 @@ def generate(workload: Workload, mapping: Mapping, config: AcceleratorConfig, *,
         # a first walk finds the blocks the STOREs use; they are LOADed before anything else
         _Walker(device, tiling, layouts, config, Emitter(), overwrite, params).run(mapping.order)
         params.check_room()
-        region = ParamRegion(end, _acc_bytes(params.image(), config), params.lines,
-                             params.first_line)
-        _load_params(emitter, region, config)
+        region = ParamRegion.of(params, end)
+        _load_params(emitter, region)
         end = aligned(region.end)
     _Walker(device, tiling, layouts, config, emitter, overwrite, params).run(mapping.order)
     emitter.add(COMPUTE, Finish)
@@ -117,21 +114,13 @@ def generate(workload: Workload, mapping: Mapping, config: AcceleratorConfig, *,
                    output_stage=output, params=region)
 
 
-def _acc_bytes(lines, config: AcceleratorConfig) -> bytes:
-    return np.ascontiguousarray(lines).astype(f"<i{config.precision.acc_bytes}").tobytes()
-
-
-def _load_params(emit: Emitter, region: ParamRegion, config: AcceleratorConfig) -> None:
+def _load_params(emit: Emitter, region: ParamRegion) -> None:
     """LOADs of the parameter lines into the accumulator, the program's first task: the
     first COMPUTE waits for a later LOAD, and every STORE for a COMPUTE, so no STORE reads
     them before they are in (the functional simulator's hazard check confirms it)."""
-    width = config.acc_line_elems
     emit.begin(LOAD)
-    for start in range(0, region.lines, MAX_ROWS):
-        rows = min(MAX_ROWS, region.lines - start)
-        emit.add(LOAD, Load, buffer=Buffer.ACC, line=region.accumulator_line + start,
-                 dram_addr=region.base + start * width * config.precision.acc_bytes,
-                 rows=rows, row_len=width, stride=width if rows > 1 else 0)
+    for fields in region.loads():
+        emit.add(LOAD, Load, **fields)
     emit.end(writes=[("P", 0)])
 
 
@@ -432,24 +421,11 @@ class _Walker:
                 _rows(emit, Store, base + line, self.layouts["C"], address, rows, row_len,
                       stride, 0)
                 continue
-            for first, count, params_line in self._param_groups(address, rows, row_len, stride):
+            for first, count, fields in self.params.store_groups(address, rows, row_len,
+                                                                 stride):
                 _rows(emit, Store, base + line + first, self.layouts["C"],
-                      address + first * stride, count, row_len, stride, 0,
-                      {"requant": True, "params": params_line})
+                      address + first * stride, count, row_len, stride, 0, fields)
         emit.end(reads=[_region("C", slot, part)])
-
-    def _param_groups(self, address: int, rows: int, row_len: int, stride: int):
-        """``(first row, rows, parameter block line)`` of a STORE run cut where its rows'
-        channels change (`output_stage`)."""
-        params = self.params
-        groups: list[list] = []
-        for r in range(rows):
-            line = params.line_of(params.row_channels(address + r * stride, row_len))
-            if groups and groups[-1][2] == line:
-                groups[-1][1] += 1
-            else:
-                groups.append([r, 1, line])
-        return groups
 
     # ------------------------------------------------------------------ compute
 

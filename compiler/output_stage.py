@@ -8,8 +8,10 @@ elements; `ParamBlocks` collects the parameter blocks those STOREs need.
 Which channel each stored element belongs to is read off the output's DRAM layout (the
 channel number of every element, packed like the output), so any tensorize choice and tile
 shape works: a STORE whose rows see the same channels lane by lane shares one block (the
-channel runs along the accumulator line: one block per line's worth of channels); rows with
-different channels (the channel runs across lines) get a STORE and a block each.
+channel runs along the accumulator line: one block per line's worth of channels); a STORE
+whose rows each see one channel (the channel runs across lines) is ``per_row``, with a
+block per ``acc_line_elems`` rows holding one row's channel per lane; anything else is cut
+where its rows' channels change.
 """
 
 from __future__ import annotations
@@ -23,7 +25,11 @@ from tensorforge.compiler.lowering import Lowering, fused_name
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import MappingError
+from tensorforge.isa import FORMATS, Buffer, Opcode
 from tensorforge.requant import PARAM_LINES, OutputParams, param_lines
+
+_LIMITS = {f.name: (1 << f.bits) - 1 for f in FORMATS[Opcode.STORE]}
+_MAX_ROWS, _MAX_STRIDE = _LIMITS["rows"], _LIMITS["stride"]
 
 
 @dataclass(frozen=True, eq=False)  # holds arrays: compared by identity
@@ -90,6 +96,7 @@ class ParamBlocks:
     blocks: list[list[int]] = field(default_factory=list)  # each block's lane channels
     frozen: bool = False  # the image is built: blocks no longer change
     known: dict[tuple[int, ...], int] = field(default_factory=dict)  # channels -> a block
+    sequences: dict[tuple[int, ...], int] = field(default_factory=dict)  # per-row STOREs
 
     @classmethod
     def for_output(cls, stage: OutputStage, lowering: Lowering, output: DramLayout,
@@ -129,6 +136,43 @@ class ParamBlocks:
             raise MappingError(f"no output parameter block holds channels {channels}")
         self.blocks.append(list(channels) + [-1] * (self.config.acc_line_elems - len(channels)))
         return self.first_line + (len(self.blocks) - 1) * PARAM_LINES
+
+    def sequence_line(self, row_channels: tuple[int, ...]) -> int:
+        """The first line of consecutive blocks whose lane ``j`` of block ``b`` holds the
+        channel of row ``b * acc_line_elems + j`` (a ``per_row`` STORE's blocks)."""
+        if row_channels not in self.sequences:
+            if self.frozen:
+                raise MappingError(f"no output parameter blocks for rows of {row_channels}")
+            lanes = self.config.acc_line_elems
+            self.sequences[row_channels] = len(self.blocks)
+            for start in range(0, len(row_channels), lanes):
+                block = list(row_channels[start:start + lanes])
+                self.blocks.append(block + [-1] * (lanes - len(block)))
+        return self.first_line + self.sequences[row_channels] * PARAM_LINES
+
+    def store_groups(self, address: int, rows: int, row_len: int, stride: int
+                     ) -> list[tuple[int, int, dict]]:
+        """``(first row, rows, STORE fields)`` of a STORE run whose rows start at element
+        ``address`` (then every ``stride``): ``per_row`` STOREs where each row sees one
+        channel and they differ, else the run cut where its rows' channels change."""
+        keys = [self.row_channels(address + r * stride, row_len) for r in range(rows)]
+        singles = [_single_channel(key) for key in keys]
+        if (rows > 1 and None not in singles and len(set(singles) - {-1}) > 1
+                and 0 <= stride <= _MAX_STRIDE):
+            lanes = self.config.acc_line_elems
+            chunk = _MAX_ROWS // lanes * lanes  # each STORE starts at a block
+            return [(start, min(chunk, rows - start),
+                     {"requant": True, "per_row": True,
+                      "params": self.sequence_line(tuple(singles[start:start + chunk]))})
+                    for start in range(0, rows, chunk)]
+        groups: list[tuple[int, int, dict]] = []
+        for r, key in enumerate(keys):
+            line = self.line_of(key)
+            if groups and groups[-1][2]["params"] == line:
+                groups[-1] = (groups[-1][0], groups[-1][1] + 1, groups[-1][2])
+            else:
+                groups.append((r, 1, {"requant": True, "params": line}))
+        return groups
 
     @property
     def lines(self) -> int:
@@ -183,7 +227,35 @@ class ParamRegion:
     data: bytes
     lines: int
     accumulator_line: int
+    line_elems: int
+    elem_bytes: int
+
+    @classmethod
+    def of(cls, blocks: ParamBlocks, base: int) -> ParamRegion:
+        """The region at ``base`` of ``blocks`` (whose image is then fixed)."""
+        config = blocks.config
+        image = np.ascontiguousarray(blocks.image())
+        data = image.astype(f"<i{config.precision.acc_bytes}").tobytes()
+        return cls(base, data, blocks.lines, blocks.first_line, config.acc_line_elems,
+                   config.precision.acc_bytes)
 
     @property
     def end(self) -> int:
         return self.base + len(self.data)
+
+    def loads(self) -> list[dict]:
+        """The fields of the LOADs (into the accumulator) that bring the lines in."""
+        width = self.line_elems
+        fields = []
+        for start in range(0, self.lines, _MAX_ROWS):
+            rows = min(_MAX_ROWS, self.lines - start)
+            fields.append({"buffer": Buffer.ACC, "line": self.accumulator_line + start,
+                           "dram_addr": self.base + start * width * self.elem_bytes,
+                           "rows": rows, "row_len": width, "stride": width if rows > 1 else 0})
+        return fields
+
+
+def _single_channel(channels: tuple[int, ...]) -> int | None:
+    """The one channel a row's elements belong to (-1: all padding), None if several."""
+    used = {c for c in channels if c >= 0}
+    return -1 if not used else used.pop() if len(used) == 1 else None

@@ -10,7 +10,13 @@ int8/int32, to DRAM. What an ALU would add (pooling, residual adds) is not here.
 Each lane is one copy of `tensorforge.requant`'s formula: a signed ``acc_bits`` x ``acc_bits``
 multiplier (the gemmlowp doubling high multiply, rounded and saturated), a rounding right
 shift, the zero-point add and the clamp. ``params`` are the three parameter lines (bias,
-multiplier, packed shift/zero point/low/high) the STORE read before its rows.
+multiplier, packed shift/zero point/low/high) the STORE read before its rows: lane ``e``'s
+parameters for lane ``e`` when the channel runs along the accumulator line, or one lane's
+for the whole row (``per_row``) when it runs across lines.
+
+Not done here: the multiply-add chain is one combinational path from the accumulator's read
+data into the line queue (no pipeline register; its effect on Fmax is not measured), and
+pooling and residual adds.
 """
 
 from __future__ import annotations
@@ -97,3 +103,91 @@ class Requantizer(wiring.Component):
             clamped.eq(Mux(floored > high, high, floored)),
         ]
         return clamped
+
+
+class StoreRequantPath:
+    """The store unit's side of the pipeline: the parameter registers, the reads that fill
+    them and the routing of each read's response (built into the store unit's module).
+
+    A requantizing STORE starts in the store unit's PARAMS state, where `read_all` requests
+    lines ``params``, ``params + 1``, ``params + 2``; a ``per_row`` STORE goes back there
+    (`block_used_up`) every ``acc_line_elems`` rows for the next block, and row ``r`` takes
+    lane ``r mod acc_line_elems`` of the block for every element. Each request is tagged
+    (parameter line, requantize, per row, lane) as it is taken: the accumulator's read slot
+    holds one line, so the tags still belong to the line it returns, and the registers change
+    only after the lines read before them have gone through.
+    """
+
+    def __init__(self, m: Module, config: AcceleratorConfig, insn, read, cmd) -> None:
+        self.config, self.insn, self.read = config, insn, read
+        self.lanes = config.acc_line_elems
+        m.submodules.requantizer = self.unit = Requantizer(config)
+        self.params = [Signal(acc_line_layout(config), name=f"store_param_{k}")
+                       for k in range(PARAM_LINES)]
+        self.reading = Signal(range(PARAM_LINES + 1), name="store_params_read")
+        self.read_params = Signal(name="store_read_params")
+        self.address = Signal.like(insn.params, name="store_params_addr")
+        self.row_lane = Signal(range(self.lanes + 1), name="store_row_lane")
+        with m.If(cmd.valid & cmd.ready):
+            m.d.sync += [self.reading.eq(0), self.address.eq(cmd.payload.params)]
+        with m.If(self.read_params):
+            m.d.comb += [read.req.payload.eq(self.address + self.reading),
+                         read.req.valid.eq(1)]
+            with m.If(read.req.ready):
+                m.d.sync += self.reading.eq(self.reading + 1)
+        with m.If(read.req.valid & read.req.ready & ~self.read_params):
+            m.d.sync += self.row_lane.eq(self.row_lane + 1)
+
+    def read_all(self, m: Module):
+        """In PARAMS: request the block's lines; whether all three are requested (call it
+        before the state's If chain: it adds its own If)."""
+        done = self.reading == PARAM_LINES
+        with m.If(done):
+            m.d.sync += self.row_lane.eq(0)
+        with m.Else():
+            m.d.comb += self.read_params.eq(1)
+        return done
+
+    def block_used_up(self, m: Module, ends):
+        """In ROWS: whether a per-row STORE has used every lane of its block and has rows
+        left (``ends`` low); then the next block, three lines on, is read before the next row.
+        Call it before the state's If chain: it adds its own If."""
+        used = Signal(name="store_block_used_up")
+        m.d.comb += used.eq(self.insn.requant & self.insn.per_row & ~ends
+                            & (self.row_lane == self.lanes))
+        with m.If(used):
+            m.d.sync += [self.reading.eq(0), self.address.eq(self.address + PARAM_LINES)]
+        return used
+
+    def route_response(self, m: Module, lines):
+        """A parameter line into its register, a requantizing STORE's line through the
+        `Requantizer`, any other line as it is; returns the line data to queue."""
+        read, insn = self.read, self.insn
+        param_slot = Signal(range(PARAM_LINES), name="store_resp_param_slot")
+        is_param = Signal(name="store_resp_is_param")
+        narrow = Signal(name="store_resp_narrow")
+        per_row = Signal(name="store_resp_per_row")
+        lane = Signal(range(self.lanes), name="store_resp_lane")
+        with m.If(read.req.valid & read.req.ready):
+            m.d.sync += [
+                is_param.eq(self.read_params),
+                param_slot.eq(self.reading),
+                narrow.eq(insn.requant),
+                per_row.eq(insn.per_row),
+                lane.eq(self.row_lane),
+            ]
+        with m.If(is_param):
+            m.d.comb += read.resp.ready.eq(1)
+            with m.If(read.resp.valid):
+                for k, line in enumerate(self.params):
+                    with m.If(param_slot == k):
+                        m.d.sync += line.eq(read.resp.payload)
+        with m.Else():
+            m.d.comb += [read.resp.ready.eq(lines.w_rdy), lines.w_en.eq(read.resp.valid)]
+        unit = self.unit
+        for k, line in enumerate(self.params):
+            port = getattr(unit, f"param_{k}")
+            for e in range(self.lanes):  # per row: the row's lane for every element
+                m.d.comb += port[e].eq(Mux(per_row, line[lane], line[e]))
+        m.d.comb += unit.line.eq(read.resp.payload)
+        return Mux(narrow, unit.narrow, read.resp.payload.as_value())

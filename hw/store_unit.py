@@ -23,10 +23,9 @@ from tensorforge.hw.dma_rows import (
     expand_bytes,
     log2,
 )
-from tensorforge.hw.output_pipeline import Requantizer
-from tensorforge.hw.ports import acc_line_layout, acc_read_port, instruction_layout
+from tensorforge.hw.output_pipeline import StoreRequantPath
+from tensorforge.hw.ports import acc_read_port, instruction_layout
 from tensorforge.isa import Opcode
-from tensorforge.requant import PARAM_LINES
 
 
 class StoreUnit(wiring.Component):
@@ -58,8 +57,9 @@ class StoreUnit(wiring.Component):
     answers one burst at a time). ``error`` is sticky: a B response other than OKAY.
 
     With ``output_pipeline``, a STORE with ``requant`` first reads its three parameter lines
-    (three more cycles, before its first row) and its lines go through the `Requantizer` on
-    their way into the line queue, as ``in_bits`` elements: its rows are ``in_bytes`` per
+    (three more cycles, before its first row; a ``per_row`` STORE again before every
+    ``acc_line_elems`` rows) and its lines go through the `Requantizer` on their way into the
+    line queue, as ``in_bits`` elements (`StoreRequantPath`): its rows are ``in_bytes`` per
     element in DRAM, so its beats are a quarter as many at int8/int32.
     """
 
@@ -131,7 +131,7 @@ class StoreUnit(wiring.Component):
         with m.If(walking):
             self._walk_row(m, row, run, whole, first_row, line, rows_left, row_addr,
                            insn.stride << elem_shift, spans)
-        requant = self._requantizer(m, insn) if pipeline else None
+        requant = StoreRequantPath(m, config, insn, self.acc_read, self.cmd) if pipeline else None
         self._collect_line(m, row, whole, first_row, rows_left, lines, requant)
         sent, closes = self._issue_addresses(m, planner, spans, bursts, outstanding)
         self._send_beats(m, lines, bursts)
@@ -172,14 +172,23 @@ class StoreUnit(wiring.Component):
                         m.next = "ROWS"
             if pipeline:
                 with m.State("PARAMS"):
-                    with m.If(requant["reading"] == PARAM_LINES):
+                    all_read = requant.read_all(m)
+                    with m.If(all_read):
                         m.next = "ROWS"
-                    with m.Else():
-                        m.d.comb += requant["read_params"].eq(1)
             with m.State("ROWS"):
-                m.d.comb += walking.eq(1)
-                with m.If((rows_left == 0) | (row.bytes == 0)):
-                    m.next = "CLOSE"
+                if pipeline:  # a per-row STORE reads the next block every line_elems rows
+                    ends = (rows_left == 0) | (row.bytes == 0)
+                    next_block = requant.block_used_up(m, ends)
+                    with m.If(ends):
+                        m.next = "CLOSE"
+                    with m.Elif(next_block):
+                        m.next = "PARAMS"
+                    with m.Else():
+                        m.d.comb += walking.eq(1)
+                else:
+                    m.d.comb += walking.eq(1)
+                    with m.If((rows_left == 0) | (row.bytes == 0)):
+                        m.next = "CLOSE"
             with m.State("CLOSE"):
                 # every line is read: the next STORE may start while this one's bursts finish
                 m.d.comb += spans.pushed.closes.eq(1)
@@ -252,27 +261,6 @@ class StoreUnit(wiring.Component):
                 first_row.eq(0),
             ]
 
-    def _requantizer(self, m, insn) -> dict:
-        """The `Requantizer`, its parameter lines and the reads that fill them: while
-        ``read_params`` is high, request line ``insn.params + reading``; ``reading`` counts the
-        requests (it starts again when a STORE is taken)."""
-        read = self.acc_read
-        m.submodules.requantizer = requantizer = Requantizer(self.config)
-        params = [Signal(acc_line_layout(self.config), name=f"store_param_{k}")
-                  for k in range(PARAM_LINES)]
-        for k, line in enumerate(params):
-            m.d.comb += getattr(requantizer, f"param_{k}").eq(line)
-        reading = Signal(range(PARAM_LINES + 1), name="store_params_read")
-        read_params = Signal(name="store_read_params")
-        with m.If(self.cmd.valid & self.cmd.ready):
-            m.d.sync += reading.eq(0)
-        with m.If(read_params):
-            m.d.comb += [read.req.payload.eq(insn.params + reading), read.req.valid.eq(1)]
-            with m.If(read.req.ready):
-                m.d.sync += reading.eq(reading + 1)
-        return {"unit": requantizer, "params": params, "reading": reading,
-                "read_params": read_params, "narrow_request": insn.requant}
-
     def _collect_line(self, m, row, whole, first_row, rows_left, lines, requant=None) -> None:
         """Queue each line the accumulator returns with its row's bytes, its run's start lane
         and whether it starts or ends its run (with ``requant``: a parameter line goes to its
@@ -296,7 +284,7 @@ class StoreUnit(wiring.Component):
         mask = expand_bytes(byte_mask(m, row_bytes, self.config.acc_line_bytes, "store_row_mask"))
         line_data = read.resp.payload.as_value()
         if requant is not None:
-            line_data = self._through_pipeline(m, read, requant, lines)
+            line_data = requant.route_response(m, lines)
         else:
             m.d.comb += [read.resp.ready.eq(lines.w_rdy), lines.w_en.eq(read.resp.valid)]
         m.d.comb += [
@@ -307,31 +295,6 @@ class StoreUnit(wiring.Component):
             lines.pushed.first.eq(first),
             lines.pushed.last.eq(last),
         ]
-
-    def _through_pipeline(self, m, read, requant, lines):
-        """Route the response of each read: a parameter line (tagged as it was requested)
-        into its register, a line of a requantizing STORE through the `Requantizer`, any
-        other line as it is. Returns the line data to queue."""
-        param_slot = Signal(range(PARAM_LINES), name="store_resp_param_slot")
-        is_param = Signal(name="store_resp_is_param")
-        narrow = Signal(name="store_resp_narrow")
-        with m.If(read.req.valid & read.req.ready):
-            m.d.sync += [
-                is_param.eq(requant["read_params"]),
-                param_slot.eq(requant["reading"]),
-                narrow.eq(requant["narrow_request"]),
-            ]
-        with m.If(is_param):
-            m.d.comb += read.resp.ready.eq(1)
-            with m.If(read.resp.valid):
-                for k, line in enumerate(requant["params"]):
-                    with m.If(param_slot == k):
-                        m.d.sync += line.eq(read.resp.payload)
-        with m.Else():
-            m.d.comb += [read.resp.ready.eq(lines.w_rdy), lines.w_en.eq(read.resp.valid)]
-        unit = requant["unit"]
-        m.d.comb += unit.line.eq(read.resp.payload)
-        return Mux(narrow, unit.narrow, read.resp.payload.as_value())
 
     def _issue_addresses(self, m, planner, spans, bursts, outstanding):
         """AW bursts of queued runs, one per cycle, the next run planned as one's last goes;

@@ -329,7 +329,7 @@ class FunctionalSimulator:
     def _store(self, ins: Store, memory: np.ndarray, stats: Statistics):
         precision = self.config.precision
         elem_bytes = precision.in_bytes if ins.requant else precision.acc_bytes
-        params = self._output_params(ins)
+        blocks = self._output_params(ins)
         if ins.line + ins.rows > self.acc.shape[0]:
             raise SimulationError(
                 f"reads accumulator lines {ins.line}..{ins.line + ins.rows - 1}"
@@ -344,29 +344,43 @@ class FunctionalSimulator:
         dtype = np.dtype(f"<i{elem_bytes}")
         for r, (start, stop) in enumerate(rows):
             line = wrap(self.acc[ins.line + r, : ins.row_len], precision.acc_bits)
-            if params is not None:
-                line = requantize_lines(line, params[:, : ins.row_len], precision.in_bits,
-                                        precision.acc_bits)
+            if blocks is not None:
+                line = requantize_lines(line, self._row_params(ins, blocks, r),
+                                        precision.in_bits, precision.acc_bits)
             memory[start:stop] = line.astype(dtype).view(np.uint8)
         stats.dram_bytes_written += ins.rows * ins.row_len * elem_bytes
         read = [(ins.line, ins.line + ins.rows)]
-        if params is not None:
-            read.append((ins.params, ins.params + PARAM_LINES))
-        return [("acc", read, False), ("dram", rows, True)]
+        if blocks is not None:
+            read.append((ins.params, ins.params + len(blocks) * PARAM_LINES))
+        return [("acc", _merge(read), False), ("dram", rows, True)]
 
     def _output_params(self, ins: Store) -> np.ndarray | None:
-        """The parameter lines of a requantizing STORE (`tensorforge.requant`), else None."""
+        """The parameter blocks a requantizing STORE reads (``blocks x PARAM_LINES x lanes``,
+        `tensorforge.requant`): one, or one per ``line_elems`` rows if ``per_row``; else None."""
         if not ins.requant:
             return None
         if not self.config.output_pipeline:
             raise SimulationError("requantizes, but this accelerator has no output pipeline "
                                   "(build it with output_pipeline = true)")
-        if ins.params + PARAM_LINES > self.acc.shape[0]:
+        lanes = self.acc.shape[1]
+        count = max(1, -(-ins.rows // lanes)) if ins.per_row else 1
+        end = ins.params + count * PARAM_LINES
+        if end > self.acc.shape[0]:
             raise SimulationError(
-                f"reads output parameter lines {ins.params}..{ins.params + PARAM_LINES - 1}, "
-                f"past the accumulator's {self.acc.shape[0]} lines")
-        return wrap(self.acc[ins.params : ins.params + PARAM_LINES],
-                    self.config.precision.acc_bits)
+                f"reads output parameter lines {ins.params}..{end - 1}, past the "
+                f"accumulator's {self.acc.shape[0]} lines")
+        lines = wrap(self.acc[ins.params : end], self.config.precision.acc_bits)
+        return lines.reshape(count, PARAM_LINES, lanes)
+
+    @staticmethod
+    def _row_params(ins: Store, blocks: np.ndarray, row: int) -> np.ndarray:
+        """Row ``row``'s parameter lines, cut to the row: its block's lanes, or (``per_row``)
+        lane ``row mod lanes`` of block ``row div lanes`` for every element."""
+        if not ins.per_row:
+            return blocks[0][:, : ins.row_len]
+        lanes = blocks.shape[2]
+        column = blocks[row // lanes][:, row % lanes : row % lanes + 1]
+        return np.repeat(column, ins.row_len, axis=1)
 
     def _compute(self, ins: Compute, stats: Statistics):
         config = self.config

@@ -30,7 +30,10 @@ Semantics (``line`` addresses count scratchpad/accumulator lines, see `tensorfor
   multiplier, rounding right shift), offset by the output zero point and clamped (the
   activation) with the parameters in lane ``e`` of the three accumulator lines from
   ``params`` (bias, multiplier, packed shift/zero point/low/high: `tensorforge.requant` is
-  the bit-exact reference). The STORE reads those lines before its rows.
+  the bit-exact reference). The STORE reads those lines before its rows. With ``per_row``
+  (the channel runs across lines) row ``r`` instead takes lane ``r mod line_elems`` of the
+  block at ``params + 3 * (r div line_elems)`` for all its elements, the next block read
+  every ``line_elems`` rows.
   Why on the STORE path (as Gemmini scales and clamps on the way out) and not a VTA-like ALU
   instruction: the accumulator is read once for the store anyway, so requantizing there
   costs no pass over the accumulator, no compute-unit cycles and no new opcode (the 2-bit
@@ -120,6 +123,8 @@ FORMATS: dict[Opcode, tuple[Field, ...]] = {
         Field("requant", 1, "output pipeline: requantize and store in_bits elements "
               "(output_pipeline accelerators only)"),
         Field("params", 14, "requant: first of the 3 accumulator lines of output parameters"),
+        Field("per_row", 1, "requant: row r takes lane r mod line_elems of block "
+              "params + 3 * (r div line_elems) for all its elements"),
     ),
     Opcode.COMPUTE: HEADER
     + (
@@ -143,7 +148,8 @@ FORMATS: dict[Opcode, tuple[Field, ...]] = {
 
 #: Fields only an accelerator built with ``output_pipeline`` decodes; they must be zero for
 #: the others, whose decoders (and generated Verilog) leave them out.
-OUTPUT_PIPELINE_FIELDS: dict[Opcode, tuple[str, ...]] = {Opcode.STORE: ("requant", "params")}
+OUTPUT_PIPELINE_FIELDS: dict[Opcode, tuple[str, ...]] = {
+    Opcode.STORE: ("requant", "params", "per_row")}
 
 for _opcode, _format in FORMATS.items():
     if sum(f.bits for f in _format) > INSTRUCTION_BITS:  # a bug in the definition above
@@ -248,6 +254,7 @@ class Store(Instruction):
     stride: int = 0
     requant: bool = False
     params: int = 0
+    per_row: bool = False
 
 
 @dataclass(frozen=True)
@@ -289,7 +296,7 @@ INSTRUCTION_TYPES: dict[Opcode, type[Instruction]] = {
 
 _ENUM_FIELDS = {"buffer": Buffer, "mode": ComputeMode}
 _FLAG_FIELDS = {"pop_prev", "pop_next", "push_prev", "push_next"}
-_BOOL_FIELDS = _FLAG_FIELDS | {"overwrite", "requant"}
+_BOOL_FIELDS = _FLAG_FIELDS | {"overwrite", "requant", "per_row"}
 
 
 def decode(word: int) -> Instruction:

@@ -218,6 +218,17 @@ def test_functional_simulator_matches_the_reference(workload, channel, mapper, r
         "dram_bytes_written"]
 
 
+def test_channel_across_lines_gives_per_row_stores():
+    """The library mapping puts i across the accumulator lines: each STORE row is one channel,
+    so STOREs are per_row, over more rows than a block has lanes (the hardware reads the next
+    block mid-STORE), not a STORE per row."""
+    stage = _stage(GEMM, "i", np.random.default_rng(1))
+    program = generate(GEMM, library_mapping(GEMM, PIPELINE_4x4), PIPELINE_4x4, output=stage)
+    stores = [i for i in program.instructions if isinstance(i, Store)]
+    assert all(s.per_row for s in stores)
+    assert max(s.rows for s in stores) > PIPELINE_4x4.acc_line_elems
+
+
 def test_output_stage_needs_the_pipeline_and_matching_channels():
     rng = np.random.default_rng(0)
     plain = AcceleratorConfig(array=ArrayConfig(rows=4, cols=4))
@@ -235,15 +246,18 @@ def test_output_stage_needs_the_pipeline_and_matching_channels():
 
 @pytest.mark.rtl
 def test_rtl_matches_the_reference(random_seed):
-    """Requantizing programs (channel along the accumulator line, across it, a convolution)
-    and a plain int32 one, in one run of the pipeline accelerator's model."""
+    """Requantizing programs (channel along the accumulator line, across it: per-row STOREs
+    over several blocks, a convolution) and a plain int32 one, in one run of the pipeline
+    accelerator's model."""
     from tensorforge.sim.rtl_run import RtlCase, run_programs_on_rtl
 
     rng = np.random.default_rng(random_seed)
     cases = []
-    for workload, channel in CASES:
+    for (workload, channel), mapper in zip([*CASES, (GEMM, "i")],
+                                           [default_mapping] * len(CASES) + [library_mapping],
+                                           strict=True):
         stage = _stage(workload, channel, rng)
-        program = generate(workload, default_mapping(workload, PIPELINE_4x4), PIPELINE_4x4,
+        program = generate(workload, mapper(workload, PIPELINE_4x4), PIPELINE_4x4,
                            output=stage)
         cases.append(RtlCase(workload, program=program, seed=random_seed))
     cases.append(RtlCase(GEMM, seed=random_seed))  # STOREs without requant: int32 as before
