@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from tensorforge import requant as rq
 from tensorforge.compiler.codegen import generate
-from tensorforge.compiler.mappers import default_mapping, library_mapping
+from tensorforge.compiler.mappers import default_mapping, device_choices, library_mapping
+from tensorforge.compiler.mapping import random_mapping
 from tensorforge.compiler.output_stage import OutputStage
 from tensorforge.compiler.workload import parse_workload
 from tensorforge.config import AcceleratorConfig, ArrayConfig, PrecisionConfig, ScratchpadConfig
@@ -260,6 +261,15 @@ def test_rtl_matches_the_reference(random_seed):
         program = generate(workload, mapper(workload, PIPELINE_4x4), PIPELINE_4x4,
                            output=stage)
         cases.append(RtlCase(workload, program=program, seed=random_seed))
+    for kind in ("gemm", "conv"):  # random mappings and channels, as in the test below
+        text, indices, _ = RANDOM_KINDS[kind]
+        sizes = ",".join(f"{n}={rng.integers(1, 4 if n in 'rs' else 10)}" for n in indices)
+        workload = parse_workload(text, sizes)
+        for choice in device_choices(workload, PIPELINE_4x4)[:2]:
+            channel = workload.output.indices[rng.integers(len(workload.output.indices))]
+            program = generate(workload, random_mapping(workload, choice, PIPELINE_4x4, rng),
+                               PIPELINE_4x4, output=_stage(workload, channel, rng))
+            cases.append(RtlCase(workload, program=program, seed=random_seed))
     cases.append(RtlCase(GEMM, seed=random_seed))  # STOREs without requant: int32 as before
     results = run_programs_on_rtl(PIPELINE_4x4, cases)
     for case, result in zip(cases, results, strict=True):
@@ -286,3 +296,39 @@ def test_compile_leaves_room_for_the_parameters():
     inputs = workload.random_inputs(rng)
     np.testing.assert_array_equal(program.run_functional(inputs),
                                   program.expected_output(inputs))
+
+
+RANDOM_KINDS = {
+    "gemm": ("C[i,j] += A[i,k] * B[k,j]", "ijk", PIPELINE_4x4),
+    "conv": ("C[k,x,y] += A[c,x+r,y+s] * B[k,c,r,s]", "kcxyrs", PIPELINE_4x4),
+    "conv2d intrinsic": ("C[k,x,y] += A[c,x+r,y+s] * B[k,c,r,s]", "kcxyrs",
+                         AcceleratorConfig(intrinsic="conv2d",
+                                           array=ArrayConfig(rows=2, cols=3, dataflow="os"),
+                                           scratchpad=ScratchpadConfig(capacity=4096,
+                                                                       accumulator=4096),
+                                           output_pipeline=True)),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(RANDOM_KINDS))
+def test_random_mappings_and_channels_are_exact(kind):
+    """Random sizes, every tensorize choice, random tiles and orders, each output index as the
+    channel: the functional simulator, from garbage buffers, equals the reference."""
+    text, indices, config = RANDOM_KINDS[kind]
+    for seed in range(6):
+        rng = np.random.default_rng(seed)
+        sizes = ",".join(f"{n}={rng.integers(1, 4 if n in 'rs' else 10)}" for n in indices)
+        workload = parse_workload(text, sizes)
+        inputs = workload.random_inputs(rng)
+        for choice in device_choices(workload, config):
+            mapping = random_mapping(workload, choice, config, rng)
+            channel = workload.output.indices[rng.integers(len(workload.output.indices))]
+            stage = _stage(workload, channel, rng)
+            try:
+                program = generate(workload, mapping, config, output=stage)
+            except MappingError as error:  # only the parameters' room may be missing
+                assert "parameter block" in str(error)
+                continue
+            result = program.run_functional(inputs, garbage=np.random.default_rng(seed))
+            assert np.array_equal(result, program.expected_output(inputs)), (
+                seed, sizes, channel, choice.describe(), mapping.to_json())
