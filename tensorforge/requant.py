@@ -172,6 +172,25 @@ class OutputParams:
 _NAMES = ("bias", "multiplier", "shift", "zero_point", "low", "high")
 
 
+def params_from_scales(input_scale: float, weight_scales, output_scale: float, *,
+                       bias=None, zero_point: int = 0, activation: Activation | str = "none",
+                       in_bits: int = 8, acc_bits: int = 32) -> OutputParams:
+    """The per-channel parameters of a layer quantized TFLite's way: int8 inputs at
+    ``input_scale`` (zero point 0), per-channel symmetric weights at ``weight_scales``, a
+    float ``bias`` per channel quantized to the accumulator's scale ``input_scale x
+    weight_scale``, outputs at ``output_scale`` and ``zero_point``, then ``activation``."""
+    weight_scales = np.atleast_1d(np.asarray(weight_scales, dtype=np.float64))
+    channels = len(weight_scales)
+    acc_scales = input_scale * weight_scales
+    pairs = [quantize_multiplier(float(s / output_scale), acc_bits) for s in acc_scales]
+    bias_values = np.zeros(channels) if bias is None else np.asarray(bias, dtype=np.float64)
+    low, high = activation_range(activation, in_bits, zero_point, output_scale)
+    return OutputParams.per_channel(
+        channels, bias=np.round(bias_values / acc_scales).astype(np.int64),
+        multiplier=[m for m, _ in pairs], shift=[s for _, s in pairs],
+        zero_point=zero_point, low=low, high=high)
+
+
 def pack_lane(shift, zero_point, low, high, in_bits: int) -> np.ndarray:
     """The packed parameter lane (unsigned, below ``2**(8 + 3*in_bits)``)."""
     mask = (1 << in_bits) - 1

@@ -96,6 +96,22 @@ def test_packed_lane_round_trips(shift, zero_point, low, high):
     assert [int(v) for v in rq.unpack_lane(lane, 8)] == [shift, zero_point, low, high]
 
 
+def test_params_from_scales_follow_the_float_layer():
+    """A float layer's per-channel scales and bias, quantized: the integer pipeline is within
+    one output step of round(relu6(acc * s_in * s_w + bias) / s_out) + zero point."""
+    rng = np.random.default_rng(3)
+    weight_scales = rng.uniform(0.002, 0.02, 5)
+    bias = rng.normal(0, 0.5, 5)
+    params = rq.params_from_scales(0.05, weight_scales, 0.04, bias=bias, zero_point=-7,
+                                   activation="relu6")
+    acc = rng.integers(-4000, 4000, (200, 5))
+    real = np.clip(acc * 0.05 * weight_scales + bias, 0, 6)
+    expected = np.clip(np.round(real / 0.04) - 7, -128, 127)
+    got = params.apply(acc, 1, 32)
+    assert np.abs(got - expected).max() <= 1
+    assert got.min() == -7 and got.max() <= -7 + round(6 / 0.04)
+
+
 def test_activation_ranges():
     assert rq.activation_range("none", 8) == (-128, 127)
     assert rq.activation_range("relu", 8, zero_point=-5) == (-5, 127)
