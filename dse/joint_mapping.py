@@ -47,7 +47,9 @@ from tensorforge.dse.cost_model import (
     rtl_parameters,
 )
 from tensorforge.dse.cost_space import LayerSpace
+from tensorforge.dse.energy import EVENTS
 from tensorforge.dse.evaluate import LayerMetrics
+from tensorforge.dse.sw_evaluator_batch import batch_price
 from tensorforge.dse.sw_space import MAX_DIMS, SoftwareSpace
 from tensorforge.errors import MappingError
 from tensorforge.hashing import source_digest
@@ -151,6 +153,10 @@ def fitted_tiles(space: LayerSpace, levels: np.ndarray,
     return candidates[lowered], lowered
 
 
+#: How `PlannedMappingEvaluator` prices a mapping, by its ``pricing``.
+PRICINGS = {"program": evaluate_mapping, "batch": batch_price}
+
+
 def layer_key(workload: Workload) -> str:
     """What tells a sweep's layers apart (the co-design loop merges identical workloads)."""
     return f"{workload.text} {workload.sizes_text}"
@@ -168,13 +174,21 @@ class PlannedMappingEvaluator:
 
     plan: tuple[tuple[str, tuple[int, ...]], ...]
     memory: MemorySystem = DEFAULT_MEMORY
+    #: "program": by the program's timeline and events, as `SoftwareSearchEvaluator` prices;
+    #: "batch": by the batch model alone, as `sw_evaluator_batch` prices (a sweep's evaluator
+    #: names which, `opt_poros.PlannedEffort`)
+    pricing: str = "program"
     version: str = ""
 
     def __post_init__(self) -> None:
+        if self.pricing not in PRICINGS:
+            raise ValueError(f"pricing must be one of {', '.join(PRICINGS)}, not "
+                             f"{self.pricing!r}")
         plan = tuple((str(key), check_actions(actions)) for key, actions in self.plan)
         object.__setattr__(self, "plan", plan)
-        object.__setattr__(self, "version", f"planned-mapping-1:{self.memory.describe()}:"
-                                            f"{_model_digest()}")
+        pricing = "" if self.pricing == "program" else f"+{self.pricing}"
+        object.__setattr__(self, "version", f"planned-mapping-1{pricing}:"
+                                            f"{self.memory.describe()}:{_model_digest()}")
 
     def __call__(self, workload: Workload, config: AcceleratorConfig, seed: int) -> LayerMetrics:
         actions = dict(self.plan).get(layer_key(workload))
@@ -184,22 +198,22 @@ class PlannedMappingEvaluator:
         try:
             spaces = SoftwareSpace.build(workload, config, parameters=parameters).spaces
         except MappingError:
-            return _library(workload, config, parameters)
+            return _library(workload, config, parameters, self.pricing)
         space, levels = decode(spaces, actions)
         tiles, lowered = fitted_tiles(space, levels, parameters)
         mapping = Mapping(space.choice, tuple(zip(space.names, map(int, tiles), strict=True)),
                           tuple(space.names[p] for p in fixed_order(space)), space.groups)
         # priced as the software search's evaluator prices its choice, so the two compare
-        numbers = evaluate_mapping(workload, mapping, config, parameters)
+        numbers = PRICINGS[self.pricing](workload, mapping, config, parameters)
         return _metrics(mapping, numbers, {"levels_lowered": float(lowered), "library": 0.0})
 
 
 def _library(workload: Workload, config: AcceleratorConfig,
-             parameters: CostParameters) -> LayerMetrics:
+             parameters: CostParameters, pricing: str) -> LayerMetrics:
     """The library's mapping, for a layer no tensorize choice runs without padding (a GEMV on
     a GEMM array): the software search's evaluator falls back to it the same way."""
     mapping = library_mapping(workload, config)
-    numbers = evaluate_mapping(workload, mapping, config, parameters)
+    numbers = PRICINGS[pricing](workload, mapping, config, parameters)
     return _metrics(mapping, numbers, {"levels_lowered": 0.0, "library": 1.0})
 
 
@@ -208,12 +222,14 @@ def _metrics(mapping: Mapping, numbers: dict, extra: dict[str, float]) -> LayerM
         cycles=int(numbers["cycles"]),
         energy_pj=float(numbers["energy_pj"]),
         mapping=mapping.to_dict(),
-        details={k: float(numbers[k]) for k in DETAILS if k in numbers} | extra,
+        # the program's events too: without them a hardware model with per-event energies
+        # falls back to the batch model's 45 nm energy (`evaluate.layer_energy_pj`)
+        details={k: float(numbers[k]) for k in (*DETAILS, *EVENTS) if k in numbers} | extra,
     )
 
 
 def _model_digest() -> str:
     """The source of the code that prices a mapping: a stored trial resumes only under it."""
-    names = ("joint_mapping", "cost_model", "cost_space", "cost_rows", "cost_steps",
-             "cost_geometry", "cost_transfers", "sw_space")
+    names = ("joint_mapping", "sw_evaluator_batch", "cost_model", "cost_space", "cost_rows",
+             "cost_steps", "cost_geometry", "cost_transfers", "sw_space")
     return source_digest(*(f"tensorforge.dse.{name}" for name in names))

@@ -219,7 +219,8 @@ class PlannedEffort(SoftwareEffort):
     plan: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     def apply(self, evaluator: LayerEvaluator) -> LayerEvaluator:
-        return PlannedMappingEvaluator(self.plan, getattr(evaluator, "memory", DEFAULT_MEMORY))
+        return PlannedMappingEvaluator(self.plan, getattr(evaluator, "memory", DEFAULT_MEMORY),
+                                       getattr(evaluator, "pricing", "program"))
 
 
 class PlannedSchedule(SoftwareSchedule):

@@ -26,6 +26,7 @@ OPTIMIZERS: dict[str, str] = {
 EVALUATORS: dict[str, str] = {
     "hasco": "tensorforge.dse.codesign:hasco_evaluator",
     "first-order": "tensorforge.dse.evaluate_first_order:FirstOrderEvaluator",
+    "hasco-batch": "tensorforge.dse.sw_evaluator_batch:hasco_batch_evaluator",
 }
 
 #: Area/power/clock models (``--hardware-model``): factories of `AreaPowerModel`s. The default

@@ -70,7 +70,9 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
             "--evaluator",
             EVALUATORS,
             "per-layer evaluation: hasco (software search under the "
-            "cost model) or first-order (roofline; fast)",
+            "cost model), hasco-batch (the same search, mappings priced by the batch model "
+            "without generating programs: far cheaper, dynamic energy at 45 nm) or "
+            "first-order (roofline; fast)",
         ),
         (
             "--hardware-model",
