@@ -14,12 +14,18 @@ result they would have had. The pool is rebuilt for the next batch. A worker tha
 evaluator or a tool that never returns) is handled the same way: when no job of a batch
 finishes for ``job_timeout_s``, the workers are killed, and a job that then hangs alone is
 reported as failed with the time it was given.
+
+Workers end with the sweep: each watches its parent and exits when the parent is gone (killed
+or interrupted), instead of finishing a layer nobody will store.
 """
 
 from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -89,7 +95,8 @@ class LayerPool:
     def _pool(self) -> ProcessPoolExecutor:
         if self._executor is None:
             self._executor = ProcessPoolExecutor(
-                max_workers=self.workers, mp_context=multiprocessing.get_context("spawn")
+                max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
+                initializer=exit_with_parent, initargs=(os.getpid(),),
             )
         return self._executor
 
@@ -138,6 +145,18 @@ class LayerPool:
                 yield job, _run_isolated(job, self.job_timeout_s)
 
 
+def exit_with_parent(parent: int, poll_s: float = 1.0) -> None:
+    """In a worker: exit as soon as process ``parent`` is no longer this one's parent (a
+    killed sweep's workers are re-parented), from a daemon thread polling once a second."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 def _kill_processes(executor: ProcessPoolExecutor) -> None:
     # The executor has no public way to stop a running job; its process table is the handle.
     for process in list(getattr(executor, "_processes", {}).values()):
@@ -148,7 +167,8 @@ def _run_isolated(job: LayerJob, timeout_s: float) -> JobResult:
     """``job`` alone in a fresh process, so a crash or a hang is pinned on the job that caused
     it."""
     context = multiprocessing.get_context("spawn")
-    executor = ProcessPoolExecutor(max_workers=1, mp_context=context)
+    executor = ProcessPoolExecutor(max_workers=1, mp_context=context,
+                                   initializer=exit_with_parent, initargs=(os.getpid(),))
     try:
         return executor.submit(run_layer_job, *job.arguments()).result(timeout=timeout_s)
     except BrokenProcessPool:
