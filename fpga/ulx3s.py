@@ -15,6 +15,7 @@ from amaranth.lib import io
 from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import ConfigError
 from tensorforge.hw.board.soc import BoardSoc, SocOptions
+from tensorforge.hw.targets import Target
 
 BOARD_CLOCK_HZ = 25e6
 #: ULX3S variants by their ECP5 part (the 85F first; the platforms differ only in the part).
@@ -44,7 +45,8 @@ def check_clock(options: SocOptions) -> None:
 
 class Ulx3sTop(Elaboratable):
     """`BoardSoc` wired to the ULX3S's UART and LEDs (see the module docstring); ``options``
-    must pass `check_clock`."""
+    must pass `check_clock`. The accelerator is built for the ``ecp5`` target (its multipliers
+    on MULT18X18D slices with their own registers; the same cycles as the simulated SoC)."""
 
     def __init__(self, config: AcceleratorConfig, options: SocOptions) -> None:
         self.config = config
@@ -52,7 +54,7 @@ class Ulx3sTop(Elaboratable):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        m.submodules.soc = soc = BoardSoc(self.config, self.options)
+        m.submodules.soc = soc = BoardSoc(self.config, self.options, Target.ECP5)
         uart = platform.request("uart", 0, dir="-")
         m.submodules.uart_rx = uart_rx = io.Buffer("i", uart.rx)
         m.submodules.uart_tx = uart_tx = io.Buffer("o", uart.tx)

@@ -31,6 +31,8 @@ Counters restart from 0 at each start and count only while busy.
 
 from __future__ import annotations
 
+import functools
+
 from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -48,6 +50,7 @@ from tensorforge.hw.registers import (
     Status,
 )
 from tensorforge.hw.scratchpad import Scratchpad
+from tensorforge.hw.targets import Target, parse_target
 
 TOP_NAME = "accelerator"
 
@@ -59,14 +62,20 @@ class Accelerator(wiring.Component):
     polls ``status`` (or waits for ``irq``); the program's DRAM writes are complete when
     ``done`` is set. ``start_latency`` = 2 cycles from the AXI-Lite write to ``busy``.
     ``compute_unit`` replaces the compute unit (a factory taking the config), for tests.
+    ``target`` picks the primitives (`tensorforge.hw.targets`); every target has the same
+    cycle behaviour.
     """
 
     start_latency = 2
 
-    def __init__(self, config: AcceleratorConfig, compute_unit=None) -> None:
+    def __init__(self, config: AcceleratorConfig, compute_unit=None,
+                 target: Target | str = Target.GENERIC) -> None:
         self.config = config
+        self.target = parse_target(target)
         if compute_unit is None:
-            from tensorforge.hw.compute_unit import ComputeUnit as compute_unit
+            from tensorforge.hw.compute_unit import ComputeUnit
+
+            compute_unit = functools.partial(ComputeUnit, target=self.target)
         self._compute_unit = compute_unit
         super().__init__(
             {

@@ -42,6 +42,7 @@ from tensorforge.hw.ports import (
     instruction_layout,
     spad_read_port,
 )
+from tensorforge.hw.targets import Target, parse_target
 
 #: Read requests each walker keeps in flight: enough for one beat per cycle from a memory that
 #: answers up to ``OUTSTANDING - 1`` cycles after the request.
@@ -177,8 +178,9 @@ class ComputeUnit(wiring.Component):
     (``ports`` module contract).
     """
 
-    def __init__(self, config: AcceleratorConfig) -> None:
+    def __init__(self, config: AcceleratorConfig, target: Target | str = Target.GENERIC) -> None:
         self.config = config
+        self.target = parse_target(target)
         self.step_latency = step_latency(config)
         super().__init__(
             {
@@ -197,10 +199,12 @@ class ComputeUnit(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         config = self.config
-        self.array = array = PEArray(config)
+        self.array = array = PEArray(config, self.target)
         self.plan, self.banks = array.plan, array.banks
         self.freeze = freeze = Signal()
         m.submodules.array = EnableInserter(~freeze)(array)
+        if self.target is Target.ECP5:  # the DSPs' clock enable: the inserter stops at them
+            m.d.comb += array.advance.eq(~freeze)
 
         self.latches = latches = {name: _Latch(name) for name in ("load", "stream", "acc")}
         load_free = self._stationary_walker(m, latches["load"])

@@ -57,12 +57,17 @@ class MultiplyAccumulate(wiring.Component):
             valid_q, clear_q = Signal(name="valid_q"), Signal(name="clear_q")
             m.d.sync += [product_q.eq(product), valid_q.eq(valid), clear_q.eq(clear)]
             product, valid, clear = product_q, valid_q, clear_q
-        base = Mux(clear, 0, self.acc)
-        with m.If(valid):
-            m.d.sync += self.acc.eq(base + product)  # .eq truncates: wrap-around like int32
-        with m.Elif(clear):
-            m.d.sync += self.acc.eq(0)
+        accumulate(m, self.acc, product, valid, clear)
         return m
+
+
+def accumulate(m: Module, acc, product, valid, clear) -> None:
+    """``acc <= (clear ? 0 : acc) + product`` when ``valid``; ``acc <= 0`` on ``clear`` alone."""
+    base = Mux(clear, 0, acc)
+    with m.If(valid):
+        m.d.sync += acc.eq(base + product)  # .eq truncates: wrap-around like int32
+    with m.Elif(clear):
+        m.d.sync += acc.eq(0)
 
 
 def mac_reference(a, b, valid, clear, acc_bits: int = 32):

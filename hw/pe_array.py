@@ -24,9 +24,11 @@ from amaranth.lib.wiring import In, Out
 
 from tensorforge.config import AcceleratorConfig, Interconnect
 from tensorforge.hw.dataflow_plan import ArrayPlan, Drain, local_banks, plan_for
+from tensorforge.hw.dsp import check_operand_bits
 from tensorforge.hw.interconnect import adder_tree, delayed, flat_sum
 from tensorforge.hw.pe import ProcessingElement
 from tensorforge.hw.ports import acc_line_layout, spad_line_layout
+from tensorforge.hw.targets import Target, parse_target
 
 
 def load_layout(config: AcceleratorConfig, plan: ArrayPlan, banks: int) -> data.StructLayout:
@@ -132,15 +134,27 @@ class PEArray(wiring.Component):
     appears ``latency`` cycles after the group's last beat entered (`array_latency`); ROWS
     groups emit R lines on consecutive cycles. Groups must be at least ``rows`` beats apart for
     ROWS drains (every plan guarantees it). Throughput: one beat per cycle.
+
+    ``target`` ``ecp5``: PEs on MULT18X18D slices (`ProcessingElement`), with ``advance`` (the
+    clock enable the array is frozen with) for the DSPs' registers, and every load registered
+    on entry like a beat, which cuts the block RAM -> PE store path in two. Still usable by the
+    beats that enter after it (a beat is registered on entry too and reaches a store a cycle
+    later at the earliest), and a later write only widens `bank_reuse_gap`'s margin: no cycle
+    count changes.
     """
 
-    def __init__(self, config: AcceleratorConfig) -> None:
+    def __init__(self, config: AcceleratorConfig, target: Target | str = Target.GENERIC) -> None:
         self.config = config
+        self.target = parse_target(target)
+        if self.target is Target.ECP5:
+            check_operand_bits(config.precision.in_bits)
         self.plan = plan_for(config)
         self.banks = local_banks(config, self.plan)
         self.latency = array_latency(config)
+        dsp = {"advance": In(1)} if self.target is Target.ECP5 else {}
         super().__init__(
             {
+                **dsp,
                 "load": In(stream.Signature(load_layout(config, self.plan, self.banks),
                                             always_ready=True)),
                 "beat": In(stream.Signature(beat_layout(config, self.plan, self.banks),
@@ -286,8 +300,10 @@ class PEArray(wiring.Component):
         column_loads = self._column_loads(m)
         for r in range(rows):
             for c in range(cols):
-                pe = ProcessingElement(in_bits, acc_bits, plan.slots, self.banks)
+                pe = ProcessingElement(in_bits, acc_bits, plan.slots, self.banks, self.target)
                 m.submodules[f"pe_{r}_{c}"] = pe
+                if self.target is Target.ECP5:
+                    m.d.comb += pe.advance.eq(self.advance)
                 control, valid = self._control_at(m, beat, beat_valid, r, c, grid)
                 m.d.comb += [
                     pe.enable.eq(valid & control.columns[c]),
@@ -307,11 +323,14 @@ class PEArray(wiring.Component):
 
     def _column_loads(self, m: Module) -> list[tuple]:
         """``(valid, bank, index, elements)`` of the load as each column sees it (`load_skew`)."""
-        load, columns = self.load.payload, []
+        load, load_valid, columns = self.load.payload, self.load.valid, []
+        if self.target is Target.ECP5:  # registered on entry (see the class docstring)
+            load, load_valid = Signal.like(load, name="load_q"), Signal(name="load_valid_q")
+            m.d.sync += [load.eq(self.load.payload), load_valid.eq(self.load.valid)]
         for col, skew in enumerate(load_skew(self.config, self.plan)):
             elements = {e: delayed(m, load.line[e], skew, f"load_{col}_e{e}")
                         for e in _column_elements(self.plan, col)}
-            columns.append((delayed(m, self.load.valid, skew, f"load_{col}_valid"),
+            columns.append((delayed(m, load_valid, skew, f"load_{col}_valid"),
                             delayed(m, load.bank, skew, f"load_{col}_bank"),
                             delayed(m, load.index, skew, f"load_{col}_index"), elements))
         return columns

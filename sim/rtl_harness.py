@@ -45,6 +45,7 @@ import json
 import logging
 import os
 import random
+import re
 import shutil
 import sys
 import tempfile
@@ -80,17 +81,33 @@ def design_verilog(design: Design, top: str) -> str:
     locations, so the text (and so the cache key) does not depend on where the checkout is.
     """
     if isinstance(design, wiring.Component):
-        return verilog.convert(design, name=top, emit_src=False)
+        return with_primitive_models(verilog.convert(design, name=top, emit_src=False))
     if isinstance(design, Path):
-        return design.read_text()
+        return with_primitive_models(design.read_text())
     if isinstance(design, str):
         if "module" not in design:
             raise SimulationError(
                 "build_model takes Verilog text as a str and a file as a pathlib.Path; "
                 f"this str holds no module: {design[:60]!r}"
             )
-        return design
+        return with_primitive_models(design)
     raise TypeError(f"cannot simulate a {type(design).__name__}; pass a wiring.Component")
+
+
+#: Vendor primitives the ``ecp5`` target instantiates, and their simulation models (sim/).
+PRIMITIVE_MODELS = {"MULT18X18D": "mult18x18d.v"}
+
+
+def with_primitive_models(text: str) -> str:
+    """``text`` plus the simulation model of each vendor primitive it instantiates and does not
+    define (`PRIMITIVE_MODELS`), so an ``ecp5``-target design simulates like any other."""
+    from importlib import resources
+
+    for primitive, model in PRIMITIVE_MODELS.items():
+        if re.search(rf"^\s*{primitive}\b", text, re.M) and not re.search(
+                rf"^\s*module\s+{primitive}\b", text, re.M):
+            text += "\n" + (resources.files("tensorforge.sim") / model).read_text()
+    return text
 
 
 def waves_requested(waves: bool | None = None) -> bool:

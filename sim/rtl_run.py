@@ -81,8 +81,9 @@ def hardware_digest() -> str:
 
 
 @functools.cache
-def accelerator_verilog(config: AcceleratorConfig) -> str:
-    """Verilog of ``Accelerator(config)``, cached on disk by config and hardware sources.
+def accelerator_verilog(config: AcceleratorConfig, target: str = "generic") -> str:
+    """Verilog of ``Accelerator(config, target=target)``, cached on disk by config, target and
+    hardware sources (an ``ecp5`` target's comes with its primitives' simulation models).
 
     Elaborating the whole accelerator takes seconds (tens on a loaded machine) and would
     otherwise be paid by every process before the model cache can even be asked.
@@ -90,11 +91,12 @@ def accelerator_verilog(config: AcceleratorConfig) -> str:
     from tensorforge.hw.accelerator import TOP_NAME, Accelerator
     from tensorforge.sim.rtl_harness import design_verilog
 
-    key = stable_hash(config.to_json(), hardware_digest())
+    extra = () if target == "generic" else (target,)  # the default keeps its old keys
+    key = stable_hash(config.to_json(), hardware_digest(), *extra)
     path = cache_subdir("accelerator-verilog") / f"{key}.v"
     if path.is_file():
         return path.read_text()
-    text = design_verilog(Accelerator(config), TOP_NAME)
+    text = design_verilog(Accelerator(config, target=target), TOP_NAME)
     staging = path.with_suffix(f".{os.getpid()}.tmp")
     staging.write_text(text)
     staging.replace(path)  # atomic: a reader sees the whole file or none
@@ -102,12 +104,13 @@ def accelerator_verilog(config: AcceleratorConfig) -> str:
 
 
 @functools.cache
-def simulation_model(config: AcceleratorConfig, waves: bool = False):
-    """The Verilator model of the simulation top of ``Accelerator(config)``: the accelerator
-    and both DRAMs (`tensorforge.sim.sim_top`); built once, then from the disk cache."""
+def simulation_model(config: AcceleratorConfig, waves: bool = False, target: str = "generic"):
+    """The Verilator model of the simulation top of ``Accelerator(config, target=target)``: the
+    accelerator and both DRAMs (`tensorforge.sim.sim_top`); built once, then from the disk
+    cache."""
     from tensorforge.sim.rtl_harness import build_model
 
-    return build_model(sim_top_verilog(config, accelerator_verilog(config)), top=SIM_TOP,
+    return build_model(sim_top_verilog(config, accelerator_verilog(config, target)), top=SIM_TOP,
                        build_options=SIM_BUILD_OPTIONS, waves=waves, public=PUBLIC_SIGNALS)
 
 
@@ -168,6 +171,7 @@ class RunOptions:
     test_dir: Path | None = None
     seed: int = 0
     register_activity: bool = False
+    target: str = "generic"  # the accelerator's primitives (`tensorforge.hw.targets`)
 
     def __post_init__(self) -> None:
         if self.dram_model not in DRAM_MODELS:
@@ -226,7 +230,7 @@ def _execute(config: AcceleratorConfig, images: Sequence[_Image], options: RunOp
 
         model = activity_model(config)
     else:
-        model = simulation_model(config, options.waves)
+        model = simulation_model(config, options.waves, options.target)
     own_directory = options.test_dir is None
     directory = Path(tempfile.mkdtemp(prefix="tensorforge-rtl-run-")) if own_directory else Path(
         options.test_dir).resolve()

@@ -67,10 +67,11 @@ def compile_workload(
     raise last
 
 
-def generate_verilog(config: AcceleratorConfig) -> str:
-    """The accelerator for ``config`` as Verilog text, top module ``accelerator``."""
+def generate_verilog(config: AcceleratorConfig, target: str = "generic") -> str:
+    """The accelerator for ``config`` as Verilog text, top module ``accelerator``; ``target``
+    ``ecp5`` builds the multipliers from ECP5 DSPs (`tensorforge.hw.targets`)."""
     from amaranth.back import verilog
 
     from tensorforge.hw.accelerator import TOP_NAME, Accelerator
 
-    return verilog.convert(Accelerator(config), name=TOP_NAME, emit_src=False)
+    return verilog.convert(Accelerator(config, target=target), name=TOP_NAME, emit_src=False)

@@ -40,6 +40,7 @@ from tensorforge.hw.board.host_protocol import (
 from tensorforge.hw.board.onchip_memory import OnChipMemory
 from tensorforge.hw.board.uart import UartReceiver, UartTransmitter, uart_divisor
 from tensorforge.hw.registers import ADDRESS_BITS
+from tensorforge.hw.targets import Target, parse_target
 
 MEMORY_WINDOW_BITS = 31  # memory answers 0x00000000-0x7fffffff (SLVERR past its size)
 RX_FIFO_BYTES = 16  # slack while the bridge waits for a memory port the accelerator holds
@@ -114,11 +115,14 @@ class BoardSoc(wiring.Component):
     """The SoC for one `AcceleratorConfig` and `SocOptions` (see the module docstring).
 
     Ports: ``uart_rx`` (idle high), ``uart_tx``, ``irq`` (the accelerator's done).
+    ``target`` is the accelerator's (`tensorforge.hw.targets`; same cycles on every target).
     """
 
-    def __init__(self, config: AcceleratorConfig, options: SocOptions | None = None) -> None:
+    def __init__(self, config: AcceleratorConfig, options: SocOptions | None = None,
+                 target: Target | str = Target.GENERIC) -> None:
         self.config = config
         self.options = options or SocOptions()
+        self.target = parse_target(target)
         super().__init__({"uart_rx": In(1, init=1), "uart_tx": Out(1, init=1), "irq": Out(1)})
 
     def info_words(self) -> dict[str, int]:
@@ -135,7 +139,7 @@ class BoardSoc(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         options = self.options
-        m.submodules.accelerator = accelerator = Accelerator(self.config)
+        m.submodules.accelerator = accelerator = Accelerator(self.config, target=self.target)
         m.submodules.memory = memory = OnChipMemory(options.memory_bytes,
                                                     self.config.dma.bus_bits,
                                                     host_address_bits=MEMORY_WINDOW_BITS)

@@ -5,7 +5,9 @@ Writes into ``--out DIR``: ``accelerator.v`` (top module ``accelerator``), ``con
 `AcceleratorConfig.from_dict`) and ``ports.md`` (the port list, the register map and the
 derived buffer geometry). Memories are not zero-filled by ``initial`` blocks
 (`tensorforge.verilog_text`) unless ``--zero-init`` asks for it, e.g. for a simulator that
-starts memories at X and a bench that reads a line before writing it.
+starts memories at X and a bench that reads a line before writing it. ``--target ecp5`` builds
+the PE multipliers from ECP5 DSP slices with their own registers (`tensorforge.hw.targets`),
+for the ECP5 flow; the default, ``generic``, is plain RTL for simulation and ASIC flows.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from tensorforge.commands.hwflags import add_hardware_arguments, config_from_args
 from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import ConfigError
+from tensorforge.hw.targets import Target
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +44,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--zero-init",
         action="store_true",
         help="fill the memories with zeros in initial blocks (default: no initial value)",
+    )
+    parser.add_argument(
+        "--target",
+        choices=[target.value for target in Target],
+        default=Target.GENERIC.value,
+        help="primitives to build from: generic RTL (simulation, ASIC; default) or ecp5 "
+        "(MULT18X18D DSPs with their own registers; same cycles, for `synth --flow ecp5`)",
     )
     add_hardware_arguments(parser)
     parser.set_defaults(func=run)
@@ -86,8 +96,8 @@ def port_summary(config: AcceleratorConfig, component) -> str:
     return "\n".join(lines)
 
 
-def generate(config: AcceleratorConfig, out: Path, *, zero_init: bool = False
-             ) -> dict[str, Path]:
+def generate(config: AcceleratorConfig, out: Path, *, zero_init: bool = False,
+             target: Target | str = Target.GENERIC) -> dict[str, Path]:
     """Write the three files for ``config`` into ``out``; returns their paths by kind."""
     from tensorforge.hw.accelerator import TOP_NAME, Accelerator
     from tensorforge.verilog_text import component_verilog
@@ -97,7 +107,7 @@ def generate(config: AcceleratorConfig, out: Path, *, zero_init: bool = False
     except OSError as error:
         raise ConfigError(f"cannot create the output directory {out}: {error.strerror}") from None
     started = time.perf_counter()
-    top = Accelerator(config)
+    top = Accelerator(config, target=target)
     text = component_verilog(top, TOP_NAME, zero_init=zero_init)
     logger.info("converted %s in %.1f s", config.describe(), time.perf_counter() - started)
     paths = {
@@ -113,7 +123,7 @@ def generate(config: AcceleratorConfig, out: Path, *, zero_init: bool = False
 
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    paths = generate(config, args.out, zero_init=args.zero_init)
+    paths = generate(config, args.out, zero_init=args.zero_init, target=args.target)
     print(f"{config.describe()}")
     for kind, path in paths.items():
         print(f"  {kind:8s} {path}")

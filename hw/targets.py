@@ -1,0 +1,29 @@
+"""Generation targets: which primitives the generated RTL is built from.
+
+``generic`` is plain RTL for simulation and ASIC flows (the default, and what the cost model is
+calibrated on). ``ecp5`` builds the PE multipliers from Lattice ECP5 MULT18X18D slices with
+their own input and output registers (`tensorforge.hw.ecp5_dsp`) and registers the stationary
+loads into the PE array, for timing closure on ECP5; neither changes a cycle count.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from tensorforge.errors import ConfigError
+
+
+class Target(enum.Enum):
+    GENERIC = "generic"
+    ECP5 = "ecp5"
+
+
+def parse_target(target: Target | str) -> Target:
+    """``target`` as a `Target`, or a `ConfigError` naming the choices."""
+    if isinstance(target, Target):
+        return target
+    try:
+        return Target(target)
+    except ValueError:
+        choices = ", ".join(t.value for t in Target)
+        raise ConfigError(f"target must be one of {choices}, not {target!r}") from None
