@@ -206,15 +206,25 @@ def map_within_dsp_budget(verilog: str | None, read: list[str], top: str, budget
                           run_dir: Path, timeout_s: float) -> DspMapping:
     """Flatten ``top`` (``verilog`` text, or what the ``read`` commands load), list its
     multipliers, build those beyond ``budget`` DSPs from LUTs (Booth), then run synth_ecp5:
-    every ECP5 build (`synthesize_ecp5`, the board build) maps this way."""
+    every ECP5 build (`synthesize_ecp5`, the board build) maps this way. MULT18X18D slices the
+    design instantiates itself (the ``ecp5`` target's PEs) count against the budget first."""
     flatten = run_yosys(verilog, [*read, *list_multipliers_commands(top), "write_rtlil flat.il"],
                         run_dir=run_dir, timeout_s=timeout_s, log_name="flatten")
     multipliers = read_multipliers((run_dir / MULTIPLIER_DUMP).read_text())
-    on_luts = lut_multipliers(multipliers, budget)
+    instantiated = instantiated_dsps((run_dir / "flat.il").read_text())
+    if instantiated > budget:
+        raise ConfigError(f"{top} instantiates {instantiated} MULT18X18D slices, more than the "
+                          f"{budget} DSPs it may use; generate it for fewer DSPs")
+    on_luts = lut_multipliers(multipliers, budget - instantiated)
     (run_dir / LUT_SELECTION).write_text(selection_file(top, on_luts))
     yosys = run_yosys(None, ["read_rtlil flat.il", *booth_commands(len(on_luts)),
                              *ecp5_script(top)], run_dir=run_dir, timeout_s=timeout_s)
     return DspMapping(flatten, yosys, multipliers, on_luts)
+
+
+def instantiated_dsps(rtlil: str) -> int:
+    """MULT18X18D cells instantiated in a flattened design's RTLIL text."""
+    return len(re.findall(r"^\s*cell \\MULT18X18D ", rtlil, re.M))
 
 
 def _run_flow(

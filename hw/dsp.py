@@ -20,6 +20,9 @@ from tensorforge.errors import ConfigError
 
 #: Operand bits one MULT18X18D takes.
 DSP_OPERAND_BITS = 18
+#: MULT18X18D slices of the largest ECP5 (LFE5U-85F): the ``ecp5`` target's PE array puts at
+#: most this many PEs on DSPs; the ECP5 flow builds the other PEs' multipliers from LUTs.
+MAX_DSPS = 156
 
 
 def check_operand_bits(in_bits: int) -> None:

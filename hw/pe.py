@@ -65,19 +65,13 @@ class ProcessingElement(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        mac = MultiplyAccumulate(self.in_bits, self.acc_bits, product_register=True)
-        m.submodules.mac = mac
-        store = Array(
-            Array(Signal(signed(self.in_bits), name=f"store_b{b}_s{s}") for s in range(self.slots))
-            for b in range(self.banks)
-        )
-        for bank in range(self.banks):
-            for slot in range(self.slots):
-                with m.If(self.load_valid & (self.load_bank == bank) & self.load_mask[slot]):
-                    m.d.sync += store[bank][slot].eq(self.load_data[slot])
         if self.target is Target.ECP5:
+            store = self._store(m)
             self._dsp_pipeline(m, store[self.bank][self.slot])
             return m
+        mac = MultiplyAccumulate(self.in_bits, self.acc_bits, product_register=True)
+        m.submodules.mac = mac
+        store = self._store(m)
         # operand stage: the store read and the streamed operand, registered
         stationary_q = Signal(signed(self.in_bits))
         operand_q = Signal(signed(self.in_bits))
@@ -97,6 +91,18 @@ class ProcessingElement(wiring.Component):
         ]
         self._delay_last(m)
         return m
+
+    def _store(self, m: Module) -> Array:
+        """The local store, ``banks x slots`` operands, written by ``load_*``."""
+        store = Array(
+            Array(Signal(signed(self.in_bits), name=f"store_b{b}_s{s}") for s in range(self.slots))
+            for b in range(self.banks)
+        )
+        for bank in range(self.banks):
+            for slot in range(self.slots):
+                with m.If(self.load_valid & (self.load_bank == bank) & self.load_mask[slot]):
+                    m.d.sync += store[bank][slot].eq(self.load_data[slot])
+        return store
 
     def _dsp_pipeline(self, m: Module, stationary) -> None:
         """The same three stages with the operand and product registers in a MULT18X18D."""

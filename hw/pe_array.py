@@ -24,7 +24,7 @@ from amaranth.lib.wiring import In, Out
 
 from tensorforge.config import AcceleratorConfig, Interconnect
 from tensorforge.hw.dataflow_plan import ArrayPlan, Drain, local_banks, plan_for
-from tensorforge.hw.dsp import check_operand_bits
+from tensorforge.hw.dsp import MAX_DSPS, check_operand_bits
 from tensorforge.hw.interconnect import adder_tree, delayed, flat_sum
 from tensorforge.hw.pe import ProcessingElement
 from tensorforge.hw.ports import acc_line_layout, spad_line_layout
@@ -135,7 +135,8 @@ class PEArray(wiring.Component):
     groups emit R lines on consecutive cycles. Groups must be at least ``rows`` beats apart for
     ROWS drains (every plan guarantees it). Throughput: one beat per cycle.
 
-    ``target`` ``ecp5``: PEs on MULT18X18D slices (`ProcessingElement`), with ``advance`` (the
+    ``target`` ``ecp5``: PEs on MULT18X18D slices (`ProcessingElement`; the first `MAX_DSPS`
+    in row-major order, the rest generic), with ``advance`` (the
     clock enable the array is frozen with) for the DSPs' registers, and every load registered
     on entry like a beat, which cuts the block RAM -> PE store path in two. Still usable by the
     beats that enter after it (a beat is registered on entry too and reaches a store a cycle
@@ -300,9 +301,11 @@ class PEArray(wiring.Component):
         column_loads = self._column_loads(m)
         for r in range(rows):
             for c in range(cols):
-                pe = ProcessingElement(in_bits, acc_bits, plan.slots, self.banks, self.target)
+                on_dsp = self.target is Target.ECP5 and r * cols + c < MAX_DSPS
+                pe = ProcessingElement(in_bits, acc_bits, plan.slots, self.banks,
+                                       Target.ECP5 if on_dsp else Target.GENERIC)
                 m.submodules[f"pe_{r}_{c}"] = pe
-                if self.target is Target.ECP5:
+                if on_dsp:
                     m.d.comb += pe.advance.eq(self.advance)
                 control, valid = self._control_at(m, beat, beat_valid, r, c, grid)
                 m.d.comb += [
