@@ -89,7 +89,7 @@ class Accelerator(wiring.Component):
         m = Module()
         config = self.config
         m.submodules.registers = registers = ControlRegisters()
-        m.submodules.load = load = LoadUnit(config)
+        m.submodules.load = load = LoadUnit(config, self.target)
         m.submodules.compute = compute = self._compute_unit(config)
         m.submodules.store = store = StoreUnit(config)
         units = {"load": load, "compute": compute, "store": store}

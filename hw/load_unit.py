@@ -25,6 +25,7 @@ from tensorforge.hw.dma_rows import (
     log2,
 )
 from tensorforge.hw.ports import acc_write_port, instruction_layout, spad_write_port
+from tensorforge.hw.targets import Target, parse_target
 from tensorforge.isa import Buffer, Opcode
 
 
@@ -55,13 +56,18 @@ class LoadUnit(wiring.Component):
     (``outstanding * max_burst`` for a contiguous run, ``outstanding`` rows' bursts for a
     strided tile; fewer, and each ``outstanding`` bursts pay it again). Zero lines take one
     cycle each. ``error`` is sticky: an R beat came back with a response other than OKAY.
+
+    ``target`` ``ecp5`` works out, as each run is queued, the byte counts the data half compares
+    against, so no adder sits between the queue's head and the decision to cut a line (the
+    critical path of the whole accelerator on ECP5); same cycles.
     """
 
     beats_per_cycle = 1
     fixed_cycles = 5
 
-    def __init__(self, config: AcceleratorConfig) -> None:
+    def __init__(self, config: AcceleratorConfig, target: Target | str = Target.GENERIC) -> None:
         self.config = config
+        self.target = parse_target(target)
         self.outstanding = config.dma.outstanding
         super().__init__(
             {
@@ -110,6 +116,7 @@ class LoadUnit(wiring.Component):
                 "bytes": unsigned(len(row.bytes)),  # per line; 0: zero lines, no beats
                 "offset": unsigned(len(row.offset)),
                 "beats": unsigned(len(run.beats)),
+                **self._cut_fields(len(insn.rows), len(row.bytes)),
             }
         )
         m.submodules.runs = runs = Queue(runs_layout, max(2, self.outstanding))
@@ -142,6 +149,8 @@ class LoadUnit(wiring.Component):
                 runs.pushed.lines.eq(lines),
             ]
             m.d.comb += [getattr(runs.pushed, name).eq(value) for name, value in fields.items()]
+            if self.target is Target.ECP5:
+                self._push_cut_fields(m, runs.pushed, lines, fields, bus_bytes)
             m.d.sync += line.eq(line + lines)
 
         settled = Signal()
@@ -192,6 +201,25 @@ class LoadUnit(wiring.Component):
                     m.next = "IDLE"
         return m
 
+    def _cut_fields(self, lines_bits: int, bytes_bits: int) -> dict:
+        """The queue fields the ``ecp5`` target adds to a run (see `_push_cut_fields`)."""
+        if self.target is not Target.ECP5:
+            return {}
+        return {"no_lines": unsigned(1), "last_line": unsigned(lines_bits),
+                "need": unsigned(bytes_bits + 1), "need_first": unsigned(bytes_bits + 1)}
+
+    @staticmethod
+    def _push_cut_fields(m, pushed, lines, fields: dict, bus_bytes: int) -> None:
+        """A line is cut when the bytes held, with this cycle's beat if any, make one: with a
+        beat, ``have + bus_bytes - skip >= bytes``, i.e. ``have >= need`` (``need_first`` on
+        the run's first beat, which skips ``offset`` bytes); both floored at 0."""
+        size, offset = fields.get("bytes", 0), fields.get("offset", 0)
+
+        def floored(value):
+            return Mux(value > bus_bytes, value - bus_bytes, 0)
+        m.d.comb += [pushed.no_lines.eq(lines == 0), pushed.last_line.eq(lines - 1),
+                     pushed.need.eq(floored(size)), pushed.need_first.eq(floored(size + offset))]
+
     def _cut_lines(self, m, runs, settled, line_bytes, spad_bits, acc_bits) -> None:
         """R beats -> a byte gatherer -> lines of the head run -> the output register.
 
@@ -231,7 +259,9 @@ class LoadUnit(wiring.Component):
             m.d.sync += self.error.eq(1)
         # A run's first beat starts ``offset`` bytes in: shift the beat so its byte ``offset``
         # lands on byte ``have`` (the shift is taken ``bus_bytes`` high to stay non-negative).
-        skip = Mux(taken == 0, head.offset, 0)
+        ecp5 = self.target is Target.ECP5
+        first = Signal(name="first_beat", init=1) if ecp5 else None  # taken == 0, registered
+        skip = Mux(first if ecp5 else taken == 0, head.offset, 0)
         position = Signal(range(width + bus_bytes + 1))
         m.d.comb += position.eq(have + bus_bytes - skip)
         shifted = (axi.rdata << Cat(Const(0, 3), position))[bus_bytes * 8 : (bus_bytes + width) * 8]
@@ -247,8 +277,18 @@ class LoadUnit(wiring.Component):
 
         keep = expand_bytes(byte_mask(m, head.bytes, line_bytes, "load_keep"))
         cut = Signal()
-        m.d.comb += cut.eq(runs.r_rdy & (merged_have >= head.bytes) & free)
-        run_done = cut & ((head.lines == 0) | (lines_cut == head.lines - 1))
+        if ecp5:  # compares of registers with queued fields only (`_push_cut_fields`)
+            enough = Mux(beat_in, have >= Mux(first, head.need_first, head.need),
+                         have >= head.bytes)
+            m.d.comb += cut.eq(runs.r_rdy & enough & free)
+            run_done = cut & (head.no_lines | (lines_cut == head.last_line))
+            with m.If(run_done):
+                m.d.sync += first.eq(1)
+            with m.Elif(beat_in):
+                m.d.sync += first.eq(0)
+        else:
+            m.d.comb += cut.eq(runs.r_rdy & (merged_have >= head.bytes) & free)
+            run_done = cut & ((head.lines == 0) | (lines_cut == head.lines - 1))
         with m.If(written):
             m.d.sync += out_valid.eq(0)
         with m.If(cut):

@@ -105,3 +105,12 @@ def test_only_all_zero_memory_inits_are_dropped():
     kept = drop_zero_memory_init(text)
     assert "4'0100" in kept and "4'0000" not in kept
     assert kept.startswith("module \\top\n") and kept.endswith("  end\nend\n")
+
+
+def test_generate_for_ecp5_puts_each_pe_on_a_dsp(tmp_path):
+    out = tmp_path / "ecp5"
+    assert main(["generate", *SMALL, "--target", "ecp5", "--out", str(out)]) == 0
+    verilog = (out / "accelerator.v").read_text()
+    assert verilog.count("MULT18X18D #(") == 6 and "module MULT18X18D" not in verilog
+    with pytest.raises(SystemExit):
+        main(["generate", *SMALL, "--target", "xilinx", "--out", str(out)])

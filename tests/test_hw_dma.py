@@ -33,8 +33,9 @@ from tensorforge.isa import Opcode
 class DmaHarness(wiring.Component):
     """Load unit, store unit, scratchpad and accumulator behind one AXI4 port, for the bench."""
 
-    def __init__(self, config: AcceleratorConfig) -> None:
+    def __init__(self, config: AcceleratorConfig, target: str = "generic") -> None:
         self.config = config
+        self.target = target
         super().__init__(
             {
                 "m_axi": Out(axi_signature(config.dma.bus_bits)),
@@ -49,7 +50,7 @@ class DmaHarness(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        m.submodules.load = load = LoadUnit(self.config)
+        m.submodules.load = load = LoadUnit(self.config, self.target)
         m.submodules.store = store = StoreUnit(self.config)
         m.submodules.scratchpad = scratchpad = Scratchpad(self.config)
         m.submodules.accumulator = accumulator = AccumulatorBuffer(self.config)
@@ -102,18 +103,19 @@ REACH_OUTSTANDING = {"gemm8x8-bus64-burst2-out3"}  # the limit, not the DRAM, bi
 
 
 @functools.cache
-def dma_model(name: str):
+def dma_model(name: str, target: str = "generic"):
     from tensorforge.sim.rtl_harness import build_model
 
-    return build_model(DmaHarness(CONFIGS[name]), top="dma_harness")
+    return build_model(DmaHarness(CONFIGS[name], target), top="dma_harness")
 
 
 @pytest.mark.rtl
+@pytest.mark.parametrize("target", ["generic", "ecp5"])  # ecp5: the load unit's other cut logic
 @pytest.mark.parametrize("name", sorted(CONFIGS))
-def test_dma_moves_random_tiles(name, tmp_path, cocotb_benches, random_seed):
+def test_dma_moves_random_tiles(name, target, tmp_path, cocotb_benches, random_seed):
     config = CONFIGS[name]
     seed = random_seed
-    results = dma_model(name).run(
+    results = dma_model(name, target).run(
         cocotb_benches / "bench_dma.py",
         test_dir=tmp_path,
         config={
