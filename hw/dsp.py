@@ -12,7 +12,7 @@ A simulation model of the primitive with these register semantics is
 
 from __future__ import annotations
 
-from amaranth import ClockSignal, Instance, Module, ResetSignal, Signal, signed
+from amaranth import ClockSignal, Instance, Module, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -37,7 +37,9 @@ class DspMultiplier(wiring.Component):
 
     Contract: ``a`` and ``b`` presented in a cycle with ``advance`` high give ``p`` two advancing
     cycles later; a cycle with ``advance`` low changes no register (the slice's clock enable),
-    so a frozen array freezes its multipliers too. Reset (synchronous) clears the registers.
+    so a frozen array freezes its multipliers too. The slice's registers are not reset: the
+    PE's valid flags, which are, keep a product from before reset out of the sum, and the
+    domain may have no reset at all (the board's).
     """
 
     latency = 2
@@ -74,7 +76,7 @@ class DspMultiplier(wiring.Component):
             p_RESETMODE="SYNC",
             p_GSR="DISABLED",
             i_SIGNEDA=1, i_SIGNEDB=1, i_SOURCEA=0, i_SOURCEB=0,
-            i_CLK0=ClockSignal("sync"), i_CE0=self.advance, i_RST0=ResetSignal("sync"),
+            i_CLK0=ClockSignal("sync"), i_CE0=self.advance, i_RST0=0,
             **ports,
         )
         return m
