@@ -17,6 +17,7 @@ from pathlib import Path
 
 from cost_model_report import report, rtl_section
 
+from tensorforge.config import AcceleratorConfig
 from tensorforge.dse.area_power import clock_period_ns, fit_file
 from tensorforge.dse.calibrate import (
     accelerator_set,
@@ -29,6 +30,7 @@ from tensorforge.dse.calibrate import (
 )
 from tensorforge.fpga.technology import DEFAULT_TECH, TECHNOLOGIES
 from tensorforge.paths import rtl_commit
+from tensorforge.sim.rtl_identity import reference_rtl
 from tensorforge.sim.rtl_run import hardware_digest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,6 +71,9 @@ def main() -> None:
         records = json.loads(records_file(args.tech).read_text())
         commits = sorted({r.get("rtl_commit", "unknown") for r in records})
         commit, digest = ", ".join(commits), records[0].get("hardware_digest", "")
+        shipped = json.loads((DATA / fit_file(args.tech)).read_text())
+        references = (shipped.get("reference_rtl", [])
+                      if shipped.get("hardware_digest") == digest else [])
     else:
         commit, digest = rtl_commit(), hardware_digest()
         records = run_calibration(calibration_set(args.tech), tech=args.tech,
@@ -77,8 +82,10 @@ def main() -> None:
                                    ecp5=args.ecp5 == "all", progress=progress)
         records = [{**record, "rtl_commit": commit, "hardware_digest": digest}
                    for record in records]
+        references = reference_rtl(AcceleratorConfig.from_dict(r["config"]) for r in records
+                                   if r["component"] == "accelerator")
     fitted = fit(records, args.tech, rtl_commit=commit, hardware_digest=digest,
-                 clock_rule=clock_rule(args.tech))
+                 clock_rule=clock_rule(args.tech), reference_rtl=references)
     if not args.refit and fitted.exact_memories:
         records = [r for r in records if r["component"] != "acceptance"]
         records += [{**record, "rtl_commit": commit, "hardware_digest": digest}

@@ -29,6 +29,7 @@ from tensorforge.dse.energy_calibration import (
 )
 from tensorforge.dse.energy_ihp import FIT_FILE, TECH, EnergyFit, fit_energies, predicted_mw
 from tensorforge.paths import rtl_commit
+from tensorforge.sim.rtl_identity import reference_rtl, rtl_changed
 from tensorforge.sim.rtl_run import hardware_digest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,14 +48,15 @@ def load_records() -> tuple[dict[str, list[RunRecord]], dict[str, str], dict[str
     runs = {name: [RunRecord(r["config_name"], r["program"], r["config"], r["measurement"])
                    for r in runs] for name, runs in stored["runs"].items()}
     rtl = {"rtl_commit": stored["rtl_commit"],
-           "hardware_digest": stored.get("hardware_digest", "")}
+           "hardware_digest": stored.get("hardware_digest", ""),
+           "reference_rtl": stored.get("reference_rtl", [])}
     return runs, rtl, stored.get("seconds", {})
 
 
-def save_records(records: dict[str, list[RunRecord]], commit: str, digest: str,
-                 seconds: dict[str, float]) -> None:
+def save_records(records: dict[str, list[RunRecord]], rtl: dict, seconds: dict[str, float]
+                 ) -> None:
     RECORDS.write_text(json.dumps({
-        "rtl_commit": commit, "hardware_digest": digest, "seconds": seconds,
+        **rtl, "seconds": seconds,
         "runs": {name: [asdict(r) for r in runs] for name, runs in records.items()}},
         indent=1) + "\n")
 
@@ -161,9 +163,10 @@ def main() -> None:
     args = parser.parse_args()
     records, rtl, seconds = load_records()
     if not records or not args.refit and not rtl["hardware_digest"]:
-        rtl = {"rtl_commit": rtl_commit(), "hardware_digest": hardware_digest()}
-    elif rtl["hardware_digest"] and rtl["hardware_digest"] != hardware_digest():
-        raise SystemExit("hw/ changed since the stored runs: move "
+        rtl = {"rtl_commit": rtl_commit(), "hardware_digest": hardware_digest(),
+               "reference_rtl": reference_rtl({**CALIBRATION, **HELD_OUT}.values())}
+    elif rtl["hardware_digest"] and rtl_changed(rtl["hardware_digest"], rtl["reference_rtl"]):
+        raise SystemExit("the accelerators' Verilog changed since the stored runs: move "
                          f"{RECORDS.relative_to(ROOT)} away and measure again")
     commit = rtl["rtl_commit"]
     if not args.refit:
@@ -173,13 +176,14 @@ def main() -> None:
             start = time.time()
             records[name] = measure_config(name, config)
             seconds[name] = time.time() - start
-            save_records(records, commit, rtl["hardware_digest"], seconds)
+            save_records(records, rtl, seconds)
     calibration = [r for name in CALIBRATION for r in records.get(name, [])]
     held = [r for name in HELD_OUT for r in records.get(name, [])]
     fit = fit_energies([r.power_run() for r in calibration], data=DATA, rtl_commit=commit)
     rows_in = [compare(r, fit) for r in calibration]
     rows_out = [compare(r, fit) for r in held]
-    fit = EnergyFit(**{**asdict(fit), "hardware_digest": rtl["hardware_digest"], "errors": {
+    fit = EnergyFit(**{**asdict(fit), "hardware_digest": rtl["hardware_digest"],
+                       "reference_rtl": rtl["reference_rtl"], "errors": {
         "held_out": summary(rows_out) if rows_out else None,
         "calibration": summary(rows_in), "programs": [p[0] for p in PROGRAMS]}})
     (DATA_DIR / FIT_FILE).write_text(json.dumps(fit.to_dict(), indent=1) + "\n")

@@ -186,6 +186,7 @@ class AreaPowerFit:
     rtl_commit: str = "unknown"
     hardware_digest: str = ""  # of hw/ and the sources the RTL depends on, at the fit
     clock_rule: str = ""
+    reference_rtl: list = field(default_factory=list)  # `sim.rtl_identity.reference_rtl`
 
     @property
     def exact_memories(self) -> bool:
@@ -197,7 +198,7 @@ class AreaPowerFit:
             "clock_ns": self.clock_ns, "activity": self.activity,
             "technology": self.technology, "tech": self.tech, "rtl_commit": self.rtl_commit,
             "hardware_digest": self.hardware_digest, "clock_rule": self.clock_rule,
-            "errors": self.errors,
+            "reference_rtl": self.reference_rtl, "errors": self.errors,
         }
 
     @classmethod
@@ -212,7 +213,7 @@ class AreaPowerFit:
         return cls(components, data["clock_ns"], data["activity"], data["technology"],
                    data.get("errors", {}), data.get("tech", "osu018"),
                    data.get("rtl_commit", "unknown"), data.get("hardware_digest", ""),
-                   data.get("clock_rule", ""))
+                   data.get("clock_rule", ""), data.get("reference_rtl", []))
 
     def held_out(self) -> list[dict[str, Any]]:
         """The whole accelerators each predicted by a fit without it."""
@@ -223,11 +224,11 @@ class AreaPowerFit:
         return max(abs(r["relative_error"][quantity]) for r in rows) if rows else None
 
     def stale_reasons(self) -> list[str]:
-        """Why this fit may no longer describe the RTL: hw/ changed since it was made."""
-        from tensorforge.sim.rtl_run import hardware_digest
+        """Why this fit may no longer describe the RTL: its accelerators' Verilog changed."""
+        from tensorforge.sim.rtl_identity import rtl_changed
 
-        if self.hardware_digest and self.hardware_digest != hardware_digest():
-            return [f"hw/ changed since the fit (RTL of {self.rtl_commit})"]
+        if self.hardware_digest and rtl_changed(self.hardware_digest, self.reference_rtl):
+            return [f"the RTL changed since the fit (RTL of {self.rtl_commit})"]
         return []
 
 

@@ -93,7 +93,8 @@ def _configs(records: list[dict[str, Any]]) -> list[AcceleratorConfig]:
 
 
 def fit(records: list[dict[str, Any]], tech: str = DEFAULT_TECH, *, rtl_commit: str = "unknown",
-        hardware_digest: str = "", clock_rule: str = "") -> AreaPowerFit:
+        hardware_digest: str = "", clock_rule: str = "",
+        reference_rtl: list | None = None) -> AreaPowerFit:
     """Fit every component's coefficients; leave-one-out errors go into ``errors``."""
     components, errors = {}, {}
     for component in FITTED:
@@ -125,7 +126,7 @@ def fit(records: list[dict[str, Any]], tech: str = DEFAULT_TECH, *, rtl_commit: 
         components["control"] = FALLBACKS["control"]
         errors["control"] = {"fallback": "no whole accelerator synthesized"}
     return AreaPowerFit(components, CLOCK_NS, ACTIVITY, DESCRIPTIONS.get(tech, tech), errors,
-                        tech, rtl_commit, hardware_digest, clock_rule)
+                        tech, rtl_commit, hardware_digest, clock_rule, reference_rtl or [])
 
 
 def _without_control(fit: AreaPowerFit, config: AcceleratorConfig) -> dict[str, float]:

@@ -64,13 +64,14 @@ class EnergyFit:
     rtl_commit: str
     errors: dict[str, Any] = field(default_factory=dict)
     hardware_digest: str = ""  # of the sources the measured RTL came from
+    reference_rtl: list = field(default_factory=list)  # `sim.rtl_identity.reference_rtl`
 
     def stale_reasons(self) -> list[str]:
-        """Why the fit no longer describes the RTL: hw/ changed since its runs."""
-        from tensorforge.sim.rtl_run import hardware_digest
+        """Why the fit no longer describes the RTL: its accelerators' Verilog changed."""
+        from tensorforge.sim.rtl_identity import rtl_changed
 
-        if self.hardware_digest and self.hardware_digest != hardware_digest():
-            return ["hw/ changed since the energy runs"]
+        if self.hardware_digest and rtl_changed(self.hardware_digest, self.reference_rtl):
+            return ["the RTL changed since the energy runs"]
         return []
 
     def held_out_error(self) -> float | None:

@@ -132,13 +132,13 @@ def _prepare(case: FidelityCase) -> _Prepared:
     """Compile the case and hash what decides its RTL run."""
     from tensorforge.compiler.codegen import generate
     from tensorforge.isa import encode_program
-    from tensorforge.sim.rtl_run import hardware_digest
+    from tensorforge.sim.rtl_identity import rtl_digest
 
     workload = case.workload()
     program = generate(workload, case.resolve_mapping(), case.config)
     inputs = workload.random_inputs(np.random.default_rng(case.seed))
     image = hashlib.sha256(bytes(program.pack_inputs(inputs))).hexdigest()
-    key = stable_hash(hardware_digest(), dram_digest(), case.config.to_json(), image,
+    key = stable_hash(rtl_digest(case.config), dram_digest(), case.config.to_json(), image,
                       encode_program(list(program.instructions)).hex(),
                       program.instruction_base, case.memory().to_dict())
     return _Prepared(case, key, program, inputs)
@@ -273,6 +273,7 @@ class Agreement:
 def summary(outcomes: Sequence[CaseOutcome], *, commit: str) -> dict:
     """The agreement per set, with what it was measured on (`SUMMARY_FILE`'s content)."""
     from tensorforge.hashing import source_digest
+    from tensorforge.sim.rtl_identity import reference_rtl
     from tensorforge.sim.rtl_run import hardware_digest
 
     sets, search_sets = {}, {}
@@ -281,6 +282,7 @@ def summary(outcomes: Sequence[CaseOutcome], *, commit: str) -> dict:
         sets[split] = vars(Agreement.of(group))
         search_sets[split] = vars(Agreement.of_search_model(group))
     return {"model": MODEL_NAME, "rtl_commit": commit, "hardware_digest": hardware_digest(),
+            "reference_rtl": reference_rtl(o.case.config for o in outcomes),
             "model_digest": source_digest(*MODEL_MODULES), "sets": sets,
             "search_model": {"name": SEARCH_MODEL_NAME, "sets": search_sets},
             "programs": {o.case.name: {"rtl_cycles": o.rtl.cycles,
@@ -303,11 +305,11 @@ def load_summary() -> dict | None:
 def stale_reasons(measured: dict) -> list[str]:
     """Why a summary no longer describes this code: the hardware or the model changed since."""
     from tensorforge.hashing import source_digest
-    from tensorforge.sim.rtl_run import hardware_digest
+    from tensorforge.sim.rtl_identity import rtl_changed
 
     reasons = []
-    if measured.get("hardware_digest") != hardware_digest():
-        reasons.append("hw/ changed since it was measured")
+    if rtl_changed(measured.get("hardware_digest", ""), measured.get("reference_rtl", [])):
+        reasons.append("the RTL changed since it was measured")
     if measured.get("model_digest") != source_digest(*MODEL_MODULES):
         reasons.append("the cost model changed since it was measured")
     return reasons

@@ -197,13 +197,20 @@ def test_shipped_fit_predicts_held_out_accelerators_clock():
         assert abs(row["relative_error"]["critical_path_ns"]) <= 0.10, row["design"]
 
 
-def test_a_fit_made_on_other_hw_sources_is_flagged_stale():
+def test_a_fit_made_on_other_rtl_is_flagged_stale():
+    """Other hw/ sources are a change only where the reference accelerators' Verilog is."""
+    from tensorforge.sim.rtl_identity import reference_rtl
     from tensorforge.sim.rtl_run import hardware_digest
 
     current = replace(load_fit(), hardware_digest=hardware_digest())
     assert current.stale_reasons() == []
-    older = replace(current, hardware_digest="0" * 16)
-    assert older.stale_reasons() and "hw/ changed" in older.stale_reasons()[0]
+    same_rtl = reference_rtl([AcceleratorConfig()])
+    assert replace(current, hardware_digest="0" * 16, reference_rtl=same_rtl
+                   ).stale_reasons() == []
+    other_rtl = [[config, "f" * 16] for config, _ in same_rtl]
+    for references in (other_rtl, []):
+        older = replace(current, hardware_digest="0" * 16, reference_rtl=references)
+        assert older.stale_reasons() and "the RTL changed" in older.stale_reasons()[0]
 
 
 def test_reports_name_technology_commit_and_held_out_errors(monkeypatch):
@@ -216,7 +223,7 @@ def test_reports_name_technology_commit_and_held_out_errors(monkeypatch):
     assert "IHP SG13G2" in line and fitted.rtl_commit in line and "stale" not in line
     assert f"area {fitted.worst_error('area_um2'):.1%}" in line
     assert f"clock {fitted.worst_error('critical_path_ns'):.1%}" in line
-    stale = replace(fitted, hardware_digest="changed")
+    stale = replace(fitted, hardware_digest="changed", reference_rtl=[])
     monkeypatch.setattr(area_power, "load_fit", lambda tech="ihp-sg13g2": stale)
     assert "stale" in provenance(SynthesisAreaPower()).line()
 

@@ -118,4 +118,4 @@ def test_an_energy_fit_of_other_rtl_is_stale():
                     hardware_digest=hardware_digest())
     assert fit.stale_reasons() == []
     changed = EnergyFit(**{**fit.to_dict(), "hardware_digest": "0" * 16})
-    assert changed.stale_reasons() == ["hw/ changed since the energy runs"]
+    assert changed.stale_reasons() == ["the RTL changed since the energy runs"]
