@@ -21,7 +21,9 @@ is never resumed with a different model than the one that produced its trials.
 
 from __future__ import annotations
 
+import logging
 import math
+import sqlite3
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -29,6 +31,10 @@ from typing import Any, Protocol, runtime_checkable
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig, Interconnect
 from tensorforge.dse.energy import EventEnergies, missing_events
+from tensorforge.hashing import stable_hash
+from tensorforge.store import ResultStore
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -268,6 +274,11 @@ def run_layer_job(
     the sweep carries on. It lives here, not in the co-design module, so a spawned worker
     imports only the light evaluation modules (no torch/botorch).
     """
+    key = _layer_key(evaluator, workload, config, seed)
+    if key is not None:
+        stored = ResultStore().get(LAYER_KIND, key)
+        if stored is not None:
+            return "ok", stored.payload
     try:
         metrics = evaluator(workload, config, seed)
         if not isinstance(metrics, LayerMetrics):
@@ -277,6 +288,29 @@ def run_layer_job(
                 f"the evaluator reported {metrics.cycles} cycles and {metrics.energy_pj} pJ; "
                 "cycles must be positive and energy finite"
             )
-        return "ok", metrics.to_dict()
     except Exception as error:  # noqa: BLE001 -- any evaluator failure is recorded the same way
         return "error", f"{type(error).__name__}: {error}"
+    if key is not None:
+        try:
+            ResultStore().put(LAYER_KIND, key, metrics.to_dict(), inputs={
+                "evaluator": evaluator.version, "workload": workload.text,
+                "sizes": workload.sizes_text, "config": config.to_dict(), "seed": seed})
+        except (OSError, sqlite3.Error) as error:  # the result stands; only its reuse is lost
+            logger.warning("could not store a layer evaluation: %s", error)
+    return "ok", metrics.to_dict()
+
+
+#: The result store's table of layer evaluations by a `cacheable` evaluator.
+LAYER_KIND = "layer_eval"
+
+
+def _layer_key(evaluator: LayerEvaluator, workload: Workload, config: AcceleratorConfig,
+               seed: int) -> str | None:
+    """The store key of one layer evaluation, or None for an evaluator that does not declare
+    its results a function of its ``version`` (``cacheable``): a software search on a large
+    layer takes seconds to minutes, and sweeps under another hardware model, other
+    constraints or another search method ask for the same layers on the same designs."""
+    if not getattr(evaluator, "cacheable", False):
+        return None
+    return stable_hash(evaluator.version, workload.text, workload.sizes_text,
+                       config.to_json(), seed)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 from tensorforge.compiler.mappers import library_mapping
 from tensorforge.compiler.workload import Workload
@@ -67,6 +68,9 @@ class SoftwareSearchEvaluator:
     grid: str = "pow2"
     memory: MemorySystem = DEFAULT_MEMORY
     version: str = ""  # set from the settings: they change results, so they are identity
+    #: its results are a function of ``version`` and the job (`evaluate.run_layer_job` keeps
+    #: them): the version holds every source the result depends on
+    cacheable: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         if self.method not in SEARCHES:
@@ -126,8 +130,16 @@ def within_reach(workload: Workload, candidates: list, config: AcceleratorConfig
 
 
 def _model_digest() -> str:
-    """The cost model's and the search's source: a stored sweep resumes only under the same."""
-    return source_digest(*(f"tensorforge.dse.{name}" for name in MODEL_MODULES))
+    """The cost model's, the search's and the compiler's source (a finalist is priced on the
+    program the code generator emits): a stored sweep resumes only under the same."""
+    import pkgutil
+
+    import tensorforge.compiler
+
+    compiler = [f"tensorforge.compiler.{m.name}"
+                for m in pkgutil.iter_modules(tensorforge.compiler.__path__)]
+    return source_digest(*(f"tensorforge.dse.{name}" for name in MODEL_MODULES),
+                         "tensorforge.dse.sw_evaluator", *sorted(compiler))
 
 
 def _metrics(mapping, numbers: dict, result: SearchResult, *, library: bool) -> LayerMetrics:
