@@ -13,6 +13,7 @@ programs; nothing of it enters the fit.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -97,9 +98,11 @@ def compiled(config: AcceleratorConfig, label: str):
     return workload, compile_workload(workload, config, memory=memory), memory
 
 
+@functools.cache
 def model_numbers(config: AcceleratorConfig, label: str) -> tuple[dict[str, float], float]:
     """The program's events and the cycle model's cycles of its run on the device (the host's
-    re-layout of the inputs, which the RTL does not run, left out)."""
+    re-layout of the inputs, which the RTL does not run, left out). Kept per process: a refit
+    and its comparison ask for each program twice, and compiling one takes seconds."""
     from tensorforge.dse.cost_model import evaluate_mapping, rtl_parameters
     from tensorforge.dse.energy import EVENTS
 
