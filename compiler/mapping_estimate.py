@@ -27,6 +27,7 @@ from tensorforge.compiler.matching import TensorizeChoice
 from tensorforge.compiler.tiling import Tiling
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
+from tensorforge.hw.controller import Controller
 from tensorforge.hw.dataflow_plan import plan_for
 from tensorforge.isa import INSTRUCTION_BYTES
 from tensorforge.memory import DEFAULT_MEMORY, MemorySystem
@@ -188,6 +189,7 @@ class Estimate:
                         + switches * costs.stationary)
         self.transfers: dict[str, tuple[set[str], Transfer]] = {}  # role -> (looping, cost)
         self.beats: dict[str, int] = {}  # role -> bus beats of one tile transfer
+        self.instructions: dict[str, int] = {}  # role -> LOADs or STOREs of one transfer
         for role in ("A", "B", "C"):
             tile = tiling.operand(role)
             strips = math.prod(d.lines for d in tile.dims[:-1])  # one LOAD per strip
@@ -201,6 +203,7 @@ class Estimate:
                 cost = costs.transfer(tile.lines, costs.load_row,
                                       instructions * costs.load_instruction, *counted)
             self.transfers[role] = (self._looping(tile), cost)
+            self.instructions[role] = instructions
             # bus beats of one tile transfer, the LOADs' or STOREs' own fetch included
             self.beats[role] = counted[1] + instructions * INSTRUCTION_BYTES // costs.bus_bytes
         c_tile = tiling.operand("C")
@@ -237,6 +240,24 @@ class Estimate:
         (`DRAM_BEAT_SCORE`)."""
         return self(order) + DRAM_BEAT_SCORE * self.dram_beats(order)
 
+    def _dispatch_stalls(self, reloads: dict[str, tuple[int, int]]) -> float:
+        """The controller dispatches in program order into queues of `Controller.queue_depth`:
+        a C tile's STOREs beyond that wait in dispatch for its last COMPUTE and hold back
+        what follows them, the next step's LOADs (which so cannot load ahead) and COMPUTEs.
+        At each C tile's end the compute waits for those STOREs and for the LOADs of the
+        operands reloaded there (`dse.cost_trace` times this instruction by instruction)."""
+        c_period, c_times = reloads["C"]
+        stores = self.instructions["C"]
+        held = stores - Controller.queue_depth
+        if held <= 0 or c_times < 2:
+            return 0.0
+        per_end = self.transfers["C"][1].busy * held / stores
+        total = (c_times - 1) * per_end
+        for role in ("A", "B"):
+            period, times = reloads[role]
+            total += (min(times, c_times) - 1) * self.transfers[role][1].busy
+        return total
+
     def __call__(self, order: tuple[str, ...]) -> float:
         busy = {"load": 0.0, "store": 0.0}
         reloads = {}
@@ -255,6 +276,7 @@ class Estimate:
         # are done: the steps of the tile between must cover its duration, or compute stalls
         stalls = sum(times * max(0.0, self.transfers[role][1].duration - period * self.compute)
                      for role, (period, times) in reloads.items())
+        stalls += self._dispatch_stalls(reloads)
         # a pipeline of three units takes its slowest path: the compute with its stalls, or
         # a DMA unit's work plus what must come before its first item and after its last (the
         # first C tile is computed, and its operands loaded, before anything stores; the
