@@ -59,8 +59,7 @@ class LoadUnit(wiring.Component):
 
     ``target`` ``ecp5`` works out, as each run is queued, the byte counts the data half compares
     against, so no adder sits between the queue's head and the decision to cut a line (the
-    critical path of the whole accelerator on ECP5), and masks the gatherer's stale bytes
-    instead of clearing them at each run's end; same cycles.
+    critical path of the whole accelerator on ECP5); same cycles.
     """
 
     beats_per_cycle = 1
@@ -268,12 +267,9 @@ class LoadUnit(wiring.Component):
         shifted = (axi.rdata << Cat(Const(0, 3), position))[bus_bytes * 8 : (bus_bytes + width) * 8]
         merged = Signal(width * 8)
         merged_have = Signal(range(width + bus_bytes + 1))
-        # ecp5: the bytes above ``have`` are masked here instead of cleared at each run's end,
-        # so no reset of the whole gatherer hangs on the cut decision
-        held = expand_bytes(byte_mask(m, have, width, "load_held")) if ecp5 else None
         with m.If(beat_in):
             m.d.comb += [
-                merged.eq((gathered & held if ecp5 else gathered) | shifted),
+                merged.eq(gathered | shifted),
                 merged_have.eq(have + bus_bytes - skip),
             ]
         with m.Else():
@@ -307,8 +303,7 @@ class LoadUnit(wiring.Component):
         with m.If(run_done):
             # the run's last line: whatever else its last beat held is not ours
             m.d.comb += runs.r_en.eq(1)
-            cleared = [] if ecp5 else [gathered.eq(0)]
-            m.d.sync += [*cleared, have.eq(0), taken.eq(0), lines_cut.eq(0)]
+            m.d.sync += [gathered.eq(0), have.eq(0), taken.eq(0), lines_cut.eq(0)]
         with m.Else():
             with m.If(beat_in):
                 m.d.sync += taken.eq(taken + 1)
