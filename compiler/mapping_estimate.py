@@ -27,7 +27,6 @@ from tensorforge.compiler.matching import TensorizeChoice
 from tensorforge.compiler.tiling import Tiling
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
-from tensorforge.hw.controller import Controller
 from tensorforge.hw.dataflow_plan import plan_for
 from tensorforge.isa import INSTRUCTION_BYTES
 from tensorforge.memory import DEFAULT_MEMORY, MemorySystem
@@ -178,6 +177,7 @@ class Estimate:
                  ) -> None:
         costs = UnitCosts.of(config, memory)
         self.latency = costs.latency
+        self.queue_depth = config.controller.queue_depth
         sizes, block, tiles = device.sizes, dict(tiling.block), dict(tiling.tiles)
         self.counts = counts = {n: tiling.count(n) for n in sizes}
         self.steps = math.prod(counts.values())
@@ -241,14 +241,14 @@ class Estimate:
         return self(order) + DRAM_BEAT_SCORE * self.dram_beats(order)
 
     def _dispatch_stalls(self, reloads: dict[str, tuple[int, int]]) -> float:
-        """The controller dispatches in program order into queues of `Controller.queue_depth`:
+        """The controller dispatches in program order into queues of ``controller.queue_depth``:
         a C tile's STOREs beyond that wait in dispatch for its last COMPUTE and hold back
         what follows them, the next step's LOADs (which so cannot load ahead) and COMPUTEs.
         At each C tile's end the compute waits for those STOREs and for the LOADs of the
         operands reloaded there (`dse.cost_trace` times this instruction by instruction)."""
         c_period, c_times = reloads["C"]
         stores = self.instructions["C"]
-        held = stores - Controller.queue_depth
+        held = stores - self.queue_depth
         if held <= 0 or c_times < 2:
             return 0.0
         per_end = self.transfers["C"][1].busy * held / stores

@@ -44,7 +44,7 @@ What is counted (following the code generator, `tensorforge.compiler.codegen`, s
   one and the store of the previous one run concurrently, as far as the controller lets
   them: it fetches one instruction at a time (`fetch_cycles`) and dispatches in program order
   into per-unit queues, so a step with more STOREs than a queue and gate hold
-  (``dispatch_window``) holds back the next step's LOADs until its STOREs run; the load and
+  (`dispatch_window`) holds back the next step's LOADs until its STOREs run; the load and
   store units idle ``gate_cycles`` between commands. `cost_steps.timeline` runs this as a
   max-plus recurrence over the chunks of the first and last steps and up to
   `cost_steps.NEAR_STEPS` steps next to them; the steps between (long programs) cost the
@@ -115,8 +115,6 @@ class CostParameters:
     # a stationary block behind the last beat that uses its bank: few collide)
     instruction_fill_cycles: int = 2  # per MAC COMPUTE: the next one starts while it drains
     issue_cycles: int = 1  # per instruction: decode and dispatch to its unit
-    dispatch_window: int = Controller.queue_depth + 1  # instructions of one unit dispatched
-    # ahead of the one it runs: its queue and the one its gate holds (hw/controller.py)
     gate_cycles: int = Controller.gate_latency + 1  # LOAD/STORE units idle between commands:
     # their gate takes, checks and issues the next, and a unit lowers `idle` the cycle after
     # it accepts one (the compute unit's gate overlaps its run)
@@ -132,6 +130,12 @@ class CostParameters:
     def burst_cycles(self) -> float:
         """The least spacing of a DMA unit's bursts that the bursts in flight allow."""
         return (self.dram_latency_cycles + self.burst_round_trip_cycles) / self.bursts_in_flight
+
+
+def dispatch_window(config: AcceleratorConfig) -> int:
+    """Instructions of one unit dispatched ahead of the one it runs: its queue
+    (``controller.queue_depth``) and the one its gate holds (hw/controller.py)."""
+    return config.controller.queue_depth + 1
 
 
 def fetch_cycles(config: AcceleratorConfig, p: CostParameters) -> float:
@@ -480,7 +484,7 @@ def _evaluate(rows: SpaceRows, tiles: np.ndarray, order: np.ndarray,
     per_step_compute = compute_cycles / steps
     per_load = [c / np.maximum(k, 1) for c, k in zip(load_cycles, loads, strict=True)]
     per_store = store_cycles / np.maximum(stores, 1)
-    window, gate, fetch = p.dispatch_window, p.gate_cycles, fetch_cycles(config, p)
+    window, gate, fetch = dispatch_window(config), p.gate_cycles, fetch_cycles(config, p)
     # a LOAD/STORE unit's time per event: its busy cycles and the gate's gap per command
     load_time = [c + gate * k for c, k in zip(per_load, load_instructions, strict=True)]
     store_time = per_store + gate * store_instructions
@@ -550,7 +554,7 @@ def _boundary_timeline(rows: SpaceRows, g: Geometry, steps: np.ndarray, middle: 
 
     schedule = boundary_schedule(rows, g, steps, middle, tile_costs,
                                  rows.step.isolated_step + p.issue_cycles)
-    ends = timeline(schedule.groups, p.dispatch_window, p.gate_cycles,
+    ends = timeline(schedule.groups, dispatch_window(rows.config), p.gate_cycles,
                     fetch_cycles(rows.config, p), p.dram_latency_cycles)
     return schedule, ends
 

@@ -10,7 +10,7 @@ Two things the per-step overlap of `cost_model` cannot see, both from the progra
   step) its own STOREs; `split_index`, `_with_inner_cut` and `chunk_extents` mirror
   `_Walker._split_indices` and `_chunks`.
 * **dispatch back-pressure**: the controller dispatches the program in order into one queue
-  per unit (`Controller.queue_depth` deep) and a unit's gate holds one more while the unit
+  per unit (``controller.queue_depth`` deep) and a unit's gate holds one more while the unit
   runs, so an instruction enters its queue only once the instruction ``window`` places
   before it on the same unit has finished. A step with more STOREs than the window holds
   stops dispatch until its STOREs are under way, and with them everything behind it in the

@@ -9,7 +9,7 @@ the mechanism that bounds it:
 
 * **fetch**: the program streams in chunks behind the DRAM latency, at most
   `Controller.fetch_chunks` chunks ahead of dispatch;
-* **dispatch**: in order, one instruction a cycle, into a queue of `Controller.queue_depth`
+* **dispatch**: in order, one instruction a cycle, into a queue of ``controller.queue_depth``
   per unit; a full queue stops dispatch for every unit;
 * **gates**: a unit's gate takes, checks the tokens of and issues one command per
   `TraceTerms.gate_cycles`, and holds a retiring unit's next command while
@@ -317,7 +317,7 @@ def trace_cycles(instructions, config: AcceleratorConfig, step, p,
 def _pass(program, transfers, config, step, p, terms, hint, log):
     """One run of the timeline: (cycles, dispatch time per instruction)."""
     units = {Load: "load", Compute: "compute", Store: "store"}
-    depth = Controller.queue_depth
+    depth = config.controller.queue_depth
     windows = Controller.retire_windows
     pushes = defaultdict(list)  # queue -> push times, in order
     popped = defaultdict(int)  # queue -> pops so far

@@ -20,7 +20,7 @@ scratchpad bank (x B)  ``bank_depth`` lines of the operand line, 1 read + 1 writ
                        write enable per operand element (`hw.scratchpad`)
 accumulator            ``acc_lines`` lines of the accumulator line, 2 read + 1 write,
                        write enable per accumulator element (`hw.accumulator`)
-instruction queues x3  ``queue_depth - 1`` instructions, 1 + 1, one enable
+instruction queues x3  ``controller.queue_depth - 1`` instructions, 1 + 1, one enable
                        (`hw.controller`, a `SyncFIFOBuffered` keeps one word in a register)
 fetch queue            ``fetch_chunks - 1`` chunks of max(instruction, bus width), 1 + 1
 =====================  ==============================================================
@@ -72,7 +72,7 @@ def memory_requests(config: AcceleratorConfig) -> list[PredictedMemory]:
     memories.append(PredictedMemory("accumulator.memory", MemoryRequest(
         config.acc_lines, acc_line_bits, read_ports=2,
         enable_groups=_enables(acc_line_bits, acc_bits))))
-    memories += [_fifo(f"controller.{unit}_queue.storage", Controller.queue_depth - 1,
+    memories += [_fifo(f"controller.{unit}_queue.storage", config.controller.queue_depth - 1,
                        INSTRUCTION_BITS) for unit in ("load", "compute", "store")]
     memories.append(_fifo("controller.fetched.storage", Controller.fetch_chunks - 1,
                           max(INSTRUCTION_BITS, config.dma.bus_bits)))

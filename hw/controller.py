@@ -61,7 +61,7 @@ class Controller(wiring.Component):
     ``insn_addr`` (16-byte aligned; low bits ignored). ``busy`` is high from the cycle after
     ``start`` until ``done`` rises; ``done`` stays high until the next ``start``. Each unit must
     lower ``<unit>_idle`` in the cycle after it accepts a command and raise it when finished.
-    ``queue_depth`` instructions wait per unit; a gate takes ``gate_latency`` = 3 cycles from
+    ``config.controller.queue_depth`` instructions wait per unit; a gate takes ``gate_latency`` = 3 cycles from
     a unit going idle to offering its next command (push tokens, take, check the pops).
     ``dep_wait`` is the number of gates that hold an instruction whose tokens are missing.
 
@@ -73,7 +73,6 @@ class Controller(wiring.Component):
     latency of one LOAD with the next LOADs.
     """
 
-    queue_depth = 4
     gate_latency = 3
     fetch_chunks = 16  # fetched chunks (max(16, bus bytes) each) held ahead of dispatch
     # commands awaiting their retire pulse, per retiring unit: the DMA units keep several
@@ -82,6 +81,7 @@ class Controller(wiring.Component):
 
     def __init__(self, config: AcceleratorConfig, retiring: tuple[str, ...] = ()) -> None:
         self.config = config
+        self.queue_depth = config.controller.queue_depth
         self.retiring = tuple(retiring)
         members = {
             "start": In(1),

@@ -27,6 +27,7 @@ _EXPORTS = {
     "ScratchpadConfig": "tensorforge.config",
     "DmaConfig": "tensorforge.config",
     "PrecisionConfig": "tensorforge.config",
+    "ControllerConfig": "tensorforge.config",
     "Intrinsic": "tensorforge.intrinsics",
     "TensorforgeError": "tensorforge.errors",
     "parse_workload": "tensorforge.compiler.workload",

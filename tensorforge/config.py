@@ -15,7 +15,7 @@ partitionBanks     ``scratchpad.banks``
 burstTransfer      ``dma.bus_bits``, ``dma.max_burst``, ``dma.outstanding``
 =================  ===========================================
 
-plus the intrinsic, the dataflow and the operand/accumulator widths. Every field is checked in
+plus the controller's instruction queues (``controller.queue_depth``), the intrinsic, the dataflow and the operand/accumulator widths. Every field is checked in
 ``__post_init__``; a contradiction raises `ConfigError` naming the field and the reason.
 Derived values (intrinsic sizes, line widths, line counts) are properties.
 """
@@ -41,6 +41,9 @@ MAX_ACC_LINES = 1 << 14
 # The scratchpad a configuration gets when it names none, capped per array at what the ISA
 # addresses (`AcceleratorConfig.default_spad_capacity`), so every legal array has a valid default.
 DEFAULT_SPAD_CAPACITY = Bytes.kib(64)
+# Instructions each of the controller's unit queues holds: 4 is the calibrated hardware.
+DEFAULT_QUEUE_DEPTH = 4
+MAX_QUEUE_DEPTH = 1024
 
 
 class Interconnect(enum.StrEnum):
@@ -202,6 +205,29 @@ class DmaConfig:
 
 
 @dataclass(frozen=True)
+class ControllerConfig:
+    """The controller's instruction queues (`hw.controller.Controller`).
+
+    Dispatch is in program order, one instruction a cycle, into one queue per unit (load,
+    compute, store) of ``queue_depth`` instructions. A full queue holds dispatch back, so a
+    deeper queue lets a C tile's STOREs wait in the store queue while the next step's LOADs
+    and COMPUTEs are dispatched past them. A power of two, so the queues are whole memories.
+    """
+
+    queue_depth: int = DEFAULT_QUEUE_DEPTH
+
+    def __post_init__(self) -> None:
+        depth = self.queue_depth
+        if isinstance(depth, bool) or not isinstance(depth, int) or not (
+            2 <= depth <= MAX_QUEUE_DEPTH and depth & (depth - 1) == 0
+        ):
+            raise ConfigError(
+                f"controller.queue_depth must be a power of two from 2 to {MAX_QUEUE_DEPTH} "
+                f"(instructions queued per unit), not {depth!r}"
+            )
+
+
+@dataclass(frozen=True)
 class PrecisionConfig:
     """Operand and accumulator widths (VTA-style int8 x int8 -> int32 by default)."""
 
@@ -238,6 +264,7 @@ class AcceleratorConfig:
     scratchpad: ScratchpadConfig = field(default_factory=ScratchpadConfig)
     dma: DmaConfig = field(default_factory=DmaConfig)
     precision: PrecisionConfig = field(default_factory=PrecisionConfig)
+    controller: ControllerConfig = field(default_factory=ControllerConfig)
     conv_taps: int = 3  # kernel width the CONV2D intrinsic slides along a row
     # STORE can requantize, clamp and store in_bits elements (`tensorforge.requant`); off is
     # the hardware the area/energy fits were calibrated on, and its Verilog is unchanged
@@ -377,6 +404,8 @@ class AcceleratorConfig:
         values = json.loads(json.dumps(asdict(self), default=lambda v: v.value))
         if not self.output_pipeline:  # absent by default: hashes of existing configs stay
             del values["output_pipeline"]
+        if self.controller == ControllerConfig():  # likewise
+            del values["controller"]
         return values
 
     def to_json(self) -> str:
@@ -390,6 +419,7 @@ class AcceleratorConfig:
             "scratchpad": ScratchpadConfig,
             "dma": DmaConfig,
             "precision": PrecisionConfig,
+            "controller": ControllerConfig,
         }
         known = set(sections) | {"intrinsic", "conv_taps", "output_pipeline"}
         unknown = set(data) - known
@@ -429,4 +459,6 @@ class AcceleratorConfig:
             f"local {a.local_bytes}, {self.dma.bus_bits}-bit bus x{self.dma.max_burst}, "
             f"int{self.precision.in_bits}/{self.precision.acc_bits}"
             + (", output pipeline" if self.output_pipeline else "")
+            + (f", queues of {self.controller.queue_depth}"
+               if self.controller != ControllerConfig() else "")
         )

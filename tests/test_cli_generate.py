@@ -53,6 +53,7 @@ def test_flags_give_the_documented_defaults():
     conv = config_from_args(_flags(["--intrinsic", "conv2d", "--taps", "5"]))
     assert conv.array.local_bytes == 5  # weight-stationary CONV2D keeps the taps in each PE
     assert config_from_args(_flags(["--spad-kib", "32KiB"])).scratchpad.capacity == 32 * 1024
+    assert config_from_args(_flags(["--queue-depth", "16"])).controller.queue_depth == 16
 
 
 @pytest.mark.parametrize(
@@ -63,6 +64,7 @@ def test_flags_give_the_documented_defaults():
         (["--intrinsic", "matmul"], "--intrinsic must be one of"),
         (["--pe", "8x"], "--pe must be ROWSxCOLS"),
         (["--bus-bits", "48"], "dma.bus_bits must be one of"),
+        (["--queue-depth", "6"], "controller.queue_depth must be a power of two"),
         (["--spad-kib", "lots"], "not a size"),
         (["--dataflow", "is", "--pe", "4x8"], "needs a square array"),
         (["--config", "/nonexistent/acc.toml"], "does not exist"),

@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tensorforge.config import AcceleratorConfig, ArrayConfig, DmaConfig, ScratchpadConfig
+from tensorforge.config import (
+    AcceleratorConfig,
+    ArrayConfig,
+    ControllerConfig,
+    DmaConfig,
+    ScratchpadConfig,
+)
 from tensorforge.errors import ConfigError
 from tensorforge.intrinsics import Intrinsic, apply_intrinsic, block_shapes, intrinsic_sizes
 from tensorforge.units import Bytes
@@ -52,6 +58,11 @@ def test_non_square_array_and_odd_bank_count():
         (lambda: DmaConfig(outstanding=0), "dma.outstanding must be a number of bursts in flight "
          "from 1 to 256, not 0"),
         (lambda: DmaConfig(outstanding=2.5), "dma.outstanding must be"),
+        (lambda: ControllerConfig(queue_depth=6), "controller.queue_depth must be a power of two "
+         "from 2 to 1024 \\(instructions queued per unit\\), not 6"),
+        (lambda: ControllerConfig(queue_depth=1), "queue_depth must be a power of two"),
+        (lambda: ControllerConfig(queue_depth=2048), "queue_depth must be a power of two"),
+        (lambda: ControllerConfig(queue_depth=True), "queue_depth must be a power of two"),
     ],
 )
 def test_impossible_configurations_name_the_field(build, message):
@@ -72,6 +83,21 @@ def test_dict_and_toml_round_trip(tmp_path):
         'dataflow = "os"\n[scratchpad]\ncapacity = "32KiB"\nbanks = 3\n'
     )
     assert AcceleratorConfig.from_toml(path) == config
+
+
+def test_queue_depth_is_left_out_of_the_dict_at_its_default(tmp_path):
+    """The default's dict (and so every stored hash of it) is what it was before the field;
+    a deeper queue is kept, read back and described."""
+    config = AcceleratorConfig()
+    assert config.controller.queue_depth == 4 and "controller" not in config.to_dict()
+    assert AcceleratorConfig.from_dict(config.to_dict()) == config
+    deep = AcceleratorConfig(controller=ControllerConfig(queue_depth=16))
+    assert deep.to_dict()["controller"] == {"queue_depth": 16}
+    assert AcceleratorConfig.from_dict(deep.to_dict()) == deep
+    assert deep.describe() == config.describe() + ", queues of 16"
+    path = tmp_path / "deep.toml"
+    path.write_text("[controller]\nqueue_depth = 16\n")
+    assert AcceleratorConfig.from_toml(path) == deep
 
 
 @pytest.mark.parametrize("intrinsic", list(Intrinsic))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tensorforge.config import DATAFLOWS, AcceleratorConfig
+from tensorforge.config import DATAFLOWS, DEFAULT_QUEUE_DEPTH, AcceleratorConfig
 from tensorforge.errors import ConfigError
 from tensorforge.intrinsics import Intrinsic
 from tensorforge.units import Bytes
@@ -31,7 +31,8 @@ def _size(text: str, unit: int) -> Bytes:
 
 def add_hardware_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the accelerator flags (destinations: ``intrinsic, pe, link, dataflow, spad, banks,
-    acc, local, bus, burst, outstanding, in_bits, acc_bits, taps, config``)."""
+    acc, local, bus, burst, outstanding, in_bits, acc_bits, taps, queue_depth,
+    config``)."""
     group = parser.add_argument_group("accelerator (HASCO primitives)")
     group.add_argument(
         "--config",
@@ -110,6 +111,14 @@ def add_hardware_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--acc-bits", type=int, default=32, help="accumulator bits (default 32)")
     group.add_argument("--taps", type=int, default=3, help="CONV2D kernel taps (default 3)")
     group.add_argument(
+        "--queue-depth",
+        type=int,
+        default=DEFAULT_QUEUE_DEPTH,
+        metavar="N",
+        help="instructions the controller queues per unit, a power of two "
+        f"(default {DEFAULT_QUEUE_DEPTH})",
+    )
+    group.add_argument(
         "--output-pipeline",
         action="store_true",
         help="STORE can add a bias, requantize, clamp (ReLU/ReLU6) and store in_bits "
@@ -168,6 +177,9 @@ def config_from_args(args: argparse.Namespace) -> AcceleratorConfig:
                 "outstanding": args.outstanding,
             },
             "precision": {"in_bits": args.in_bits, "acc_bits": args.acc_bits},
+            "controller": {
+                "queue_depth": getattr(args, "queue_depth", DEFAULT_QUEUE_DEPTH)
+            },
             "output_pipeline": bool(getattr(args, "output_pipeline", False)),
         }
     )

@@ -108,6 +108,14 @@ def _print_table(summary: dict, power: dict | None) -> None:
     Console().print(table)
 
 
+def instruction_kinds(workload, mapping, config) -> dict[str, int]:
+    """The program's instructions per kind (LOAD, COMPUTE, STORE, FINISH), as
+    ``compile --json`` reports them."""
+    from tensorforge.compiler.codegen import generate
+
+    return generate(workload, mapping, config).statistics()["instructions"]
+
+
 def model_summary(workload, mapping, config, memory, rtl_cycles: int) -> dict:
     """The sweep's cost model on the same program and DRAM timing: its cycles, which model
     made them, and their error against this run."""
@@ -145,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
         waves=args.waves, register_activity=args.power,
     )
     summary = result.to_dict()
+    summary["instructions_by_kind"] = instruction_kinds(workload, mapping, config)
     summary["memory"] = {"name": memory.describe(), **memory.to_dict()}
     summary.update(model_summary(workload, mapping, config, memory, result.cycles))
     summary.update(model_power_summary(workload, mapping, config, memory, args.clock_ns))

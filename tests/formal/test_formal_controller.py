@@ -77,7 +77,8 @@ def controller_harness(config, retiring: tuple[str, ...]) -> Harness:
     assert len(fetched) == 1
     queues_never_overflow(m, fetched, pops_checked=False)  # a flush after FINISH pops freely
 
-    unit_queues = [f for f in fifos(harness.fragment) if f.depth == Controller.queue_depth]
+    depth = config.controller.queue_depth
+    unit_queues = [f for f in fifos(harness.fragment) if f.depth == depth]
     for unit, queue in zip(UNITS, unit_queues, strict=True):  # created in UNITS order
         cmd = getattr(controller, f"{unit}_cmd")
         queued = counted(m, queue.w_en & queue.w_rdy, bits=8, name=f"{unit}_queued")
@@ -86,7 +87,7 @@ def controller_harness(config, retiring: tuple[str, ...]) -> Harness:
         # and the gate's one held instruction can hold.
         m.d.comb += [
             Assert(issued <= queued, f"{unit}: a command issued that was never queued"),
-            Assert(queued - issued <= Controller.queue_depth + 1, f"{unit}: queue overflowed"),
+            Assert(queued - issued <= depth + 1, f"{unit}: queue overflowed"),
         ]
     for name, *_ in TOKEN_QUEUES:
         counter = signal_named(harness.fragment, f"tokens_{name}")
