@@ -41,7 +41,11 @@ def test_mismatch_prints_first_differing_elements_and_fails(monkeypatch, capsys)
     monkeypatch.setattr(rtl_run, "run_on_rtl", lambda *a, **k: _fake_result(match=False))
     assert main(["simulate", *GEMM, *HARDWARE, "--json"]) == 1
     captured = capsys.readouterr()
-    assert json.loads(captured.out)["match"] is False
+    summary = json.loads(captured.out)
+    assert summary["match"] is False
+    kinds = summary["instructions_by_kind"]  # the program's, as compile --json counts them
+    assert set(kinds) <= {"LOAD", "COMPUTE", "STORE", "FINISH"} and kinds["FINISH"] == 1
+    assert kinds["LOAD"] > 0 and kinds["COMPUTE"] > 0 and kinds["STORE"] > 0
     assert "[1, 2]: RTL 99, numpy 5" in captured.err
 
 
