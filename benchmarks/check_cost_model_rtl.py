@@ -105,7 +105,8 @@ TERMS = [
     "runs) | `hw/controller.py`: take, check tokens, issue, and the unit lowers `idle` a cycle "
     "after it accepts; RTL: the controller line above (one-row LOADs alone: 11.0 cycles a "
     "command at 6.7 busy) |",
-    "| dispatch window | `dispatch_window` = `controller.queue_depth` + 1 (4 + 1 = 5 by default): an "
+    "| dispatch window | `dispatch_window` = `controller.queue_depth` + 1 (4 + 1 = 5 by "
+    "default): an "
     "instruction enters its unit's queue once the one 5 before it on that unit has ended, "
     "and dispatch is in program order | `hw/controller.py`; a step with more STOREs than "
     "that holds back the next step's LOADs and COMPUTEs until its STOREs run: the "

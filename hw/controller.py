@@ -61,8 +61,9 @@ class Controller(wiring.Component):
     ``insn_addr`` (16-byte aligned; low bits ignored). ``busy`` is high from the cycle after
     ``start`` until ``done`` rises; ``done`` stays high until the next ``start``. Each unit must
     lower ``<unit>_idle`` in the cycle after it accepts a command and raise it when finished.
-    ``config.controller.queue_depth`` instructions wait per unit; a gate takes ``gate_latency`` = 3 cycles from
-    a unit going idle to offering its next command (push tokens, take, check the pops).
+    ``config.controller.queue_depth`` instructions wait per unit; a gate takes
+    ``gate_latency`` = 3 cycles from a unit going idle to offering its next command (push
+    tokens, take, check the pops).
     ``dep_wait`` is the number of gates that hold an instruction whose tokens are missing.
 
     A unit named in ``retiring`` may take its next command before it is idle: it pulses

@@ -15,8 +15,9 @@ partitionBanks     ``scratchpad.banks``
 burstTransfer      ``dma.bus_bits``, ``dma.max_burst``, ``dma.outstanding``
 =================  ===========================================
 
-plus the controller's instruction queues (``controller.queue_depth``), the intrinsic, the dataflow and the operand/accumulator widths. Every field is checked in
-``__post_init__``; a contradiction raises `ConfigError` naming the field and the reason.
+plus the controller's instruction queues (``controller.queue_depth``), the intrinsic, the
+dataflow and the operand/accumulator widths. Every field is checked in ``__post_init__``; a
+contradiction raises `ConfigError` naming the field and the reason.
 Derived values (intrinsic sizes, line widths, line counts) are properties.
 """
 
