@@ -28,16 +28,14 @@ default. On IHP the accelerator's area is two parts:
   ================  ==================================================================
 
 Clock: the shortest period whole synthesized accelerators meet (the worst path's arrival plus
-its endpoint's setup: clock - slack), fitted (the `control` fit) as the longer of two paths:
-the control logic's own (a constant, about 7 ns) and the path into the largest macro array,
-linear in its macro count: their address pins hang on one net the logic mapper cannot see
-into (a macro is a black box to ABC), so it is left unbuffered, and its delay and the macros'
-setup at its slow edge grow with the load (the 8x8 default's worst path ends at the
-accumulator's 16 macros: 1.8 ns on that net, then 2.3 ns of setup; a 16x16's 32 macros:
-3.5 ns, then 5.0 ns). Arrays with fewer than `MACRO_PATH_FROM` macros leave that path
-shorter than the logic's and do not enter its fit. It is what the flow gives
-when asked for a clock near it (the calibration synthesizes each accelerator at such a clock:
-`calibrate.accelerator_clock_ns`).
+its endpoint's setup: clock - slack), fitted (the `control` fit) as the mean of the
+calibration accelerators': their worst paths are control logic (7.2 to 7.8 ns, one 128-bit-bus
+design 9.0 ns) whatever their size, now that the flow buffers the address and enable nets the
+macros of an array share (flow revision 7). Unbuffered, those nets made the period grow with
+the macros on them (a 16x16's 32 accumulator macros: 12.3 ns); fits of such records keep a
+macro path, linear in the largest array's macro count (`clock_period_ns`). It is what the flow
+gives when asked for a clock near it (the calibration synthesizes each accelerator at such a
+clock: `calibrate.accelerator_clock_ns`).
 
 Power: leakage is the macros' (exact) plus the fitted logic's. The peak power is a first-order
 figure: the dynamic energy per cycle measured at input activity 0.1 (fitted like the area),
@@ -65,9 +63,6 @@ from tensorforge.fpga.technology import DEFAULT_TECH
 
 COMPONENTS = ("pe_array", "scratchpad", "accumulator", "dma", "control")
 QUANTITIES = ("area_um2", "leakage_mw", "dynamic_pj", "critical_path_ns")
-#: Macros on one address net from which the path into them sets the clock (below, the control
-#: logic's own paths are longer): the 8x8 default's worst path ends at its 16.
-MACRO_PATH_FROM = 16
 #: The technologies whose memories the model prices exactly (their macros' Liberty files).
 EXACT_MEMORIES = ("ihp-sg13g2",)
 #: Which memories (by instance prefix, `memory_shapes`) belong to which component.
