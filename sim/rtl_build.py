@@ -137,12 +137,21 @@ def model_key(
     install: VerilatorInstall,
     public: str | None = None,
 ) -> str:
-    """The cache key of a model: everything that changes the compiled binary."""
+    """The cache key of a model: everything that changes the compiled binary, including
+    where cocotb's libraries are: the binary loads them from that path, so a model built in
+    another (since deleted) virtual environment cannot run here."""
     parts = [_CACHE_FORMAT, verilog_text, top, list(build_options), trace_format,
-             install.version, importlib.metadata.version("cocotb")]
+             install.version, importlib.metadata.version("cocotb"), str(cocotb_libs())]
     if public is not None:  # keeps the keys of models built before the option existed
         parts.append(public)
     return stable_hash(*parts)
+
+
+def cocotb_libs() -> Path:
+    """The folder of the cocotb libraries a model links against."""
+    import cocotb
+
+    return Path(cocotb.__file__).resolve().parent / "libs"
 
 
 def _compile(

@@ -129,7 +129,7 @@ def add_hardware_arguments(parser: argparse.ArgumentParser) -> None:
 def parse_pe(text: str) -> tuple[int, int]:
     """``"8x8"`` -> ``(8, 8)``; anything else is a `ConfigError`."""
     parts = str(text).lower().split("x")
-    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+    if len(parts) != 2 or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
         raise ConfigError(
             f"--pe must be ROWSxCOLS with two positive integers, e.g. 8x8, not {text!r}"
         )
