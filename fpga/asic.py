@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tensorforge.errors import ConfigError
+from tensorforge.errors import ConfigError, ToolError
 from tensorforge.fpga.cache import SynthesisReport, cached_synthesis, run_directory
 from tensorforge.fpga.memories import MemoryMapping, parse_memories
 from tensorforge.fpga.opensta import PowerReport, run_sta, sta_script
@@ -285,6 +285,20 @@ def map_netlist(
     return MappedRun(stat, mapping, clock_port, seconds, yosys)
 
 
+def _keep_for_power(verilog: str, options: AsicOptions, mapped: MappedRun,
+                    run_dir: Path) -> None:
+    """Leave the mapped netlist where the activity-annotated power flow looks for it
+    (`netlist_power.keep_mapped_run`): mapping a large design takes hours, and
+    ``simulate --power`` of the same Verilog and clock would otherwise map it again. Timing
+    and power of this run do not depend on it, so a failure here is only logged."""
+    from tensorforge.fpga.netlist_power import keep_mapped_run
+
+    try:
+        keep_mapped_run(verilog, options, mapped, run_dir)
+    except (OSError, ValueError, ToolError) as error:
+        logger.warning("the mapped netlist was not kept for power runs: %s", error)
+
+
 def _run_flow(
     verilog: str,
     options: AsicOptions,
@@ -296,6 +310,7 @@ def _run_flow(
 ) -> AsicReport:
     top = options.top
     mapped = map_netlist(verilog, options, target, liberty_path, run_dir, timeout_s)
+    _keep_for_power(verilog, options, mapped, run_dir)
     stat, mapping, clock_port, seconds = (mapped.stat, mapped.mapping, mapped.clock_port,
                                           mapped.seconds)
     script = sta_script(

@@ -182,34 +182,99 @@ class MappedNetlist:
         return cls(**values)
 
 
+def _netlist_key(verilog: str, top: str, tech: str, clock_ns: float) -> str:
+    """The cache key of a mapped netlist: the Verilog, technology and clock, not activity."""
+    target = technology(tech)
+    options = AsicOptions(top=top, clock_ns=clock_ns, activity=0.0, liberty_hash=target.digest(),
+                          tech=target.name)
+    return stable_hash("netlist", _FORMAT, synthesis_key(verilog, "asic", options))
+
+
+def cached_netlist(verilog: str, top: str, *, tech: str = DEFAULT_TECH,
+                   clock_ns: float = 10.0) -> MappedNetlist | None:
+    """The mapped netlist `mapped_netlist` would return, if one is cached; else None."""
+    key = _netlist_key(verilog, top, tech, clock_ns)
+    metadata = cache_subdir("asic-netlists") / key / METADATA
+    if not metadata.is_file():
+        return None
+    netlist = MappedNetlist.from_json(metadata.read_text())
+    return netlist if all(Path(path).is_file() for path in netlist.liberties) else None
+
+
 def mapped_netlist(verilog: str, top: str, *, tech: str = DEFAULT_TECH,
                    clock_ns: float = 10.0, timeout_s: float = 1800.0) -> MappedNetlist:
     """The mapped netlist of ``verilog`` in ``tech`` at ``clock_ns``: synthesized once (about
-    a minute for a 4x4 accelerator), then read from ``cache_subdir("asic-netlists")``."""
+    a minute for a 4x4 accelerator), then read from ``cache_subdir("asic-netlists")``, where
+    `tensorforge synth --flow asic` of the same Verilog and clock also leaves it
+    (`keep_mapped_run`), so a large design is mapped once for its timing and its power."""
+    cached = cached_netlist(verilog, top, tech=tech, clock_ns=clock_ns)
+    if cached is not None:
+        return cached
     target = technology(tech)
-    liberty = target.liberty()
     options = AsicOptions(top=top, clock_ns=clock_ns, activity=0.0, liberty_hash=target.digest(),
                           tech=target.name)
-    key = stable_hash("netlist", _FORMAT, synthesis_key(verilog, "asic", options))
+    staging = _staging(_netlist_key(verilog, top, tech, clock_ns))
+    mapped = map_netlist(verilog, options, target, target.liberty(), staging, timeout_s)
+    return _store_netlist(staging, mapped, _netlist_key(verilog, top, tech, clock_ns),
+                          top, target, clock_ns)
+
+
+def keep_mapped_run(verilog: str, options: AsicOptions, mapped: Any, run_dir: Path) -> None:
+    """Keep a `synth` run's mapped netlist for `mapped_netlist`, when the run mapped it as
+    that would (macros, no per-port activity or named clock: activity changes only the
+    macros' access power, which the power flow does not read from the netlist)."""
+    if options.memories != "macros" or options.port_activity or options.clock_port is not None:
+        return
+    if mapped.clock_port is None:
+        return
+    key = _netlist_key(verilog, options.top, options.tech, options.clock_ns)
+    if cached_netlist(verilog, options.top, tech=options.tech,
+                      clock_ns=options.clock_ns) is not None:
+        return
+    staging = _staging(key)
+    own = _own_liberties(mapped, run_dir)
+    for name in (MAPPED_NETLIST, *own):
+        shutil.copyfile(run_dir / name, staging / name)
+    # as `mapped_netlist` maps it: at activity 0, with the run's own Liberty files beside it
+    macros = tuple({**macro, "dynamic_mw": 0.0} if "dynamic_mw" in macro else macro
+                   for macro in mapped.mapping.macros)
+    liberties = tuple(staging / path.name if path.name in own else path
+                      for path in mapped.mapping.sta_liberties)
+    mapping = dataclasses.replace(mapped.mapping, macros=macros, dynamic_mw=0.0,
+                                  sta_liberties=liberties)
+    _store_netlist(staging, dataclasses.replace(mapped, mapping=mapping), key, options.top,
+                   technology(options.tech), options.clock_ns)
+
+
+def _staging(key: str) -> Path:
+    """A fresh directory beside the cache entry ``key``, moved into place when complete."""
     directory = cache_subdir("asic-netlists") / key
-    metadata = directory / METADATA
-    if metadata.is_file():
-        netlist = MappedNetlist.from_json(metadata.read_text())
-        if all(Path(path).is_file() for path in netlist.liberties):
-            return netlist
     staging = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=directory.parent))
     staging.chmod(0o755)  # mkdtemp's 0700 would hide it from other users' runs
-    mapped = map_netlist(verilog, options, target, liberty, staging, timeout_s)
+    return staging
+
+
+def _own_liberties(mapped: Any, run_dir: Path) -> set[str]:
+    """A technology may write its macros' Liberty into the run directory (OSU): those files
+    move with the netlist."""
+    return {path.name for path in mapped.mapping.sta_liberties
+            if path.resolve().parent == run_dir.resolve()}
+
+
+def _store_netlist(staging: Path, mapped: Any, key: str, top: str, target: Any,
+                   clock_ns: float) -> MappedNetlist:
+    """Cut the mapped netlist in ``staging``, describe it, and move it into the cache as
+    entry ``key`` atomically."""
+    directory = cache_subdir("asic-netlists") / key
     if mapped.clock_port is None:
+        shutil.rmtree(staging, ignore_errors=True)
         raise ToolError("sta", f"{top} has no clock input (clk or clock): register activity "
                                f"needs a clocked design")
+    liberty = target.liberty()
     cut, flops = cut_flop_inputs((staging / MAPPED_NETLIST).read_text(),
                                  flop_cells(liberty.read_text()))
     (staging / CUT_NETLIST).write_text(cut)
-    # A technology may write its macros' Liberty into the run directory (OSU): it moves
-    # with the netlist.
-    own = {path.name for path in mapped.mapping.sta_liberties
-           if path.resolve().parent == staging.resolve()}
+    own = _own_liberties(mapped, staging)
     netlist = MappedNetlist(
         key=key, directory=directory, top=top, tech=target.name, clock_ns=clock_ns,
         clock_port=mapped.clock_port,

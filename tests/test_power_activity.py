@@ -10,6 +10,7 @@ tests/test_rtl_run.py), one activity model build, one synthesis and one run per 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -316,3 +317,44 @@ def test_flop_rates_propagate_through_the_logic_they_drive(tmp_path):
     assert counting.groups["Combinational"].switching > 0
     assert counting.groups["Sequential"].total > quiet.groups["Sequential"].total
     assert set(counting.flops) == {flop.instance for flop in netlist.flops}
+
+
+RAM_VERILOG = """\
+module ram(clk, we, addr, wdata, rdata);
+  input clk;
+  input we;
+  input [7:0] addr;
+  input [31:0] wdata;
+  output [31:0] rdata;
+  reg [31:0] words [255:0];
+  reg [31:0] out;
+  always @(posedge clk) begin
+    if (we) words[addr] <= wdata;
+    out <= words[addr];
+  end
+  assign rdata = out;
+endmodule
+"""
+
+
+@pytest.mark.synth
+@pytest.mark.parametrize("tech", ["ihp-sg13g2", "osu018"])
+def test_synth_leaves_the_netlist_the_power_flow_would_map(tmp_path, monkeypatch, tech):
+    """`synth --flow asic` keeps its mapped netlist for `simulate --power` of the same Verilog
+    and clock (a large design is then mapped once, not twice): what it keeps equals what the
+    power flow maps on its own, cut netlist, flip-flops and macros alike."""
+    from tensorforge.fpga.asic import synthesize_asic
+    from tensorforge.fpga.netlist_power import CUT_NETLIST, cached_netlist, mapped_netlist
+
+    monkeypatch.setenv("TENSORFORGE_CACHE", str(tmp_path / "from-synth"))
+    assert cached_netlist(RAM_VERILOG, "ram", tech=tech, clock_ns=8.0) is None
+    report = synthesize_asic(RAM_VERILOG, "ram", tech=tech, clock_ns=8.0, activity=0.2)
+    kept = cached_netlist(RAM_VERILOG, "ram", tech=tech, clock_ns=8.0)
+    assert kept is not None and report.macros  # the RAM is a macro, so its entry is kept
+    monkeypatch.setenv("TENSORFORGE_CACHE", str(tmp_path / "own"))
+    own = mapped_netlist(RAM_VERILOG, "ram", tech=tech, clock_ns=8.0)
+    assert (kept.directory / CUT_NETLIST).read_text() == (own.directory / CUT_NETLIST).read_text()
+    assert all(Path(path).is_file() for path in kept.liberties)
+    assert (kept.flops, kept.macros, kept.clock_port) == (own.flops, own.macros, own.clock_port)
+    assert (kept.logic_area_um2, kept.macro_area_um2) == (own.logic_area_um2, own.macro_area_um2)
+    assert report.area_um2 == pytest.approx(own.area_um2)
