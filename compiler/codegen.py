@@ -34,6 +34,7 @@ output, then host-only inputs of later stages, then the instruction stream itsel
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 from tensorforge.compiler.layout import (
     DramLayout,
@@ -73,7 +74,8 @@ MAX_EXTENT = LIMITS[(Opcode.COMPUTE, "inner")]
 
 def generate(workload: Workload, mapping: Mapping, config: AcceleratorConfig, *,
              overwrite: bool = True, tile_major: bool = True,
-             output: OutputStage | None = None) -> Program:
+             output: OutputStage | None = None,
+             output_layout: DramLayout | None = None) -> Program:
     """The program that runs ``workload`` as ``mapping`` says on ``config``.
 
     ``overwrite`` (the default) clears each C tile with the MAC ``overwrite`` bit of the
@@ -85,6 +87,10 @@ def generate(workload: Workload, mapping: Mapping, config: AcceleratorConfig, *,
     ``output`` (an accelerator with the output pipeline) adds the layer's bias,
     requantization and activation at STORE, which then writes ``in_bits`` elements: the
     parameter blocks (`output_stage`) are LOADed into the accumulator past the C tiles first.
+    ``output_layout`` writes the output in that dense layout (its base ignored) instead of the
+    unpadded one, e.g. the next layer's padded input (`tensorforge.compiler.network`): it
+    must order the dimensions and cut the line into blocks as the unpadded one would, and
+    cover the tensor (`check_output_layout`).
     """
     if output is not None:
         output.check(workload, config)
@@ -92,7 +98,8 @@ def generate(workload: Workload, mapping: Mapping, config: AcceleratorConfig, *,
     device = lowering.device
     tiling = build_tiling(device, mapping.choice, mapping.tile_sizes, config)
     mapping.check_order(tiling)
-    layouts, extras, end = _layouts(lowering, tiling, config, tile_major, output is not None)
+    layouts, extras, end = _layouts(lowering, tiling, config, tile_major, output is not None,
+                                    output_layout)
     emitter = Emitter()
     params, region = None, None
     if output is not None:
@@ -125,9 +132,10 @@ def _load_params(emit: Emitter, region: ParamRegion) -> None:
 
 
 def _layouts(lowering: Lowering, tiling: Tiling, config: AcceleratorConfig, tile_major: bool,
-             narrow_output: bool = False):
-    """DRAM regions of A, B, C (``in_bits`` elements if ``narrow_output``, else ``acc_bits``)
-    and the host-only inputs; returns them and the end of the last."""
+             narrow_output: bool = False, output_layout: DramLayout | None = None):
+    """DRAM regions of A, B, C (``in_bits`` elements if ``narrow_output``, else ``acc_bits``;
+    C in ``output_layout`` if given) and the host-only inputs; returns them and the end of
+    the last."""
     device, sizes = lowering.device, lowering.device.sizes
     shapes, base, layouts = device.shapes, 0, {}
     for role in ("A", "B", "C"):
@@ -141,6 +149,8 @@ def _layouts(lowering: Lowering, tiling: Tiling, config: AcceleratorConfig, tile
                               tile.elem, block)
         if layout is None:
             layout = gather_layout(name, tile.access, sizes, base, elem_bytes, tile.elem, block)
+        if role == "C" and output_layout is not None:
+            layout = check_output_layout(layout, output_layout, shapes[name], base)
         layouts[role] = layout
         base = aligned(layout.end)
     extras = []
@@ -152,6 +162,24 @@ def _layouts(lowering: Lowering, tiling: Tiling, config: AcceleratorConfig, tile
         extras.append(layout)
         base = aligned(layout.end)
     return layouts, extras, base
+
+
+def check_output_layout(natural: DramLayout, wanted: DramLayout, shape: tuple[int, ...],
+                        base: int) -> DramLayout:
+    """``wanted`` at ``base`` as the output's region, if STOREs can write it as they would
+    ``natural`` (same kind, element size, dimension order and line blocks: only the padding
+    around the tensor differs), else `MappingError`."""
+    same = (natural.kind == wanted.kind == "dense" and natural.order == wanted.order
+            and natural.line_block == wanted.line_block
+            and natural.elem_bytes == wanted.elem_bytes and len(wanted.low) == len(shape))
+    covers = same and all(
+        low <= 0 and wanted.extents[wanted.order.index(d)] - low >= extent
+        for d, (low, extent) in enumerate(zip(wanted.low, shape, strict=True)))
+    if not covers:
+        raise MappingError(f"the output cannot be stored as {wanted.describe()}: its STOREs "
+                           f"write {natural.describe()} (same order, line blocks and element "
+                           "size needed, the region covering the tensor)")
+    return replace(wanted, tensor=natural.tensor, base=base)
 
 
 # ---------------------------------------------------------------------- the walk

@@ -245,28 +245,40 @@ def best_mapping(workload: Workload, config: AcceleratorConfig,
     where they are few enough, greedy tile growth otherwise."""
     best: tuple[float, Mapping] | None = None
     for groups in lowerings:
-        try:
-            device = Lowering(workload, groups).device
-            choices = device_choices(workload, config, groups)
-        except MappingError:
-            continue
-        orders = _orders(device)
-        for choice in choices:
-            block = _blocks(choice, device, config)
-            bursts = TileBursts(device, choice, config)
-            found = (_enumerate(device, choice, block, orders, config, memory, bursts)
-                     or _grow(device, choice, block, orders, config, memory, bursts))
-            if found is None:
-                continue
-            cost, tiles, order = found
+        for cost, mapping in choice_mappings(workload, config, groups, memory):
             if best is None or cost < best[0]:
-                best = (cost, Mapping(choice, tuple(tiles.items()), order, groups))
+                best = (cost, mapping)
     if best is None:
         if not device_choices(workload, config):
             raise _no_choice(workload, config)
         raise MappingError(f"no tiling of {workload.text} fits {config.describe()}, even one "
                            "intrinsic block per index; enlarge the scratchpad or accumulator")
     return best[1]
+
+
+def choice_mappings(workload: Workload, config: AcceleratorConfig,
+                    groups: tuple[tuple[str, ...], ...] = (),
+                    memory: MemorySystem = DEFAULT_MEMORY) -> list[tuple[float, Mapping]]:
+    """``(estimated cost, mapping)`` of the best tiling of each device tensorize choice under
+    the host-side fusion ``groups`` (choices no tiling fits are left out; none: []). A
+    caller that weighs more than one layer (`tensorforge.compiler.network` chains DRAM
+    layouts) picks among them."""
+    try:
+        device = Lowering(workload, groups).device
+        choices = device_choices(workload, config, groups)
+    except MappingError:
+        return []
+    orders = _orders(device)
+    found = []
+    for choice in choices:
+        block = _blocks(choice, device, config)
+        bursts = TileBursts(device, choice, config)
+        best = (_enumerate(device, choice, block, orders, config, memory, bursts)
+                or _grow(device, choice, block, orders, config, memory, bursts))
+        if best is not None:
+            cost, tiles, order = best
+            found.append((cost, Mapping(choice, tuple(tiles.items()), order, groups)))
+    return found
 
 
 def default_mapping(workload: Workload, config: AcceleratorConfig,

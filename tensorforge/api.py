@@ -75,3 +75,34 @@ def generate_verilog(config: AcceleratorConfig, target: str = "generic") -> str:
     from tensorforge.hw.accelerator import TOP_NAME, Accelerator
 
     return verilog.convert(Accelerator(config, target=target), name=TOP_NAME, emit_src=False)
+
+
+def simulate_model(module, example_inputs, config: AcceleratorConfig, *, backend: str = "rtl",
+                   memory: MemorySystem = DEFAULT_MEMORY, seed: int = 0):
+    """Quantize a small float torch CNN, compile it to whole-network programs and run it.
+
+    ``example_inputs`` is a tuple of one tensor of batch 1, as ``torch.export`` takes; it is
+    also the calibration data and the input that runs. Quantization is post-training and
+    symmetric (`tensorforge.compiler.quantize`): per-output-channel int8 weight scales
+    ``max|W[k]|/127``, one activation scale per tensor ``max|x|/127`` calibrated on the
+    example input, int32 bias at ``s_in * s_w[k]``; int8 in, int8 out, each layer's
+    requantization and ReLU/ReLU6 done by the output pipeline at STORE (so ``config`` needs
+    ``output_pipeline=True``). Layers are lowered directly and chained through DRAM
+    (`tensorforge.compiler.network`); ops the device lacks run on the host between device
+    segments and are listed in ``result.host_ops``. ``backend`` ``"rtl"`` runs each segment
+    on the Verilator model of the accelerator (``result.cycles``), ``"functional"`` on the
+    functional simulator (no cycles). ``result.match``: bit-exact equality with a numpy
+    integer reference of the same quantized network (`tensorforge.network_reference`).
+    """
+    import torch
+
+    from tensorforge.compiler.network import compile_network
+    from tensorforge.compiler.quantize import quantize_model
+    from tensorforge.sim.network_run import check_network
+
+    network = quantize_model(module, example_inputs)
+    program = compile_network(network, config, memory)
+    with torch.no_grad():
+        float_output = module(*example_inputs).detach().double().numpy()
+    return check_network(program, example_inputs[0], float_output, backend, memory=memory,
+                         seed=seed)

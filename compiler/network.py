@@ -1,0 +1,354 @@
+"""Whole-network programs: layer programs chained through DRAM into one program per segment.
+
+`compile_network` lowers each layer of a `QuantizedNetwork` directly (no host im2col: the
+workload as written, `mappers.choice_mappings`) with its output stage (bias,
+requantization, activation at STORE, int8 out), and strings the layers together:
+
+* **layouts.** The mapping of each layer is picked over the whole chain (least estimated
+  cycles, with as few breaks as possible): a layer whose input layout orders dimensions and
+  cuts lines as its producer's output does reads that output in place. The producer then
+  STOREs straight into the consumer's padded input region (`codegen.generate`'s
+  ``output_layout``), whose halo stays zero, so nobody pads; a flatten whose two sides lie
+  byte for byte alike is free. Anything else is a host re-layout (``relayout``).
+* **one instruction stream.** Each layer's program is generated on its own and relocated
+  into the segment's DRAM map (activations first, the segment's outputs one writable span,
+  then weights and output-stage parameters, then the instructions). Between two layers a
+  barrier of VTA tokens replaces the FINISH: the last STORE signals COMPUTE, a ZERO of
+  accumulator block 0 (harmless: nothing is left to store) waits for it and signals LOAD,
+  and the next layer's first LOAD waits for that. So the next layer reads DRAM only after
+  the previous one has written it, and reuses the buffers only after they drained.
+* **segments.** An op the device lacks (global average pooling, a re-layout) ends a device
+  segment; the host runs it on the integers and packs the next segment's input. Each
+  segment is one program with one FINISH; `NetworkProgram.host_ops` lists what ran on the
+  host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from tensorforge.compiler.codegen import generate
+from tensorforge.compiler.layout import DramLayout, aligned
+from tensorforge.compiler.mappers import choice_mappings, default_mapping
+from tensorforge.compiler.output_stage import OutputStage, ParamRoomError, reserve_accumulator
+from tensorforge.compiler.program import Program
+from tensorforge.compiler.quantize import HostStep, QuantizedNetwork, QuantLayer, global_avg_pool
+from tensorforge.config import AcceleratorConfig
+from tensorforge.errors import MappingError
+from tensorforge.isa import Compute, ComputeMode, Finish, Instruction, Load, Store
+from tensorforge.memory import DEFAULT_MEMORY, MemorySystem
+from tensorforge.requant import PARAM_LINES
+
+BREAK_COST = 1e15  # a host re-layout outweighs any cycles a better mapping saves
+
+
+@dataclass(frozen=True)
+class HostOp:
+    """An op between device segments: ``global_avg_pool``, ``flatten`` or ``relayout``."""
+
+    name: str
+    op: str
+
+    def __str__(self) -> str:
+        return f"{self.op} ({self.name})"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Device layers run as one program: relocated, chained instructions and the DRAM map."""
+
+    layers: tuple[QuantLayer, ...]
+    programs: tuple[Program, ...]  # each layer's own program (its own addresses)
+    instructions: tuple[Instruction, ...]
+    regions: tuple[dict[str, int], ...]  # per layer: tensor ("A", "B", "C", "P") -> base
+    data_bytes: int  # the DRAM image before the instructions
+    writable: tuple[int, int]  # the layers' outputs, one span
+
+    def layout(self, position: int, tensor: str) -> DramLayout:
+        """Layer ``position``'s region of ``tensor`` at its place in the segment's DRAM."""
+        program = self.programs[position]
+        local = next(x for x in (*program.operands, program.output) if x.tensor == tensor)
+        return replace(local, base=self.regions[position][tensor])
+
+    def pack(self, q: np.ndarray) -> bytearray:
+        """The DRAM image (without instructions) with the int8 input ``q``."""
+        image = bytearray(self.data_bytes)
+        for position, (layer, program) in enumerate(zip(self.layers, self.programs,
+                                                        strict=True)):
+            tensors = {"B": layer.weight}
+            if position == 0:
+                tensors["A"] = np.asarray(q).reshape(layer.workload.shapes["A"])
+            prepared = program.lowering.prepare({**tensors, "A": tensors.get(
+                "A", np.zeros(layer.workload.shapes["A"], dtype=np.int64))})
+            device = program.lowering.device
+            for name in tensors:
+                layout = self.layout(position, name)
+                access = next(a for a in device.inputs if a.tensor == name)
+                image[layout.base:layout.end] = layout.pack(prepared[name], access, device.sizes)
+            params = program.params
+            base = self.regions[position]["P"]
+            image[base:base + len(params.data)] = params.data
+        return image
+
+    def unpack(self, dram: bytes | bytearray) -> np.ndarray:
+        """The last layer's int8 output (its workload's output shape) from the DRAM after."""
+        program = self.programs[-1]
+        return program.lowering.finish(self.layout(len(self.programs) - 1, "C").unpack(dram),
+                                       {})
+
+
+Item = Segment | HostOp
+
+
+@dataclass(frozen=True)
+class NetworkProgram:
+    """A network compiled for ``config``: device segments and host ops, in order."""
+
+    config: AcceleratorConfig
+    network: QuantizedNetwork
+    items: tuple[Item, ...]
+
+    @property
+    def segments(self) -> tuple[Segment, ...]:
+        return tuple(i for i in self.items if isinstance(i, Segment))
+
+    @property
+    def host_ops(self) -> tuple[HostOp, ...]:
+        return tuple(i for i in self.items if isinstance(i, HostOp))
+
+    def run(self, q: np.ndarray, device: Callable[[Segment, bytearray], tuple[bytes, int | None]]
+            ) -> tuple[np.ndarray, list[int | None]]:
+        """The int8 output for the int8 input ``q``, each segment run by ``device`` (image in,
+        ``(DRAM after, cycles)`` out); and each segment's cycles."""
+        cycles = []
+        for item in self.items:
+            if isinstance(item, Segment):
+                after, count = device(item, item.pack(q))
+                q = item.unpack(after)
+                cycles.append(count)
+            elif item.op == "global_avg_pool":
+                q = global_avg_pool(q)
+            elif item.op == "flatten":
+                q = np.asarray(q).reshape(-1)
+            # relayout: the next segment's pack puts q in its layout
+        return q, cycles
+
+
+def compile_network(network: QuantizedNetwork, config: AcceleratorConfig,
+                    memory: MemorySystem = DEFAULT_MEMORY) -> NetworkProgram:
+    """Lower every layer of ``network`` onto ``config`` and chain them (module docstring)."""
+    if not config.output_pipeline:
+        raise MappingError("a quantized network needs the output pipeline: "
+                           "AcceleratorConfig(output_pipeline=True)")
+    precision = config.precision
+    if (precision.in_bits, precision.acc_bits) != (8, 32):
+        raise MappingError(f"quantized networks are int8 with int32 accumulators; this "
+                           f"accelerator has in_bits {precision.in_bits}, acc_bits "
+                           f"{precision.acc_bits}")
+    items: list[Item] = []
+    for run, host in _device_runs(network.steps):
+        for group in _chain(run, config, memory):
+            if items and isinstance(items[-1], Segment):
+                items.append(HostOp(group[0][0].name, "relayout"))
+            items.append(_segment(group, config))
+        items.extend(HostOp(step.name, step.op) for step in host)
+    return NetworkProgram(config, network, tuple(items))
+
+
+def _device_runs(steps) -> list[tuple[list[tuple[QuantLayer, bool]], list[HostStep]]]:
+    """Runs of layers (each with whether a flatten precedes it) and the host steps after."""
+    runs: list = []
+    layers: list = []
+    host: list = []
+    flatten = False
+    for step in steps:
+        if isinstance(step, QuantLayer):
+            if host:
+                runs.append((layers, host))
+                layers, host = [], []
+            layers.append((step, flatten))
+            flatten = False
+        elif step.op == "flatten" and layers and not host:
+            flatten = True  # free if the layouts agree, else a re-layout (`_chain`)
+        else:
+            host.append(step)
+    runs.append((layers, host))
+    return runs
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    cost: float
+    program: Program
+
+
+def _stage(layer: QuantLayer) -> OutputStage:
+    return OutputStage(layer.params, layer.channel)
+
+
+def _candidates(layer: QuantLayer, config: AcceleratorConfig, memory: MemorySystem
+                ) -> list[_Candidate]:
+    """The layer's best program per direct tensorize choice (im2col only if none runs)."""
+    workload, stage = layer.workload, _stage(layer)
+    reserve = PARAM_LINES * -(-workload.sizes[layer.channel] // config.acc_line_elems)
+    found: list[_Candidate] = []
+    for _ in range(3):
+        needed = 0
+        for cost, mapping in choice_mappings(workload, reserve_accumulator(config, reserve), (),
+                                             memory):
+            try:
+                found.append(_Candidate(cost, generate(workload, mapping, config,
+                                                       output=stage)))
+            except ParamRoomError as error:
+                needed = max(needed, error.lines)
+        if found or not needed:
+            break
+        reserve = needed
+    if not found:  # no direct choice: the host lowers the input (im2col), a re-layout
+        from tensorforge.api import compile_workload
+
+        program = compile_workload(workload, config, default_mapping(workload, config, memory),
+                                   memory, output=stage)
+        found.append(_Candidate(0.0, program))
+    return found
+
+
+def _input_layout(program: Program) -> DramLayout:
+    return next(x for x in program.operands if x.tensor == "A")
+
+
+def _link(producer: Program, consumer: Program, flatten: bool) -> str | None:
+    """How ``consumer`` reads ``producer``'s output: ``store`` (the producer writes the
+    consumer's input layout), ``alias`` (the regions are alike byte for byte), None (a
+    host re-layout)."""
+    mine, theirs = producer.output, _input_layout(consumer)
+    if consumer.lowering.groups or producer.lowering.groups:
+        return None
+    shape = producer.workload.shapes["C"]
+    if not flatten and consumer.workload.shapes["A"] == shape and (
+            mine.kind == theirs.kind == "dense" and mine.order == theirs.order
+            and mine.line_block == theirs.line_block and mine.elem_bytes == theirs.elem_bytes):
+        return "store"
+    return "alias" if _byte_map(producer, mine, "C") == _byte_map(consumer, theirs, "A") else None
+
+
+def _byte_map(program: Program, layout: DramLayout, tensor: str) -> bytes:
+    """Which element (row-major number + 1, 0: padding) lies at each place of ``layout``."""
+    workload = program.workload
+    shape = workload.shapes[tensor]
+    numbers = np.arange(1, int(np.prod(shape)) + 1).reshape(shape)
+    accesses = (*workload.inputs, workload.output)
+    access = next(a for a in accesses if a.tensor == tensor)
+    return replace(layout, base=0, elem_bytes=8).pack(numbers, access, workload.sizes)
+
+
+def _chain(run: list[tuple[QuantLayer, bool]], config: AcceleratorConfig,
+           memory: MemorySystem) -> list[list[tuple[QuantLayer, Program, str | None]]]:
+    """The run's layers with the programs picked jointly, cut where a link breaks; each
+    entry ``(layer, program, how it reads its predecessor)``."""
+    if not run:
+        return []
+    options = [_candidates(layer, config, memory) for layer, _ in run]
+    # best[i][c]: (total cost, previous choice) of the chain ending in option c of layer i
+    best = [[(c.cost, None) for c in options[0]]]
+    for position in range(1, len(run)):
+        flatten = run[position][1]
+        row = []
+        for candidate in options[position]:
+            scores = [(best[-1][p][0] + (0 if _link(before.program, candidate.program,
+                                                    flatten) else BREAK_COST), p)
+                      for p, before in enumerate(options[position - 1])]
+            total, previous = min(scores)
+            row.append((total + candidate.cost, previous))
+        best.append(row)
+    picks = [min(range(len(best[-1])), key=lambda c: best[-1][c][0])]
+    for position in range(len(run) - 1, 0, -1):
+        picks.append(best[position][picks[-1]][1])
+    picks.reverse()
+    programs = [options[i][c].program for i, c in enumerate(picks)]
+    groups: list[list] = [[]]
+    for position, (layer, flatten) in enumerate(run):
+        how = _link(programs[position - 1], programs[position], flatten) if position else None
+        if position and how is None:
+            groups.append([])
+        if how == "store":  # the producer writes the consumer's (padded) input region
+            before = groups[-1][-1]
+            stored = generate(before[0].workload, before[1].mapping, config,
+                              output=_stage(before[0]),
+                              output_layout=_input_layout(programs[position]))
+            groups[-1][-1] = (before[0], stored, before[2])
+        groups[-1].append((layer, programs[position], how))
+    return groups
+
+
+def _segment(group: list[tuple[QuantLayer, Program, str | None]],
+             config: AcceleratorConfig) -> Segment:
+    """Place the group's regions, relocate and join its programs (module docstring)."""
+    base = 0
+    regions: list[dict[str, int]] = [{} for _ in group]
+    first = _input_layout(group[0][1])
+    regions[0]["A"], base = 0, aligned(first.nbytes)
+    outputs_from = base
+    for position, (_, program, _) in enumerate(group):
+        regions[position]["C"] = base
+        if position + 1 < len(group):
+            regions[position + 1]["A"] = base
+        base = aligned(base + program.output.nbytes)
+    writable = (outputs_from, base)
+    for position, (_, program, _) in enumerate(group):
+        weights = next(x for x in program.operands if x.tensor == "B")
+        regions[position]["B"], base = base, aligned(base + weights.nbytes)
+        regions[position]["P"], base = base, aligned(base + len(program.params.data))
+    instructions: list[Instruction] = []
+    for position, (_, program, _) in enumerate(group):
+        body = _relocate(program, regions[position])
+        if position:
+            body = _wait_first_load(body)
+        if position + 1 < len(group):
+            body = _barrier(body)
+        instructions.extend(body)
+    instructions.append(Finish())
+    return Segment(tuple(g[0] for g in group), tuple(g[1] for g in group),
+                   tuple(instructions), tuple(regions), base, writable)
+
+
+def _relocate(program: Program, bases: dict[str, int]) -> list[Instruction]:
+    """``program``'s instructions without FINISH, each DRAM address moved to its region's
+    place in the segment."""
+    moves = [(x.base, x.end, bases[x.tensor] - x.base) for x in (*program.operands,
+                                                                  program.output)]
+    params = program.params
+    moves.append((params.base, params.end, bases["P"] - params.base))
+    body = []
+    for instruction in program.instructions:
+        if isinstance(instruction, Finish):
+            continue
+        if isinstance(instruction, Load | Store) and instruction.rows:
+            address = instruction.dram_addr
+            shift = next((d for lo, hi, d in moves if lo <= address < hi), None)
+            if shift is None:
+                raise MappingError(f"{instruction.describe()} addresses no region of "
+                                   f"{program.workload.name}")
+            instruction = replace(instruction, dram_addr=address + shift)
+        body.append(instruction)
+    return body
+
+
+def _barrier(body: list[Instruction]) -> list[Instruction]:
+    """``body`` whose last STORE signals a ZERO that then signals the next layer's LOAD."""
+    last = max(i for i, x in enumerate(body) if isinstance(x, Store))
+    if body[last].push_prev:
+        raise MappingError("the layer's last STORE already signals COMPUTE; cannot chain")
+    body = [*body[:last], replace(body[last], push_prev=True), *body[last + 1:]]
+    return [*body, Compute(mode=ComputeMode.ZERO, acc_base=0, pop_next=True, push_prev=True)]
+
+
+def _wait_first_load(body: list[Instruction]) -> list[Instruction]:
+    """``body`` whose first LOAD waits for the barrier before it."""
+    first = next(i for i, x in enumerate(body) if isinstance(x, Load))
+    if body[first].pop_next or any(not isinstance(x, Load) for x in body[:first]):
+        raise MappingError("the layer does not start with a free LOAD; cannot chain")
+    return [*body[:first], replace(body[first], pop_next=True), *body[first + 1:]]

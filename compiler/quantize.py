@@ -1,0 +1,236 @@
+"""Post-training quantization of a small float torch CNN to the output pipeline's integers.
+
+`quantize_model` traces the module (``torch.fx``, through `from_torch` for the layers'
+workloads), runs it once in float on the example inputs to calibrate, and returns a
+`QuantizedNetwork`: the chain of steps the integer network runs.
+
+How (TFLite's scheme, symmetric, every zero point 0):
+
+* activations: one scale per tensor, ``max|x| / 127`` over the example input (the network's
+  input, and each layer's output after its activation);
+* weights: one scale per output channel, ``max|W[k]| / 127``, ``q = round(W / s)`` in
+  -127..127;
+* bias: int32 at the accumulator's scale, ``round(b / (s_in * s_w[k]))``;
+* each layer's output: the accumulator through `tensorforge.requant` (bias, gemmlowp
+  multiplier and rounding shift for ``s_in * s_w[k] / s_out``, clamp: ReLU at 0, ReLU6 at
+  the quantized 6) to int8. An output scale so small that this factor reaches 1 is raised
+  until it is below 1 (the pipeline takes factors in (0, 1)).
+
+Global average pooling is an integer host step at the input's scale: the sum over the
+pixels divided by their count, rounded half away from zero. Flatten is a reshape.
+
+Supported: a chain (each node reads the one before) of ``Conv2d`` (any kernel, stride,
+padding, dilation; groups 1 or depthwise), ``Linear``, ReLU / ReLU6 right after a layer
+(module or function), global average pooling (``AdaptiveAvgPool2d(1)``, ``mean`` over the
+pixels) and flatten, batch 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import fx, nn
+
+from tensorforge.compiler.torch_import import ImportedLayer, from_torch
+from tensorforge.compiler.workload import Workload
+from tensorforge.errors import WorkloadError
+from tensorforge.requant import OutputParams, params_from_scales
+
+QMAX = 127
+_CHANNEL = {"conv2d": "k", "depthwise_conv2d": "c", "linear": "j"}
+_RELUS = {nn.ReLU: "relu", nn.ReLU6: "relu6"}
+_RELU_FUNCTIONS = {torch.relu: "relu", torch.nn.functional.relu: "relu", "relu": "relu",
+                   torch.nn.functional.relu6: "relu6"}
+_FLATTENS = {torch.flatten, "flatten", "view", "reshape", torch.reshape}
+
+
+@dataclass(frozen=True, eq=False)  # arrays: compared by identity
+class QuantLayer:
+    """A device layer: int8 weights in the workload's B shape, per-channel output stage."""
+
+    name: str  # the fx node name
+    kind: str  # conv2d, depthwise_conv2d or linear
+    workload: Workload
+    weight: np.ndarray  # int64 holding int8 values, the workload's B shape
+    params: OutputParams
+    channel: str  # the output index the params run along
+    activation: str  # none, relu or relu6
+    input_scale: float
+    output_scale: float
+    conv: tuple[int, int, int, int, int, int] | None  # stride, padding, dilation (h, w)
+
+
+@dataclass(frozen=True)
+class HostStep:
+    """An integer step between layers: ``global_avg_pool`` or ``flatten``."""
+
+    name: str
+    op: str
+
+
+Step = QuantLayer | HostStep
+
+
+@dataclass(frozen=True)
+class QuantizedNetwork:
+    name: str
+    steps: tuple[Step, ...]
+    input_scale: float
+    output_scale: float
+    input_shape: tuple[int, ...]  # without the batch axis
+
+    @property
+    def layers(self) -> tuple[QuantLayer, ...]:
+        return tuple(s for s in self.steps if isinstance(s, QuantLayer))
+
+    def quantize_input(self, x: torch.Tensor | np.ndarray) -> np.ndarray:
+        """The int8 network input (int64 array, batch axis dropped)."""
+        values = np.asarray(x.detach() if isinstance(x, torch.Tensor) else x, dtype=np.float64)
+        values = values.reshape(self.input_shape)
+        return np.clip(np.round(values / self.input_scale), -QMAX - 1, QMAX).astype(np.int64)
+
+    def dequantize_output(self, q: np.ndarray) -> np.ndarray:
+        return np.asarray(q, dtype=np.float64) * self.output_scale
+
+
+def global_avg_pool(q: np.ndarray) -> np.ndarray:
+    """``(C, H, W)`` int8 -> ``(C,)``: the mean, rounded half away from zero (exact integers)."""
+    q = np.asarray(q, dtype=np.int64)
+    count = q.shape[1] * q.shape[2]
+    total = q.reshape(q.shape[0], -1).sum(axis=1)
+    return np.sign(total) * ((2 * np.abs(total) + count) // (2 * count))
+
+
+def quantize_model(module: nn.Module, example_inputs: Sequence[torch.Tensor],
+                   name: str = "") -> QuantizedNetwork:
+    """Quantize ``module`` post-training, calibrated on ``example_inputs`` (module docstring)."""
+    if not isinstance(example_inputs, tuple | list) or len(example_inputs) != 1:
+        raise WorkloadError("simulate_model takes example_inputs as a tuple of one tensor, as "
+                            "torch.export does: (x,)")
+    (x,) = example_inputs
+    if x.dim() < 2 or x.shape[0] != 1:
+        raise WorkloadError(f"the example input must have batch 1, not shape {tuple(x.shape)}")
+    module = module.eval()
+    imported = from_torch(module, (x,), name)
+    graph = fx.symbolic_trace(module)
+    values = _record(graph, x)
+    modules = dict(graph.named_modules())
+    layers = {layer.name: layer for layer in imported.layers}
+    input_scale = _scale(x)
+    scale, steps, previous = input_scale, [], None
+    nodes = [n for n in graph.graph.nodes if n.op not in ("placeholder", "output")]
+    index = 0
+    while index < len(nodes):
+        node = nodes[index]
+        _check_chain(node, previous)
+        target = modules.get(node.target) if node.op == "call_module" else None
+        if node.name in layers:
+            activation, last = "none", node
+            if index + 1 < len(nodes) and _activation(nodes[index + 1], modules):
+                last = nodes[index + 1]
+                _check_chain(last, node)
+                activation = _activation(last, modules)
+                index += 1
+            layer = _layer(layers[node.name], target, scale, _scale(values[last]), activation)
+            steps.append(layer)
+            scale, previous = layer.output_scale, last
+        elif _is_global_pool(node, target, values):
+            steps.append(HostStep(node.name, "global_avg_pool"))
+            previous = node
+        elif isinstance(target, nn.Flatten) or node.target in _FLATTENS:
+            steps.append(HostStep(node.name, "flatten"))
+            previous = node
+        else:
+            what = type(target).__name__ if target is not None else str(node.target)
+            raise WorkloadError(
+                f"{node.name} ({what}) is not supported by simulate_model: it runs chains of "
+                "Conv2d (groups 1 or depthwise), Linear, ReLU/ReLU6 after a layer, global "
+                "average pooling and flatten")
+        index += 1
+    if not steps or not isinstance(steps[-1], QuantLayer):
+        raise WorkloadError("the network must end with a Conv2d or Linear layer")
+    name = name or type(module).__name__
+    return QuantizedNetwork(name, tuple(steps), input_scale, scale, tuple(x.shape[1:]))
+
+
+def _record(graph: fx.GraphModule, x: torch.Tensor) -> dict[fx.Node, torch.Tensor]:
+    """Every node's float value on ``x``."""
+    values: dict[str, torch.Tensor] = {}
+
+    class Recorder(fx.Interpreter):
+        def run_node(self, node):
+            result = super().run_node(node)
+            values[node.name] = result
+            return result
+
+    with torch.no_grad():
+        Recorder(graph).run(x)
+    return {node: values[node.name] for node in graph.graph.nodes if node.name in values}
+
+
+def _scale(t: torch.Tensor) -> float:
+    top = float(t.detach().abs().max()) if t.numel() else 0.0
+    return top / QMAX if top > 0 else 1.0
+
+
+def _check_chain(node: fx.Node, previous: fx.Node | None) -> None:
+    inputs = [a for a in node.args if isinstance(a, fx.Node)]
+    wanted = previous.name if previous is not None else "the input"
+    if not inputs or (previous is not None and inputs[0] is not previous) or (
+            previous is None and inputs[0].op != "placeholder"):
+        raise WorkloadError(f"{node.name} does not read {wanted}: simulate_model runs a chain "
+                            "of layers (no branches or residual additions)")
+
+
+def _activation(node: fx.Node, modules: dict) -> str | None:
+    if node.op == "call_module":
+        return _RELUS.get(type(modules.get(node.target)))
+    if node.op in ("call_function", "call_method"):
+        return _RELU_FUNCTIONS.get(node.target)
+    return None
+
+
+def _is_global_pool(node: fx.Node, target, values) -> bool:
+    if isinstance(target, nn.AdaptiveAvgPool2d):
+        size = target.output_size
+        return size in (1, (1, 1))
+    if node.op in ("call_function", "call_method") and node.target in (torch.mean, "mean"):
+        dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+        dims = tuple(dims) if isinstance(dims, list | tuple) else (dims,)
+        return {d % 4 for d in dims} == {2, 3}
+    if node.op == "call_function" and node.target is torch.nn.functional.adaptive_avg_pool2d:
+        return node.args[1] in (1, (1, 1))
+    return False
+
+
+def _layer(imported: ImportedLayer, target: nn.Module, input_scale: float, output_scale: float,
+           activation: str) -> QuantLayer:
+    if imported.kind not in _CHANNEL:
+        raise WorkloadError(f"{imported.name}: {imported.kind} layers are not supported by "
+                            "simulate_model (groups must be 1 or the channel count)")
+    workload = imported.workload
+    if len(workload.output.indices) != (1 if imported.kind == "linear" else 3):
+        raise WorkloadError(f"{imported.name}: only batch 1 is supported")
+    weight = target.weight.detach().double().numpy()
+    per_channel = weight.reshape(weight.shape[0], -1)
+    top = np.abs(per_channel).max(axis=1)
+    weight_scales = np.where(top > 0, top / QMAX, 1.0)
+    shape = (-1,) + (1,) * (weight.ndim - 1)
+    q = np.clip(np.round(weight / weight_scales.reshape(shape)), -QMAX, QMAX).astype(np.int64)
+    q = q.reshape(workload.shapes["B"])
+    # the pipeline's factor s_in * s_w / s_out must stay below 1
+    output_scale = max(output_scale, float(input_scale * weight_scales.max()) * (1 + 2 ** -20))
+    bias = None if target.bias is None else target.bias.detach().double().numpy()
+    params = params_from_scales(input_scale, weight_scales, output_scale, bias=bias,
+                                activation=activation)
+    conv = None
+    if isinstance(target, nn.Conv2d):
+        conv = (*target.stride, *target.padding, *target.dilation)
+    return QuantLayer(imported.name, imported.kind, workload, q, params,
+                      _CHANNEL[imported.kind], activation, input_scale, output_scale, conv)
+
+
+__all__ = ["HostStep", "QuantLayer", "QuantizedNetwork", "global_avg_pool", "quantize_model"]

@@ -1,0 +1,56 @@
+"""The integer reference of a quantized network, in plain numpy (no compiler, no workloads).
+
+Convolutions are written out tap by tap from the torch geometry (stride, padding, dilation)
+over the int8 tensors, linear layers as a matrix-vector product, both accumulated in int64,
+then each layer's output stage (`tensorforge.requant`, the integer semantics the hardware
+shares) and the integer host steps (`compiler.quantize.global_avg_pool`, flatten). What the
+accelerator computes for a `QuantizedNetwork` must equal `reference_output` bit for bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tensorforge.compiler.quantize import QuantizedNetwork, QuantLayer, global_avg_pool
+
+
+def conv2d(a: np.ndarray, weight: np.ndarray, conv: tuple[int, ...], depthwise: bool
+           ) -> np.ndarray:
+    """``(C, H, W)`` x ``(K, C, R, S)`` (depthwise: ``(C, R, S)``) -> ``(K, OH, OW)``, int64."""
+    sh, sw, ph, pw, dh, dw = conv
+    a = np.pad(np.asarray(a, dtype=np.int64), ((0, 0), (ph, ph), (pw, pw)))
+    r_taps, s_taps = weight.shape[-2:]
+    out_h = (a.shape[1] - dh * (r_taps - 1) - 1) // sh + 1
+    out_w = (a.shape[2] - dw * (s_taps - 1) - 1) // sw + 1
+    out = np.zeros((weight.shape[0], out_h, out_w), dtype=np.int64)
+    for r in range(r_taps):
+        for s in range(s_taps):
+            patch = a[:, r * dh: r * dh + sh * (out_h - 1) + 1: sh,
+                      s * dw: s * dw + sw * (out_w - 1) + 1: sw]
+            if depthwise:
+                out += patch * weight[:, r, s][:, None, None]
+            else:
+                out += np.einsum("chw,kc->khw", patch, weight[:, :, r, s])
+    return out
+
+
+def layer_output(layer: QuantLayer, q: np.ndarray) -> np.ndarray:
+    """One layer on int8 input ``q``: the accumulator, then the output stage."""
+    weight = np.asarray(layer.weight, dtype=np.int64)
+    if layer.kind == "linear":
+        acc = weight @ np.asarray(q, dtype=np.int64).reshape(-1)
+    else:
+        acc = conv2d(q, weight, layer.conv, layer.kind == "depthwise_conv2d")
+    return layer.params.apply(acc, 0, 32)
+
+
+def reference_output(network: QuantizedNetwork, q: np.ndarray) -> np.ndarray:
+    """The int8 output (int64 array) of ``network`` on the int8 input ``q``."""
+    for step in network.steps:
+        if isinstance(step, QuantLayer):
+            q = layer_output(step, q)
+        elif step.op == "global_avg_pool":
+            q = global_avg_pool(q)
+        else:  # flatten
+            q = np.asarray(q).reshape(-1)
+    return q
