@@ -89,8 +89,8 @@ def generate(workload: Workload, mapping: Mapping, config: AcceleratorConfig, *,
     parameter blocks (`output_stage`) are LOADed into the accumulator past the C tiles first.
     ``output_layout`` writes the output in that dense layout (its base ignored) instead of the
     unpadded one, e.g. the next layer's padded input (`tensorforge.compiler.network`): it
-    must order the dimensions and cut the line into blocks as the unpadded one would, and
-    cover the tensor (`check_output_layout`).
+    must share the unpadded one's innermost dimension and cover the tensor
+    (`check_output_layout`).
     """
     if output is not None:
         output.check(workload, config)
@@ -167,10 +167,12 @@ def _layouts(lowering: Lowering, tiling: Tiling, config: AcceleratorConfig, tile
 def check_output_layout(natural: DramLayout, wanted: DramLayout, shape: tuple[int, ...],
                         base: int) -> DramLayout:
     """``wanted`` at ``base`` as the output's region, if STOREs can write it as they would
-    ``natural`` (same kind, element size, dimension order and line blocks: only the padding
-    around the tensor differs), else `MappingError`."""
-    same = (natural.kind == wanted.kind == "dense" and natural.order == wanted.order
-            and natural.line_block == wanted.line_block
+    ``natural``, else `MappingError`. A STORE row is consecutive elements of the innermost
+    dimension and rows are placed by the layout's strides, so ``wanted`` needs the same
+    kind (dense), element size and innermost dimension, and either ``natural``'s line blocks
+    or none; it may order the outer dimensions otherwise and pad around the tensor."""
+    same = (natural.kind == wanted.kind == "dense" and natural.order[-1:] == wanted.order[-1:]
+            and wanted.line_block in (1, natural.line_block)
             and natural.elem_bytes == wanted.elem_bytes and len(wanted.low) == len(shape))
     covers = same and all(
         low <= 0 and wanted.extents[wanted.order.index(d)] - low >= extent

@@ -229,9 +229,10 @@ def _link(producer: Program, consumer: Program, flatten: bool) -> str | None:
         return None
     shape = producer.workload.shapes["C"]
     if not flatten and consumer.workload.shapes["A"] == shape and (
-            mine.kind == theirs.kind == "dense" and mine.order == theirs.order
-            and mine.line_block == theirs.line_block and mine.elem_bytes == theirs.elem_bytes):
-        return "store"
+            mine.kind == theirs.kind == "dense" and mine.order[-1:] == theirs.order[-1:]
+            and theirs.line_block in (1, mine.line_block)
+            and mine.elem_bytes == theirs.elem_bytes):
+        return "store"  # `codegen.check_output_layout`'s rule
     return "alias" if _byte_map(producer, mine, "C") == _byte_map(consumer, theirs, "A") else None
 
 

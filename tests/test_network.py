@@ -1,0 +1,134 @@
+"""Whole-network programs (issue 18 item 4): a float torch CNN quantized post-training,
+chained layer to layer through DRAM, run on the functional simulator (and the RTL, slow)
+against a numpy integer reference that never sees the compiler, and close to the float
+model's own output.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from tensorforge.api import simulate_model
+from tensorforge.compiler.network import compile_network
+from tensorforge.compiler.quantize import QMAX, quantize_model
+from tensorforge.config import AcceleratorConfig, ArrayConfig, ScratchpadConfig
+from tensorforge.errors import MappingError, WorkloadError
+from tensorforge.network_reference import conv2d
+
+PIPELINE_4x4 = AcceleratorConfig(
+    array=ArrayConfig(rows=4, cols=4),
+    scratchpad=ScratchpadConfig(capacity=2048, banks=4, accumulator=2048),
+    output_pipeline=True)
+# the quantized output is within this fraction of the float output's largest magnitude
+# (int8 weights and activations: each layer adds at most about one output step)
+FLOAT_TOLERANCE = 0.05
+
+
+def small_cnn(seed: int) -> tuple[nn.Module, tuple[torch.Tensor]]:
+    """conv3x3/s1+ReLU -> depthwise 3x3/s2+ReLU -> pointwise+ReLU -> global avg pool ->
+    linear, on a 3x8x8 input."""
+    torch.manual_seed(seed)
+    net = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=8), nn.ReLU(),
+        nn.Conv2d(8, 16, 1), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
+    return net, (torch.randn(1, 3, 8, 8),)
+
+
+def _close_to_float(result) -> None:
+    error = np.abs(result.dequantized - result.float_output).max()
+    assert error <= FLOAT_TOLERANCE * np.abs(result.float_output).max(), error
+
+
+def test_small_cnn_on_the_functional_simulator():
+    net, inputs = small_cnn(seed=7)
+    result = simulate_model(net, inputs, PIPELINE_4x4, backend="functional", seed=7)
+    assert result.match, (result.output, result.expected)
+    assert result.cycles is None
+    _close_to_float(result)
+    # the three convolutions are one program, chained through DRAM; the pool is on the host
+    assert result.host_ops == ("global_avg_pool (_6)", "flatten (_7)")
+    assert len(result.instructions) == 2
+    assert sum("previous layer's output" in line for line in result.layers) == 2
+    assert len(np.unique(result.output)) > 5  # not all clamped
+
+
+NETWORKS = {
+    "5x5 stride 2, 1x1 stride 2": lambda: nn.Sequential(
+        nn.Conv2d(2, 5, 5, stride=2, padding=2), nn.ReLU6(),
+        nn.Conv2d(5, 6, 1, stride=2), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+        nn.Linear(6, 3)),
+    "dilated, depthwise 5x5, no padding": lambda: nn.Sequential(
+        nn.Conv2d(2, 4, 3, dilation=2, padding=2, bias=False), nn.ReLU(),
+        nn.Conv2d(4, 4, 5, groups=4, padding=2), nn.ReLU(), nn.Conv2d(4, 7, 2),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(7, 5), nn.ReLU(), nn.Linear(5, 4)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NETWORKS))
+def test_other_kernels_strides_and_activations(name):
+    torch.manual_seed(3)
+    net = NETWORKS[name]()
+    inputs = (torch.randn(1, 2, 9, 9),)
+    result = simulate_model(net, inputs, PIPELINE_4x4, backend="functional", seed=3)
+    assert result.match, (result.output, result.expected)
+    _close_to_float(result)
+
+
+def test_quantization_scheme():
+    net, inputs = small_cnn(seed=1)
+    network = quantize_model(net, inputs)
+    for layer in network.layers:
+        assert np.abs(layer.weight).max() == QMAX  # per-channel scales use the full range
+        flat = np.abs(layer.weight).reshape(layer.weight.shape[0], -1)
+        assert (flat.max(axis=1) == QMAX).all() or layer.kind == "depthwise_conv2d"
+        # the requantization factor s_in * s_w / s_out is representable (below 1)
+        assert (layer.params.multiplier > 0).all()
+    relu = [layer.params.low.min() for layer in network.layers[:3]]
+    assert relu == [0, 0, 0] and network.layers[-1].params.low.min() == -128
+    q = network.quantize_input(inputs[0])
+    assert q.min() >= -128 and q.max() == QMAX
+
+
+def test_reference_convolution_is_torchs():
+    """The integer reference's convolution against torch's, on small integers (exact in
+    float64)."""
+    rng = np.random.default_rng(5)
+    a = rng.integers(-8, 8, (3, 7, 6))
+    w = rng.integers(-8, 8, (4, 3, 3, 2))
+    conv = (2, 1, 1, 0, 1, 2)  # stride, padding, dilation: (h, w) each
+    want = torch.nn.functional.conv2d(torch.tensor(a[None], dtype=torch.float64),
+                                      torch.tensor(w, dtype=torch.float64), stride=(2, 1),
+                                      padding=(1, 0), dilation=(1, 2))[0].numpy()
+    np.testing.assert_array_equal(conv2d(a, w, conv, depthwise=False), want)
+    dw = rng.integers(-8, 8, (3, 3, 3))
+    want = torch.nn.functional.conv2d(torch.tensor(a[None], dtype=torch.float64),
+                                      torch.tensor(dw[:, None], dtype=torch.float64),
+                                      padding=1, groups=3)[0].numpy()
+    np.testing.assert_array_equal(conv2d(a, dw, (1, 1, 1, 1, 1, 1), depthwise=True), want)
+
+
+def test_clear_errors():
+    net, inputs = small_cnn(seed=1)
+    with pytest.raises(MappingError, match="output pipeline"):
+        compile_network(quantize_model(net, inputs), AcceleratorConfig(
+            array=ArrayConfig(rows=4, cols=4)))
+    with pytest.raises(WorkloadError, match="MaxPool2d"):
+        quantize_model(nn.Sequential(nn.Conv2d(1, 2, 3), nn.MaxPool2d(2), nn.Flatten()),
+                       (torch.randn(1, 1, 6, 6),))
+    with pytest.raises(WorkloadError, match="tuple of one tensor"):
+        quantize_model(net, inputs[0])
+
+
+@pytest.mark.slow
+@pytest.mark.rtl
+def test_small_cnn_on_the_rtl():
+    net, inputs = small_cnn(seed=7)
+    result = simulate_model(net, inputs, PIPELINE_4x4, seed=7)
+    assert result.match, (result.output, result.expected)
+    assert result.cycles > 0 and len(result.segment_cycles) == 2
+    _close_to_float(result)
