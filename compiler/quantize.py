@@ -16,8 +16,11 @@ How (TFLite's scheme, symmetric, every zero point 0):
   the quantized 6) to int8. An output scale so small that this factor reaches 1 is raised
   until it is below 1 (the pipeline takes factors in (0, 1)).
 
-Global average pooling is an integer host step at the input's scale: the sum over the
-pixels divided by their count, rounded half away from zero. Flatten is a reshape.
+Global average pooling keeps its input's scale. On the device (the default) it is a layer:
+a depthwise convolution of all-ones weights over the whole image sums each channel, and the
+output stage multiplies the sum by ``1 / pixels`` (gemmlowp multiplier and rounding shift).
+As a host step (``pool_on_device=False``, or a 1x1 image) it is the integer sum divided by
+the pixel count, rounded half away from zero. Flatten is a reshape.
 
 Supported: a chain (each node reads the one before) of ``Conv2d`` (any kernel, stride,
 padding, dilation; groups 1 or depthwise), ``Linear``, ReLU / ReLU6 right after a layer
@@ -35,9 +38,9 @@ import torch
 from torch import fx, nn
 
 from tensorforge.compiler.torch_import import ImportedLayer, from_torch
-from tensorforge.compiler.workload import Workload
+from tensorforge.compiler.workload import Workload, parse_workload
 from tensorforge.errors import WorkloadError
-from tensorforge.requant import OutputParams, params_from_scales
+from tensorforge.requant import OutputParams, params_from_scales, quantize_multiplier
 
 QMAX = 127
 _CHANNEL = {"conv2d": "k", "depthwise_conv2d": "c", "linear": "j"}
@@ -52,7 +55,7 @@ class QuantLayer:
     """A device layer: int8 weights in the workload's B shape, per-channel output stage."""
 
     name: str  # the fx node name
-    kind: str  # conv2d, depthwise_conv2d or linear
+    kind: str  # conv2d, depthwise_conv2d, linear or global_avg_pool
     workload: Workload
     weight: np.ndarray  # int64 holding int8 values, the workload's B shape
     params: OutputParams
@@ -105,8 +108,11 @@ def global_avg_pool(q: np.ndarray) -> np.ndarray:
 
 
 def quantize_model(module: nn.Module, example_inputs: Sequence[torch.Tensor],
-                   name: str = "") -> QuantizedNetwork:
-    """Quantize ``module`` post-training, calibrated on ``example_inputs`` (module docstring)."""
+                   name: str = "", pool_on_device: bool = True) -> QuantizedNetwork:
+    """Quantize ``module`` post-training, calibrated on ``example_inputs`` (module docstring).
+
+    ``pool_on_device`` makes global average pooling a device layer (`_pool`), else a host
+    step."""
     if not isinstance(example_inputs, tuple | list) or len(example_inputs) != 1:
         raise WorkloadError("simulate_model takes example_inputs as a tuple of one tensor, as "
                             "torch.export does: (x,)")
@@ -138,7 +144,10 @@ def quantize_model(module: nn.Module, example_inputs: Sequence[torch.Tensor],
             steps.append(layer)
             scale, previous = layer.output_scale, last
         elif _is_global_pool(node, target, values):
-            steps.append(HostStep(node.name, "global_avg_pool"))
+            shape = tuple(values[previous].shape[1:]) if previous is not None else tuple(
+                x.shape[1:])
+            steps.append(_pool(node.name, shape, scale) if pool_on_device and
+                         shape[1] * shape[2] > 1 else HostStep(node.name, "global_avg_pool"))
             previous = node
         elif isinstance(target, nn.Flatten) or node.target in _FLATTENS:
             steps.append(HostStep(node.name, "flatten"))
@@ -204,6 +213,21 @@ def _is_global_pool(node: fx.Node, target, values) -> bool:
     if node.op == "call_function" and node.target is torch.nn.functional.adaptive_avg_pool2d:
         return node.args[1] in (1, (1, 1))
     return False
+
+
+def _pool(name: str, shape: tuple[int, ...], scale: float) -> QuantLayer:
+    """Global average pooling as a device layer: a depthwise convolution whose kernel is the
+    whole ``(C, H, W)`` input, all ones, so the accumulator holds each channel's sum; the
+    output stage multiplies by ``1 / (H*W)`` (gemmlowp's rounding) at the input's scale."""
+    channels, height, width = shape
+    workload = parse_workload("C[c,x,y] += A[c,x+r,y+s] * B[c,r,s]",
+                              {"c": channels, "x": 1, "y": 1, "r": height, "s": width,
+                               "A": shape}, name=name)
+    multiplier, shift = quantize_multiplier(1 / (height * width))
+    params = OutputParams.per_channel(channels, multiplier=multiplier, shift=shift,
+                                      low=-QMAX - 1, high=QMAX)
+    return QuantLayer(name, "global_avg_pool", workload, np.ones(shape, dtype=np.int64), params,
+                      "c", "none", scale, scale, None)
 
 
 def _layer(imported: ImportedLayer, target: nn.Module, input_scale: float, output_scale: float,

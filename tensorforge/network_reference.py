@@ -39,6 +39,8 @@ def layer_output(layer: QuantLayer, q: np.ndarray) -> np.ndarray:
     weight = np.asarray(layer.weight, dtype=np.int64)
     if layer.kind == "linear":
         acc = weight @ np.asarray(q, dtype=np.int64).reshape(-1)
+    elif layer.kind == "global_avg_pool":  # each channel's sum, divided by the output stage
+        acc = np.asarray(q, dtype=np.int64).sum(axis=(1, 2), keepdims=True)
     else:
         acc = conv2d(q, weight, layer.conv, layer.kind == "depthwise_conv2d")
     return layer.params.apply(acc, 0, 32)

@@ -17,6 +17,7 @@ from tensorforge.compiler.quantize import QMAX, quantize_model
 from tensorforge.config import AcceleratorConfig, ArrayConfig, ScratchpadConfig
 from tensorforge.errors import MappingError, WorkloadError
 from tensorforge.network_reference import conv2d
+from tensorforge.sim.network_run import check_network
 
 PIPELINE_4x4 = AcceleratorConfig(
     array=ArrayConfig(rows=4, cols=4),
@@ -50,11 +51,24 @@ def test_small_cnn_on_the_functional_simulator():
     assert result.match, (result.output, result.expected)
     assert result.cycles is None
     _close_to_float(result)
-    # the three convolutions are one program, chained through DRAM; the pool is on the host
+    # one program: every layer (the pool too) reads its predecessor's output in place
+    assert result.host_ops == ()
+    assert len(result.instructions) == 1
+    assert sum("previous layer's output" in line for line in result.layers) == 4
+    assert len(np.unique(result.output)) > 5  # not all clamped
+
+
+def test_pool_on_the_host_splits_the_program():
+    net, inputs = small_cnn(seed=7)
+    network = quantize_model(net, inputs, pool_on_device=False)
+    program = compile_network(network, PIPELINE_4x4)
+    with torch.no_grad():
+        float_output = net(*inputs).numpy()
+    result = check_network(program, inputs[0], float_output, "functional", seed=7)
+    assert result.match
+    _close_to_float(result)
     assert result.host_ops == ("global_avg_pool (_6)", "flatten (_7)")
     assert len(result.instructions) == 2
-    assert sum("previous layer's output" in line for line in result.layers) == 2
-    assert len(np.unique(result.output)) > 5  # not all clamped
 
 
 NETWORKS = {
@@ -82,14 +96,19 @@ def test_other_kernels_strides_and_activations(name):
 def test_quantization_scheme():
     net, inputs = small_cnn(seed=1)
     network = quantize_model(net, inputs)
+    kinds = [layer.kind for layer in network.layers]
+    assert kinds == ["conv2d", "depthwise_conv2d", "conv2d", "global_avg_pool", "linear"]
     for layer in network.layers:
-        assert np.abs(layer.weight).max() == QMAX  # per-channel scales use the full range
         flat = np.abs(layer.weight).reshape(layer.weight.shape[0], -1)
-        assert (flat.max(axis=1) == QMAX).all() or layer.kind == "depthwise_conv2d"
+        if layer.kind == "global_avg_pool":
+            assert (flat == 1).all()  # sums; the output stage divides by the 16 pixels
+            assert layer.params.apply(np.array([[[16 * 5 + 8]]] * 16), 0, 32).ravel()[0] == 6
+        else:  # per-output-channel scales use each channel's full range
+            assert (flat.max(axis=1) == QMAX).all()
         # the requantization factor s_in * s_w / s_out is representable (below 1)
         assert (layer.params.multiplier > 0).all()
-    relu = [layer.params.low.min() for layer in network.layers[:3]]
-    assert relu == [0, 0, 0] and network.layers[-1].params.low.min() == -128
+    relu = [layer.params.low.min() for layer in network.layers]
+    assert relu == [0, 0, 0, -128, -128]
     q = network.quantize_input(inputs[0])
     assert q.min() >= -128 and q.max() == QMAX
 
@@ -130,5 +149,5 @@ def test_small_cnn_on_the_rtl():
     net, inputs = small_cnn(seed=7)
     result = simulate_model(net, inputs, PIPELINE_4x4, seed=7)
     assert result.match, (result.output, result.expected)
-    assert result.cycles > 0 and len(result.segment_cycles) == 2
+    assert result.cycles > 0 and len(result.segment_cycles) == 1
     _close_to_float(result)
