@@ -42,6 +42,7 @@ _EXPORTS = {
     "synthesize_asic": "tensorforge.fpga",
     "compile_workload": "tensorforge.api",
     "generate_verilog": "tensorforge.api",
+    "simulate_model": "tensorforge.api",
 }
 
 __all__ = ["__version__", *_EXPORTS]
