@@ -175,7 +175,7 @@ def check_output_layout(natural: DramLayout, wanted: DramLayout, shape: tuple[in
             and wanted.line_block in (1, natural.line_block)
             and natural.elem_bytes == wanted.elem_bytes and len(wanted.low) == len(shape))
     covers = same and all(
-        low <= 0 and wanted.extents[wanted.order.index(d)] - low >= extent
+        low <= 0 and wanted.extents[wanted.order.index(d)] + low >= extent
         for d, (low, extent) in enumerate(zip(wanted.low, shape, strict=True)))
     if not covers:
         raise MappingError(f"the output cannot be stored as {wanted.describe()}: its STOREs "

@@ -47,7 +47,9 @@ BREAK_COST = 1e15  # a host re-layout outweighs any cycles a better mapping save
 
 @dataclass(frozen=True)
 class HostOp:
-    """An op between device segments: ``global_avg_pool``, ``flatten`` or ``relayout``."""
+    """An op between device segments: ``global_avg_pool``, ``flatten``, ``relayout`` (the
+    next layer reads the previous output in another layout), or ``host_input`` (it reads a
+    tensor that is not the previous output: a zoo model's branch)."""
 
     name: str
     op: str
@@ -152,7 +154,9 @@ def compile_network(network: QuantizedNetwork, config: AcceleratorConfig,
     for run, host in _device_runs(network.steps):
         for group in _chain(run, config, memory):
             if items and isinstance(items[-1], Segment):
-                items.append(HostOp(group[0][0].name, "relayout"))
+                produced = items[-1].layers[-1].workload.shapes["C"]
+                held = input_offsets(produced, group[0][0].workload.shapes["A"]) is not None
+                items.append(HostOp(group[0][0].name, "relayout" if held else "host_input"))
             items.append(_segment(group, config))
         items.extend(HostOp(step.name, step.op) for step in host)
     return NetworkProgram(config, network, tuple(items))
@@ -220,20 +224,33 @@ def _input_layout(program: Program) -> DramLayout:
     return next(x for x in program.operands if x.tensor == "A")
 
 
-def _link(producer: Program, consumer: Program, flatten: bool) -> str | None:
-    """How ``consumer`` reads ``producer``'s output: ``store`` (the producer writes the
-    consumer's input layout), ``alias`` (the regions are alike byte for byte), None (a
-    host re-layout)."""
+def _link(producer: Program, consumer: Program, flatten: bool) -> DramLayout | str | None:
+    """How ``consumer`` reads ``producer``'s output: a `DramLayout` (the producer STOREs into
+    the consumer's input region, which that layout describes for the producer's tensor),
+    ``"alias"`` (the regions are alike byte for byte), None (a host re-layout)."""
     mine, theirs = producer.output, _input_layout(consumer)
     if consumer.lowering.groups or producer.lowering.groups:
         return None
     shape = producer.workload.shapes["C"]
-    if not flatten and consumer.workload.shapes["A"] == shape and (
+    before = input_offsets(shape, consumer.workload.shapes["A"])
+    if not flatten and before is not None and (
             mine.kind == theirs.kind == "dense" and mine.order[-1:] == theirs.order[-1:]
             and theirs.line_block in (1, mine.line_block)
-            and mine.elem_bytes == theirs.elem_bytes):
-        return "store"  # `codegen.check_output_layout`'s rule
+            and mine.elem_bytes == theirs.elem_bytes):  # `codegen.check_output_layout`'s rule
+        return replace(theirs, low=tuple(low - b for low, b in zip(theirs.low, before,
+                                                                    strict=True)))
     return "alias" if _byte_map(producer, mine, "C") == _byte_map(consumer, theirs, "A") else None
+
+
+def input_offsets(produced: tuple[int, ...], read: tuple[int, ...]) -> tuple[int, ...] | None:
+    """Where a tensor of shape ``produced`` lies in an input of shape ``read`` that holds it
+    zero-padded (the zoo's pre-padded inputs; equal shapes for torch's, whose padding is the
+    workload's): the padding before it per dimension, half the difference rounded up (as
+    torch pads, a stride-2 window leaving the last row out); None if ``read`` is smaller or
+    of another rank."""
+    if len(produced) != len(read) or any(r < p for p, r in zip(produced, read, strict=True)):
+        return None
+    return tuple((r - p + 1) // 2 for p, r in zip(produced, read, strict=True))
 
 
 def _byte_map(program: Program, layout: DramLayout, tensor: str) -> bytes:
@@ -247,7 +264,7 @@ def _byte_map(program: Program, layout: DramLayout, tensor: str) -> bytes:
 
 
 def _chain(run: list[tuple[QuantLayer, bool]], config: AcceleratorConfig,
-           memory: MemorySystem) -> list[list[tuple[QuantLayer, Program, str | None]]]:
+           memory: MemorySystem) -> list[list[tuple[QuantLayer, Program, object]]]:
     """The run's layers with the programs picked jointly, cut where a link breaks; each
     entry ``(layer, program, how it reads its predecessor)``."""
     if not run:
@@ -275,17 +292,16 @@ def _chain(run: list[tuple[QuantLayer, bool]], config: AcceleratorConfig,
         how = _link(programs[position - 1], programs[position], flatten) if position else None
         if position and how is None:
             groups.append([])
-        if how == "store":  # the producer writes the consumer's (padded) input region
+        if isinstance(how, DramLayout):  # the producer writes the consumer's input region
             before = groups[-1][-1]
             stored = generate(before[0].workload, before[1].mapping, config,
-                              output=_stage(before[0]),
-                              output_layout=_input_layout(programs[position]))
+                              output=_stage(before[0]), output_layout=how)
             groups[-1][-1] = (before[0], stored, before[2])
         groups[-1].append((layer, programs[position], how))
     return groups
 
 
-def _segment(group: list[tuple[QuantLayer, Program, str | None]],
+def _segment(group: list[tuple[QuantLayer, Program, object]],
              config: AcceleratorConfig) -> Segment:
     """Place the group's regions, relocate and join its programs (module docstring)."""
     base = 0

@@ -6,16 +6,20 @@ model's own output.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
 from tensorforge.api import simulate_model
+from tensorforge.cli import main
 from tensorforge.compiler.network import compile_network
 from tensorforge.compiler.quantize import QMAX, quantize_model
 from tensorforge.config import AcceleratorConfig, ArrayConfig, ScratchpadConfig
 from tensorforge.errors import MappingError, WorkloadError
+from tensorforge.isa import decode_program
 from tensorforge.network_reference import conv2d
 from tensorforge.sim.network_run import check_network
 
@@ -151,3 +155,18 @@ def test_small_cnn_on_the_rtl():
     assert result.match, (result.output, result.expected)
     assert result.cycles > 0 and len(result.segment_cycles) == 1
     _close_to_float(result)
+
+
+def test_compile_a_zoo_model_as_one_program(tmp_path, capsys):
+    """`compile --workload dqn`: both strided convolutions in one program (the first STOREs
+    into the second's input region), checked on the functional simulator."""
+    flags = ["compile", "--workload", "dqn", "--pe", "4x4", "--output-pipeline"]
+    assert main([*flags, "--check", "--json", "--out", str(tmp_path)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["check"]["equal"] and summary["host_ops"] == []
+    (segment,) = summary["segments"]
+    assert segment["layers"] == ["dqn_k1", "dqn_k2"]
+    program = decode_program((tmp_path / "segment0.bin").read_bytes())
+    assert len(program) == segment["instructions"]
+    assert main(flags[:-1]) == 1
+    assert "add --output-pipeline" in capsys.readouterr().err

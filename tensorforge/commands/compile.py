@@ -1,5 +1,7 @@
 """`tensorforge compile`: workload + accelerator + mapping -> program binary.
 
+A bare zoo model name compiles the whole network (`tensorforge.commands.compile_network`).
+
 ``--out DIR`` writes what a user's own project needs (`tensorforge.project_files`): the
 program and its disassembly, the packed DRAM image of seeded inputs, the register values, the
 expected output, a C header of the accelerator's parameters and memory map, and a cocotb test
@@ -57,11 +59,14 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from tensorforge.api import resolve_mapping
+    from tensorforge.commands import compile_network
     from tensorforge.compiler.codegen import generate
 
-    workload = workload_from_args(args)
     config = config_from_args(args)
     memory = memory_from_args(args)
+    if compile_network.is_model_name(args.workload):
+        return compile_network.run(args, config, memory)
+    workload = workload_from_args(args)
     mapping = resolve_mapping(workload, config, args.mapping, memory)
     program = generate(workload, mapping, config)
     if args.out and args.out.suffix == ".bin":

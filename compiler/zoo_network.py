@@ -1,0 +1,89 @@
+"""A zoo model as a quantized network, for whole-network programs (`compile --workload NAME`).
+
+Zoo models list layers, not a graph, and carry no weights. `zoo_network` reads them as a
+chain: each layer's input ``A`` is the previous layer's output where it holds it (the same
+shape, or that shape zero-padded as the zoo's pre-padded inputs are:
+`network.input_offsets`), otherwise a tensor from the host (a branch, a residual path, the
+network input). Weights are seeded random int8 (``B``), each layer's output stage a bias
+and a requantization scale ``1 / (64 * sqrt(reduction length))`` that keeps outputs spread
+over int8, channel = the output's first index. `check_zoo_network` runs the segments on the
+functional simulator against each workload's numpy reference chained the same way.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tensorforge.compiler.network import NetworkProgram, input_offsets
+from tensorforge.compiler.quantize import QMAX, QuantizedNetwork, QuantLayer
+from tensorforge.compiler.zoo import Model
+from tensorforge.errors import WorkloadError
+from tensorforge.requant import OutputParams, quantize_multiplier
+
+
+def zoo_network(model: Model, seed: int = 0) -> QuantizedNetwork:
+    """``model``'s layers as int8 layers with seeded random weights and output stages."""
+    rng = np.random.default_rng(seed)
+    layers = []
+    for layer in model.layers:
+        workload = layer.workload
+        if sorted(workload.input_names) != ["A", "B"]:
+            raise WorkloadError(f"{model.name}:{layer.name} is not a layer of activations A "
+                                f"and weights B ({workload.text}); whole-network programs "
+                                "chain two-input layers")
+        channel = workload.output.indices[0]
+        reduction = max(1, workload.macs // math.prod(workload.shapes["C"]))
+        multiplier, shift = quantize_multiplier(1 / (64 * math.sqrt(reduction)))
+        channels = workload.sizes[channel]
+        params = OutputParams.per_channel(
+            channels, bias=rng.integers(-256, 256, channels), multiplier=multiplier,
+            shift=shift, low=-QMAX - 1, high=QMAX)
+        weight = rng.integers(-QMAX, QMAX + 1, workload.shapes["B"])
+        layers.append(QuantLayer(layer.name, "zoo", workload, weight, params, channel, "none",
+                                 1.0, 1.0, None))
+    return QuantizedNetwork(model.name, tuple(layers), 1.0, 1.0,
+                            layers[0].workload.shapes["A"])
+
+
+def _input(layer: QuantLayer, previous: np.ndarray | None, rng) -> np.ndarray:
+    """The layer's ``A``: the previous output zero-padded into place, or a host tensor."""
+    shape = layer.workload.shapes["A"]
+    before = None if previous is None else input_offsets(previous.shape, shape)
+    if before is None:
+        return rng.integers(-QMAX - 1, QMAX + 1, shape)
+    padded = np.zeros(shape, dtype=np.int64)
+    padded[tuple(slice(b, b + n) for b, n in zip(before, previous.shape, strict=True))] = previous
+    return padded
+
+
+def _reference(layer: QuantLayer, a: np.ndarray) -> np.ndarray:
+    workload = layer.workload
+    acc = workload.reference({"A": a, "B": layer.weight})
+    return layer.params.apply(acc, workload.output.indices.index(layer.channel), 32)
+
+
+def check_zoo_network(program: NetworkProgram, seed: int = 0) -> dict[str, object]:
+    """Run every segment on the functional simulator; compare each layer's output (the
+    segment's last, read back) with the chained references. Returns counts per segment."""
+    from tensorforge.sim.functional import run_program
+
+    rng = np.random.default_rng(seed)
+    previous = None
+    segments = []
+    for segment in program.segments:
+        first = _input(segment.layers[0], previous, rng)
+        expected = first
+        for position, layer in enumerate(segment.layers):
+            expected = _reference(layer, expected if position == 0 else _input(
+                layer, expected, rng))
+        image = segment.pack(first)
+        run_program(program.config, list(segment.instructions), image)
+        output = np.asarray(segment.unpack(image))
+        segments.append({"layers": [layer.name for layer in segment.layers],
+                         "instructions": len(segment.instructions),
+                         "equal": bool(np.array_equal(output, expected))})
+        previous = expected
+    return {"seed": seed, "equal": all(s["equal"] for s in segments), "segments": segments}
+

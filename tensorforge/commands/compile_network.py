@@ -1,0 +1,74 @@
+"""`tensorforge compile --workload MODEL`: one program per device segment of a zoo model.
+
+A bare zoo model name (``dqn``, ``mobilenet_v1``, ``resnet50``) compiles the whole network
+with `tensorforge.compiler.network`: each layer lowered directly with an output stage (so the
+accelerator needs ``--output-pipeline``), chained layer to layer through DRAM where the next
+layer reads the previous output (`tensorforge.compiler.zoo_network` says how a zoo model's
+layer list is read as a chain), one program per segment, the host ops between them listed.
+``--out DIR`` writes ``segment<i>.bin`` (instructions), ``segment<i>.asm`` and
+``network.json``; ``--check`` runs every segment on the functional simulator against the
+chained numpy references.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from tensorforge.errors import ConfigError, MappingError
+
+
+def is_model_name(text: str) -> bool:
+    from tensorforge.compiler.zoo import list_models
+
+    return "[" not in text and ":" not in text and text in list_models()
+
+
+def run(args: argparse.Namespace, config, memory) -> int:
+    from tensorforge.compiler.network import compile_network
+    from tensorforge.compiler.zoo import load_model
+    from tensorforge.compiler.zoo_network import check_zoo_network, zoo_network
+
+    if not config.output_pipeline:
+        raise ConfigError(f"a whole-network program ({args.workload}) chains int8 layers "
+                          "through the output pipeline: add --output-pipeline, or name one "
+                          f"layer ({args.workload}:LAYER)")
+    if args.mapping != "default" or args.save_mapping:
+        raise MappingError("a whole-network program picks each layer's mapping itself; "
+                           "--mapping and --save-mapping apply to one layer (MODEL:LAYER)")
+    program = compile_network(zoo_network(load_model(args.workload), args.seed), config, memory)
+    summary = {
+        "network": args.workload, "config": config.describe(), "memory": memory.describe(),
+        "segments": [{"layers": [layer.name for layer in segment.layers],
+                      "instructions": len(segment.instructions),
+                      "dram_bytes": segment.data_bytes + 16 * len(segment.instructions)}
+                     for segment in program.segments],
+        "host_ops": [str(op) for op in program.host_ops],
+    }
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        from tensorforge.isa import disassemble, encode_program
+
+        for number, segment in enumerate(program.segments):
+            instructions = list(segment.instructions)
+            (args.out / f"segment{number}.bin").write_bytes(encode_program(instructions))
+            (args.out / f"segment{number}.asm").write_text(disassemble(instructions))
+        (args.out / "network.json").write_text(json.dumps(summary, indent=2))
+    status = 0
+    if args.check:
+        summary["check"] = check_zoo_network(program, args.seed)
+        status = 0 if summary["check"]["equal"] else 1
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return status
+    layers = sum(len(s["layers"]) for s in summary["segments"])
+    print(f"{args.workload}: {layers} layers on {config.describe()}, {memory.describe()}")
+    for number, segment in enumerate(summary["segments"]):
+        print(f"segment {number}: {segment['instructions']} instructions, "
+              f"layers {', '.join(segment['layers'])}")
+    print(f"host ops: {', '.join(summary['host_ops']) or 'none'}")
+    if args.check:
+        verdict = "equal to" if status == 0 else "DIFFERENT from"
+        print(f"check:   functional simulator result is {verdict} the numpy reference "
+              f"(seed {args.seed})")
+    return status
