@@ -25,6 +25,7 @@ requantization, activation at STORE, int8 out), and strings the layers together:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -187,6 +188,7 @@ def _device_runs(steps) -> list[tuple[list[tuple[QuantLayer, bool]], list[HostSt
 class _Candidate:
     cost: float
     program: Program
+    tile_major: bool = True
 
 
 def _stage(layer: QuantLayer) -> OutputStage:
@@ -204,8 +206,13 @@ def _candidates(layer: QuantLayer, config: AcceleratorConfig, memory: MemorySyst
         for cost, mapping in choice_mappings(workload, reserve_accumulator(config, reserve), (),
                                              memory):
             try:
-                found.append(_Candidate(cost, generate(workload, mapping, config,
-                                                       output=stage)))
+                program = generate(workload, mapping, config, output=stage)
+                found.append(_Candidate(cost, program))
+                if any(x.line_block > 1 for x in (*program.operands, program.output)):
+                    # row-major regions chain where tile-major line blocks differ (an
+                    # accumulator line wider than an operand line); a hair dearer on a tie
+                    found.append(_Candidate(cost * (1 + 1e-9), generate(
+                        workload, mapping, config, output=stage, tile_major=False), False))
             except ParamRoomError as error:
                 needed = max(needed, error.lines)
         if found or not needed:
@@ -239,6 +246,9 @@ def _link(producer: Program, consumer: Program, flatten: bool) -> DramLayout | s
             and mine.elem_bytes == theirs.elem_bytes):  # `codegen.check_output_layout`'s rule
         return replace(theirs, low=tuple(low - b for low, b in zip(theirs.low, before,
                                                                     strict=True)))
+    if mine.nbytes != theirs.nbytes or math.prod(shape) != math.prod(
+            consumer.workload.shapes["A"]):
+        return None
     return "alias" if _byte_map(producer, mine, "C") == _byte_map(consumer, theirs, "A") else None
 
 
@@ -286,7 +296,8 @@ def _chain(run: list[tuple[QuantLayer, bool]], config: AcceleratorConfig,
     for position in range(len(run) - 1, 0, -1):
         picks.append(best[position][picks[-1]][1])
     picks.reverse()
-    programs = [options[i][c].program for i, c in enumerate(picks)]
+    chosen = [options[i][c] for i, c in enumerate(picks)]
+    programs = [c.program for c in chosen]
     groups: list[list] = [[]]
     for position, (layer, flatten) in enumerate(run):
         how = _link(programs[position - 1], programs[position], flatten) if position else None
@@ -295,7 +306,8 @@ def _chain(run: list[tuple[QuantLayer, bool]], config: AcceleratorConfig,
         if isinstance(how, DramLayout):  # the producer writes the consumer's input region
             before = groups[-1][-1]
             stored = generate(before[0].workload, before[1].mapping, config,
-                              output=_stage(before[0]), output_layout=how)
+                              output=_stage(before[0]), output_layout=how,
+                              tile_major=chosen[position - 1].tile_major)
             groups[-1][-1] = (before[0], stored, before[2])
         groups[-1].append((layer, programs[position], how))
     return groups

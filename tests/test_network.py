@@ -170,3 +170,18 @@ def test_compile_a_zoo_model_as_one_program(tmp_path, capsys):
     assert len(program) == segment["instructions"]
     assert main(flags[:-1]) == 1
     assert "add --output-pipeline" in capsys.readouterr().err
+
+
+def test_conv2d_intrinsic_chains_what_it_can_and_relays_the_rest():
+    """On the conv2d intrinsic a convolution's output is channel-innermost and the depthwise
+    choices read a pixel axis innermost: those links are host re-layouts, listed; the
+    result is still exact."""
+    config = AcceleratorConfig(intrinsic="conv2d",
+                               array=ArrayConfig(rows=2, cols=3, dataflow="os"),
+                               scratchpad=ScratchpadConfig(capacity=4096, accumulator=4096),
+                               output_pipeline=True)
+    net, inputs = small_cnn(seed=7)
+    result = simulate_model(net, inputs, config, backend="functional", seed=7)
+    assert result.match, (result.output, result.expected)
+    assert result.host_ops and all(op.startswith("relayout") for op in result.host_ops)
+    assert len(result.instructions) == len(result.host_ops) + 1
