@@ -97,6 +97,42 @@ def test_other_kernels_strides_and_activations(name):
     _close_to_float(result)
 
 
+class _Functional(nn.Module):
+    """Functional activations, a flatten of a whole feature map into a linear layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(3, 6, 3, stride=2)
+        self.b = nn.Conv2d(6, 6, 3, padding=1, groups=6)
+        self.fc = nn.Linear(6 * 3 * 3, 5)
+        self.fc2 = nn.Linear(5, 4)
+
+    def forward(self, x):
+        x = torch.relu(self.b(nn.functional.relu(self.a(x))))
+        x = nn.functional.relu6(self.fc(torch.flatten(x, 1)))
+        return self.fc2(x)
+
+
+class _MeanPool(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(3, 6, 3)
+        self.fc = nn.Linear(6, 4)
+
+    def forward(self, x):
+        return self.fc(self.a(x).relu().mean((2, 3)))
+
+
+@pytest.mark.parametrize("module", [_Functional, _MeanPool])
+def test_functional_forms_and_flatten_into_linear(module):
+    torch.manual_seed(0)
+    result = simulate_model(module(), (torch.randn(1, 3, 8, 8),), PIPELINE_4x4,
+                            backend="functional")
+    assert result.match, (result.output, result.expected)
+    _close_to_float(result)
+    assert result.host_ops == ()  # the flatten reads the conv's output in place
+
+
 def test_quantization_scheme():
     net, inputs = small_cnn(seed=1)
     network = quantize_model(net, inputs)
