@@ -121,6 +121,17 @@ def generate(workload: Workload, mapping: Mapping, config: AcceleratorConfig, *,
                    output_stage=output, params=region)
 
 
+def region_layouts(workload: Workload, mapping: Mapping, config: AcceleratorConfig, *,
+                   tile_major: bool = True, narrow_output: bool = False
+                   ) -> dict[str, DramLayout]:
+    """The DRAM regions `generate` would lay out, by tensor name, without generating the
+    program (cheap: a caller comparing layouts across mappings need not emit each one)."""
+    lowering = Lowering(workload, mapping.groups, mapping.choice.stage)
+    tiling = build_tiling(lowering.device, mapping.choice, mapping.tile_sizes, config)
+    layouts, _, _ = _layouts(lowering, tiling, config, tile_major, narrow_output)
+    return {layout.tensor: layout for layout in layouts.values()}
+
+
 def _load_params(emit: Emitter, region: ParamRegion) -> None:
     """LOADs of the parameter lines into the accumulator, the program's first task: the
     first COMPUTE waits for a later LOAD, and every STORE for a COMPUTE, so no STORE reads

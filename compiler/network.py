@@ -4,12 +4,12 @@
 workload as written, `mappers.choice_mappings`) with its output stage (bias,
 requantization, activation at STORE, int8 out), and strings the layers together:
 
-* **layouts.** The mapping of each layer is picked over the whole chain (least estimated
-  cycles, with as few breaks as possible): a layer whose input layout orders dimensions and
-  cuts lines as its producer's output does reads that output in place. The producer then
-  STOREs straight into the consumer's padded input region (`codegen.generate`'s
-  ``output_layout``), whose halo stays zero, so nobody pads; a flatten whose two sides lie
-  byte for byte alike is free. Anything else is a host re-layout (``relayout``).
+* **layouts.** The mapping of each layer is picked over the whole chain
+  (`tensorforge.compiler.network_chain`): a layer whose input region its producer's STOREs
+  can write reads that output in place. The producer then STOREs straight into the
+  consumer's padded input region (`codegen.generate`'s ``output_layout``), whose halo stays
+  zero, so nobody pads; a flatten whose two sides lie byte for byte alike is free. Anything
+  else is a host re-layout (``relayout``).
 * **one instruction stream.** Each layer's program is generated on its own and relocated
   into the segment's DRAM map (activations first, the segment's outputs one writable span,
   then weights and output-stage parameters, then the instructions). Between two layers a
@@ -17,7 +17,7 @@ requantization, activation at STORE, int8 out), and strings the layers together:
   accumulator block 0 (harmless: nothing is left to store) waits for it and signals LOAD,
   and the next layer's first LOAD waits for that. So the next layer reads DRAM only after
   the previous one has written it, and reuses the buffers only after they drained.
-* **segments.** An op the device lacks (global average pooling, a re-layout) ends a device
+* **segments.** An op the device lacks (a re-layout, pooling on the host) ends a device
   segment; the host runs it on the integers and packs the next segment's input. Each
   segment is one program with one FINISH; `NetworkProgram.host_ops` lists what ran on the
   host.
@@ -25,25 +25,19 @@ requantization, activation at STORE, int8 out), and strings the layers together:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tensorforge.compiler.codegen import generate
 from tensorforge.compiler.layout import DramLayout, aligned
-from tensorforge.compiler.mappers import choice_mappings, default_mapping
-from tensorforge.compiler.output_stage import OutputStage, ParamRoomError, reserve_accumulator
+from tensorforge.compiler.network_chain import Link, chain, input_offsets
 from tensorforge.compiler.program import Program
 from tensorforge.compiler.quantize import HostStep, QuantizedNetwork, QuantLayer, global_avg_pool
 from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import MappingError
 from tensorforge.isa import Compute, ComputeMode, Finish, Instruction, Load, Store
 from tensorforge.memory import DEFAULT_MEMORY, MemorySystem
-from tensorforge.requant import PARAM_LINES
-
-BREAK_COST = 1e15  # a host re-layout outweighs any cycles a better mapping saves
 
 
 @dataclass(frozen=True)
@@ -153,7 +147,7 @@ def compile_network(network: QuantizedNetwork, config: AcceleratorConfig,
                            f"{precision.acc_bits}")
     items: list[Item] = []
     for run, host in _device_runs(network.steps):
-        for group in _chain(run, config, memory):
+        for group in chain(run, config, memory):
             if items and isinstance(items[-1], Segment):
                 produced = items[-1].layers[-1].workload.shapes["C"]
                 held = input_offsets(produced, group[0][0].workload.shapes["A"]) is not None
@@ -177,148 +171,19 @@ def _device_runs(steps) -> list[tuple[list[tuple[QuantLayer, bool]], list[HostSt
             layers.append((step, flatten))
             flatten = False
         elif step.op == "flatten" and layers and not host:
-            flatten = True  # free if the layouts agree, else a re-layout (`_chain`)
+            flatten = True  # free if the layouts agree, else a re-layout (`chain`)
         else:
             host.append(step)
     runs.append((layers, host))
     return runs
 
 
-@dataclass(frozen=True)
-class _Candidate:
-    cost: float
-    program: Program
-    tile_major: bool = True
-
-
-def _stage(layer: QuantLayer) -> OutputStage:
-    return OutputStage(layer.params, layer.channel)
-
-
-def _candidates(layer: QuantLayer, config: AcceleratorConfig, memory: MemorySystem
-                ) -> list[_Candidate]:
-    """The layer's best program per direct tensorize choice (im2col only if none runs)."""
-    workload, stage = layer.workload, _stage(layer)
-    reserve = PARAM_LINES * -(-workload.sizes[layer.channel] // config.acc_line_elems)
-    found: list[_Candidate] = []
-    for _ in range(3):
-        needed = 0
-        for cost, mapping in choice_mappings(workload, reserve_accumulator(config, reserve), (),
-                                             memory):
-            try:
-                program = generate(workload, mapping, config, output=stage)
-                found.append(_Candidate(cost, program))
-                if any(x.line_block > 1 for x in (*program.operands, program.output)):
-                    # row-major regions chain where tile-major line blocks differ (an
-                    # accumulator line wider than an operand line); a hair dearer on a tie
-                    found.append(_Candidate(cost * (1 + 1e-9), generate(
-                        workload, mapping, config, output=stage, tile_major=False), False))
-            except ParamRoomError as error:
-                needed = max(needed, error.lines)
-        if found or not needed:
-            break
-        reserve = needed
-    if not found:  # no direct choice: the host lowers the input (im2col), a re-layout
-        from tensorforge.api import compile_workload
-
-        program = compile_workload(workload, config, default_mapping(workload, config, memory),
-                                   memory, output=stage)
-        found.append(_Candidate(0.0, program))
-    return found
-
-
-def _input_layout(program: Program) -> DramLayout:
-    return next(x for x in program.operands if x.tensor == "A")
-
-
-def _link(producer: Program, consumer: Program, flatten: bool) -> DramLayout | str | None:
-    """How ``consumer`` reads ``producer``'s output: a `DramLayout` (the producer STOREs into
-    the consumer's input region, which that layout describes for the producer's tensor),
-    ``"alias"`` (the regions are alike byte for byte), None (a host re-layout)."""
-    mine, theirs = producer.output, _input_layout(consumer)
-    if consumer.lowering.groups or producer.lowering.groups:
-        return None
-    shape = producer.workload.shapes["C"]
-    before = input_offsets(shape, consumer.workload.shapes["A"])
-    if not flatten and before is not None and (
-            mine.kind == theirs.kind == "dense" and mine.order[-1:] == theirs.order[-1:]
-            and theirs.line_block in (1, mine.line_block)
-            and mine.elem_bytes == theirs.elem_bytes):  # `codegen.check_output_layout`'s rule
-        return replace(theirs, low=tuple(low - b for low, b in zip(theirs.low, before,
-                                                                    strict=True)))
-    if mine.nbytes != theirs.nbytes or math.prod(shape) != math.prod(
-            consumer.workload.shapes["A"]):
-        return None
-    return "alias" if _byte_map(producer, mine, "C") == _byte_map(consumer, theirs, "A") else None
-
-
-def input_offsets(produced: tuple[int, ...], read: tuple[int, ...]) -> tuple[int, ...] | None:
-    """Where a tensor of shape ``produced`` lies in an input of shape ``read`` that holds it
-    zero-padded (the zoo's pre-padded inputs; equal shapes for torch's, whose padding is the
-    workload's): the padding before it per dimension, half the difference rounded up (as
-    torch pads, a stride-2 window leaving the last row out); None if ``read`` is smaller or
-    of another rank."""
-    if len(produced) != len(read) or any(r < p for p, r in zip(produced, read, strict=True)):
-        return None
-    return tuple((r - p + 1) // 2 for p, r in zip(produced, read, strict=True))
-
-
-def _byte_map(program: Program, layout: DramLayout, tensor: str) -> bytes:
-    """Which element (row-major number + 1, 0: padding) lies at each place of ``layout``."""
-    workload = program.workload
-    shape = workload.shapes[tensor]
-    numbers = np.arange(1, int(np.prod(shape)) + 1).reshape(shape)
-    accesses = (*workload.inputs, workload.output)
-    access = next(a for a in accesses if a.tensor == tensor)
-    return replace(layout, base=0, elem_bytes=8).pack(numbers, access, workload.sizes)
-
-
-def _chain(run: list[tuple[QuantLayer, bool]], config: AcceleratorConfig,
-           memory: MemorySystem) -> list[list[tuple[QuantLayer, Program, object]]]:
-    """The run's layers with the programs picked jointly, cut where a link breaks; each
-    entry ``(layer, program, how it reads its predecessor)``."""
-    if not run:
-        return []
-    options = [_candidates(layer, config, memory) for layer, _ in run]
-    # best[i][c]: (total cost, previous choice) of the chain ending in option c of layer i
-    best = [[(c.cost, None) for c in options[0]]]
-    for position in range(1, len(run)):
-        flatten = run[position][1]
-        row = []
-        for candidate in options[position]:
-            scores = [(best[-1][p][0] + (0 if _link(before.program, candidate.program,
-                                                    flatten) else BREAK_COST), p)
-                      for p, before in enumerate(options[position - 1])]
-            total, previous = min(scores)
-            row.append((total + candidate.cost, previous))
-        best.append(row)
-    picks = [min(range(len(best[-1])), key=lambda c: best[-1][c][0])]
-    for position in range(len(run) - 1, 0, -1):
-        picks.append(best[position][picks[-1]][1])
-    picks.reverse()
-    chosen = [options[i][c] for i, c in enumerate(picks)]
-    programs = [c.program for c in chosen]
-    groups: list[list] = [[]]
-    for position, (layer, flatten) in enumerate(run):
-        how = _link(programs[position - 1], programs[position], flatten) if position else None
-        if position and how is None:
-            groups.append([])
-        if isinstance(how, DramLayout):  # the producer writes the consumer's input region
-            before = groups[-1][-1]
-            stored = generate(before[0].workload, before[1].mapping, config,
-                              output=_stage(before[0]), output_layout=how,
-                              tile_major=chosen[position - 1].tile_major)
-            groups[-1][-1] = (before[0], stored, before[2])
-        groups[-1].append((layer, programs[position], how))
-    return groups
-
-
-def _segment(group: list[tuple[QuantLayer, Program, object]],
+def _segment(group: list[tuple[QuantLayer, Program, Link]],
              config: AcceleratorConfig) -> Segment:
     """Place the group's regions, relocate and join its programs (module docstring)."""
     base = 0
     regions: list[dict[str, int]] = [{} for _ in group]
-    first = _input_layout(group[0][1])
+    first = next(x for x in group[0][1].operands if x.tensor == "A")
     regions[0]["A"], base = 0, aligned(first.nbytes)
     outputs_from = base
     for position, (_, program, _) in enumerate(group):

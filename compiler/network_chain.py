@@ -1,0 +1,182 @@
+"""Which mapping each layer of a chain gets, and how each layer reads its predecessor.
+
+`chain` weighs every direct tensorize choice of every layer (`mappers.choice_mappings`, each
+also with row-major regions where its regions are tile-major) by their DRAM layouts alone
+(`codegen.region_layouts`: no program is generated to compare them), picks the mappings of
+least total estimated cycles with as few breaks as possible (dynamic programming along the
+chain), and only then generates the chosen programs, each producer with its consumer's
+input region as its output layout. A link is:
+
+* a `DramLayout`: the producer STOREs into the consumer's input region (the same innermost
+  dimension, and the consumer's line blocks or none: `codegen.check_output_layout`), which
+  may be padded (torch's padding) or hold the tensor zero-padded (the zoo's pre-padded
+  inputs, `input_offsets`);
+* ``"alias"``: the two regions are alike byte for byte (a flatten);
+* None: a host re-layout, which ends the device segment.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from tensorforge.compiler.codegen import generate, region_layouts
+from tensorforge.compiler.layout import DramLayout
+from tensorforge.compiler.mappers import choice_mappings, default_mapping
+from tensorforge.compiler.mapping import Mapping
+from tensorforge.compiler.output_stage import OutputStage, ParamRoomError, reserve_accumulator
+from tensorforge.compiler.program import Program
+from tensorforge.compiler.quantize import QuantLayer
+from tensorforge.compiler.workload import Workload
+from tensorforge.config import AcceleratorConfig
+from tensorforge.errors import MappingError
+from tensorforge.memory import MemorySystem
+from tensorforge.requant import PARAM_LINES
+
+BREAK_COST = 1e15  # a host re-layout outweighs any cycles a better mapping saves
+
+Link = DramLayout | str | None
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    cost: float
+    mapping: Mapping
+    tile_major: bool
+    input: DramLayout  # the layer's A region
+    output: DramLayout  # its C region, unpadded
+
+    @property
+    def fused(self) -> bool:
+        return bool(self.mapping.groups)
+
+
+def stage(layer: QuantLayer) -> OutputStage:
+    return OutputStage(layer.params, layer.channel)
+
+
+def _reserve(layer: QuantLayer, config: AcceleratorConfig) -> int:
+    """Accumulator lines a line's worth of channels per parameter block needs."""
+    return PARAM_LINES * -(-layer.workload.sizes[layer.channel] // config.acc_line_elems)
+
+
+def _candidates(layer: QuantLayer, config: AcceleratorConfig, memory: MemorySystem
+                ) -> list[_Candidate]:
+    """The layer's best mapping per direct tensorize choice, with its regions tile-major
+    and (if that differs) row-major, a hair dearer on a tie; im2col only if none runs."""
+    workload = layer.workload
+    room = reserve_accumulator(config, _reserve(layer, config))
+    found = []
+    for cost, mapping in choice_mappings(workload, room, (), memory):
+        for tile_major in (True, False):
+            regions = region_layouts(workload, mapping, config, tile_major=tile_major,
+                                     narrow_output=True)
+            found.append(_Candidate(cost * (1 if tile_major else 1 + 1e-9), mapping, tile_major,
+                                    regions["A"], regions["C"]))
+            if all(x.line_block == 1 for x in regions.values()):
+                break  # row-major already
+    if not found:  # no direct choice: the host lowers the input (im2col), a re-layout
+        mapping = default_mapping(workload, room, memory)
+        regions = region_layouts(workload, mapping, config, narrow_output=True)
+        found.append(_Candidate(0.0, mapping, True, regions["A"], regions["C"]))
+    return found
+
+
+def _generate(layer: QuantLayer, candidate: _Candidate, config: AcceleratorConfig,
+              memory: MemorySystem, output_layout: DramLayout | None) -> Program:
+    """The candidate's program; where its parameter blocks turn out not to fit, the same
+    tensorize choice mapped again with the room they need (its layouts do not change)."""
+    mapping = candidate.mapping
+    for _ in range(3):
+        try:
+            return generate(layer.workload, mapping, config, output=stage(layer),
+                            tile_major=candidate.tile_major, output_layout=output_layout)
+        except ParamRoomError as error:
+            room = reserve_accumulator(config, error.lines)
+            again = [m for _, m in choice_mappings(layer.workload, room, mapping.groups, memory)
+                     if m.choice == mapping.choice]
+            if not again:
+                raise
+            mapping = again[0]
+    raise MappingError(f"{layer.name}: the output stage's parameters do not fit beside its "
+                       "tiles; use a larger accumulator")
+
+
+def input_offsets(produced: tuple[int, ...], read: tuple[int, ...]) -> tuple[int, ...] | None:
+    """Where a tensor of shape ``produced`` lies in an input of shape ``read`` that holds it
+    zero-padded (the zoo's pre-padded inputs; equal shapes for torch's, whose padding is the
+    workload's): the padding before it per dimension, half the difference rounded up (as
+    torch pads, a stride-2 window leaving the last row out); None if ``read`` is smaller or
+    of another rank."""
+    if len(produced) != len(read) or any(r < p for p, r in zip(produced, read, strict=True)):
+        return None
+    return tuple((r - p + 1) // 2 for p, r in zip(produced, read, strict=True))
+
+
+def _link(producer: tuple[QuantLayer, _Candidate], consumer: tuple[QuantLayer, _Candidate],
+          flatten: bool) -> Link:
+    """How the consumer reads the producer's output (module docstring)."""
+    (made, mine), (used, theirs) = producer, consumer
+    if mine.fused or theirs.fused:
+        return None
+    produced, read = made.workload.shapes["C"], used.workload.shapes["A"]
+    out, into = mine.output, theirs.input
+    before = input_offsets(produced, read)
+    if not flatten and before is not None and (
+            out.kind == into.kind == "dense" and out.order[-1:] == into.order[-1:]
+            and into.line_block in (1, out.line_block)
+            and out.elem_bytes == into.elem_bytes):  # `codegen.check_output_layout`'s rule
+        return replace(into, low=tuple(low - b for low, b in zip(into.low, before,
+                                                                  strict=True)))
+    if out.nbytes != into.nbytes or math.prod(produced) != math.prod(read):
+        return None
+    same = _byte_map(made.workload, out, "C") == _byte_map(used.workload, into, "A")
+    return "alias" if same else None
+
+
+def _byte_map(workload: Workload, layout: DramLayout, tensor: str) -> bytes:
+    """Which element (row-major number + 1, 0: padding) lies at each place of ``layout``."""
+    shape = workload.shapes[tensor]
+    numbers = np.arange(1, math.prod(shape) + 1).reshape(shape)
+    access = next(a for a in (*workload.inputs, workload.output) if a.tensor == tensor)
+    return replace(layout, base=0, elem_bytes=8).pack(numbers, access, workload.sizes)
+
+
+def chain(run: list[tuple[QuantLayer, bool]], config: AcceleratorConfig,
+          memory: MemorySystem) -> list[list[tuple[QuantLayer, Program, Link]]]:
+    """``run``'s layers (each with whether a flatten precedes it) compiled, cut where a link
+    breaks; each entry ``(layer, program, how it reads its predecessor)``."""
+    if not run:
+        return []
+    layers = [layer for layer, _ in run]
+    options = [_candidates(layer, config, memory) for layer in layers]
+    # best[i][c]: (total cost, previous option) of the chain ending in option c of layer i
+    best = [[(c.cost, -1) for c in options[0]]]
+    for position in range(1, len(run)):
+        row = []
+        for candidate in options[position]:
+            total, previous = min(
+                (best[-1][p][0] + (0 if _link((layers[position - 1], before),
+                                              (layers[position], candidate), run[position][1])
+                                   else BREAK_COST), p)
+                for p, before in enumerate(options[position - 1]))
+            row.append((total + candidate.cost, previous))
+        best.append(row)
+    picks = [min(range(len(best[-1])), key=lambda c: best[-1][c][0])]
+    for position in range(len(run) - 1, 0, -1):
+        picks.append(best[position][picks[-1]][1])
+    chosen = [options[i][c] for i, c in enumerate(reversed(picks))]
+    links: list[Link] = [None] + [
+        _link((layers[i - 1], chosen[i - 1]), (layers[i], chosen[i]), run[i][1])
+        for i in range(1, len(run))]
+    groups: list[list] = []
+    for position, layer in enumerate(layers):
+        after = links[position + 1] if position + 1 < len(run) else None
+        program = _generate(layer, chosen[position], config, memory,
+                            after if isinstance(after, DramLayout) else None)
+        if links[position] is None:
+            groups.append([])
+        groups[-1].append((layer, program, links[position]))
+    return groups
