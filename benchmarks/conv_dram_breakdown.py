@@ -28,8 +28,8 @@ from tensorforge.isa import Buffer, Load
 
 
 def breakdown(program) -> dict[str, object]:
-    """Bytes read per source (see the module docstring), and the layer's unique bytes."""
-    config, workload = program.config, program.workload
+    """Bytes read per source (see the module docstring)."""
+    config = program.config
     regions = {layout.tensor: layout for layout in program.operands}
     counts = {name: np.zeros(layout.end - layout.base, np.int64)
               for name, layout in regions.items()}
@@ -57,7 +57,7 @@ def breakdown(program) -> dict[str, object]:
         access = next(a for a in device.inputs if a.tensor == name)
         border = _border_bytes(layout, access, device, counts[name])
         if border is not None:
-            entry["padding_read"] = border
+            entry["padding_read"], entry["padding_unique"] = border
         result[name] = entry
     result["loads"] = sum(isinstance(i, Load) for i in program.instructions)
     result["instructions"] = len(program.instructions)
@@ -72,12 +72,11 @@ def _tile_loads(program) -> dict[str, tuple[int, int]]:
 
     mapping = program.mapping
     tiling = build_tiling(program.lowering.device, mapping.choice, mapping.tile_sizes,
-                          program.config)
-    holds = dict(getattr(mapping, "holds", ()) or ())
+                          program.config, mapping.holds)
     counts = {n: tiling.count(n) for n in mapping.order}
     result = {}
     for layout, role in zip(program.operands, ("A", "B"), strict=True):
-        uses = [n for n in tiling.operand(role).access.indices if n not in holds.get(role, ())]
+        uses = tiling.keys(role)
         loads, last = 0, None
         for coords in itertools.product(*(range(counts[n]) for n in mapping.order)):
             key = tuple(c for n, c in zip(mapping.order, coords, strict=True) if n in uses)
@@ -87,11 +86,10 @@ def _tile_loads(program) -> dict[str, tuple[int, int]]:
     return result
 
 
-def _border_bytes(layout, access, device, counts) -> int | None:
-    """Bytes read of the zero border a pre-padded convolution input carries (the elements
-    of a sliding dimension ``x+r`` outside ``r``'s reach of the output's extent: its first
-    ``r-1`` ... here: every element whose sliding coordinate is below (size(r)-1)//2 or
-    beyond), None if the access has no sliding dimension."""
+def _border_bytes(layout, access, device, counts) -> tuple[int, int] | None:
+    """Bytes read of the zero border a pre-padded ("same") convolution input carries: the
+    first ``(taps - 1) // 2`` and last ``taps // 2`` positions of each sliding dimension
+    ``x+r``, and how many there are; None if the access has none."""
     sizes = device.sizes
     shape = device.shapes[access.tensor]
     mask = np.zeros(shape, np.int8)
@@ -105,8 +103,8 @@ def _border_bytes(layout, access, device, counts) -> int | None:
         inner[d] = slice(half, shape[d] - (taps - 1 - half))
     mask[...] = 1
     mask[tuple(inner)] = 0
-    marked = np.frombuffer(layout.pack(mask, access, sizes), np.int8)
-    return int(counts[marked[: len(counts)] == 1].sum())
+    marked = np.frombuffer(layout.pack(mask, access, sizes), np.int8)[: len(counts)] == 1
+    return int(counts[marked].sum()), int(marked.sum())
 
 
 def main() -> None:
@@ -122,8 +120,13 @@ def main() -> None:
     workload = load_workload(args.workload)
     program = compile_workload(workload, config, args.mapping)
     result = breakdown(program)
-    result["mapping"] = program.mapping.to_dict()["tiles"]
-    result["order"] = program.mapping.order
+    # the layer's own bytes: the input without the border its pre-padding adds, the weights
+    unique = (math.prod(workload.shapes[workload.inputs[0].tensor])
+              - (result[workload.inputs[0].tensor].get("padding_unique", 0))
+              + math.prod(workload.shapes[workload.inputs[1].tensor]))
+    result["unique_bytes"] = unique
+    result["ratio"] = round(result["total"] / unique, 3)
+    result["mapping"] = program.mapping.to_dict()
     print(json.dumps(result, indent=1, default=str))
 
 

@@ -96,7 +96,7 @@ def generate(workload: Workload, mapping: Mapping, config: AcceleratorConfig, *,
         output.check(workload, config)
     lowering = Lowering(workload, mapping.groups, mapping.choice.stage)
     device = lowering.device
-    tiling = build_tiling(device, mapping.choice, mapping.tile_sizes, config)
+    tiling = build_tiling(device, mapping.choice, mapping.tile_sizes, config, mapping.holds)
     mapping.check_order(tiling)
     layouts, extras, end = _layouts(lowering, tiling, config, tile_major, output is not None,
                                     output_layout)
@@ -213,6 +213,8 @@ class _Walker:
         self.layouts = layouts
         self.addressing = {r: layouts[r].index_strides(tiling.operand(r).access) for r in layouts}
         self.uses = {r: tiling.operand(r).access.indices for r in layouts}
+        self.keys = {r: tiling.keys(r) for r in layouts}  # a change of these reloads
+        self.held = {r: tiling.held(r) for r in layouts}
         slots = dict(tiling.slots)
         self.bases = {}
         base = 0
@@ -234,12 +236,13 @@ class _Walker:
         steps = [dict(zip(order, coords, strict=True)) for coords in itertools.product(*counts)]
         current = {"A": None, "B": None, "C": None}
         slot = {"A": -1, "B": -1, "C": -1}
+        plans = []
         for position, step in enumerate(steps):
             origin = {n: step[n] * self.tiles[n] for n in order}
             valid = {n: min(self.tiles[n], self.sizes[n] - origin[n]) for n in order}
             loads = []
             for role in ("A", "B", "C"):
-                key = tuple(step[n] for n in self.uses[role])
+                key = tuple(step[n] for n in self.keys[role])
                 if key != current[role]:
                     current[role] = key
                     slot[role] = (slot[role] + 1) % len(self.bases[role])
@@ -251,6 +254,11 @@ class _Walker:
             cuts = ()
             if len(steps) > 1 and position in (0, len(steps) - 1):
                 cuts = self._split_indices(loads, valid, first=position == 0)
+            plans.append((loads, dict(slot), origin, valid, new_c, last_c, cuts))
+        if self.tiling.holds:
+            self._pipelined(plans)
+            return
+        for position, (loads, slot, origin, valid, new_c, last_c, cuts) in enumerate(plans):
             if not cuts:
                 self._step(loads, slot, origin, valid, new_c, last_c)
             else:
@@ -263,6 +271,41 @@ class _Walker:
         self._compute(slot, origin, valid, new_tile=new_c, first_visit=new_c)
         if last_c:
             self._store(slot["C"], origin, valid)
+
+    def _pipelined(self, plans: list) -> None:
+        """The steps of a mapping with a held operand, in the order the controller's in-order
+        dispatch keeps every unit busy: a step's COMPUTEs, then the last C tile's STOREs
+        (its COMPUTEs are done by then, so they dispatch at once instead of waiting in a
+        full queue with everything behind them), then the next step's LOADs (they fill the
+        other buffer half while these COMPUTEs run). Only held-operand programs so far: the
+        fidelity set's programs, whose RTL runs the cost model is judged on, stay as they
+        were."""
+        pending = None  # the STORE of the last C tile, after the next step's COMPUTEs
+        loaded = False  # the step's LOADs went out with the step before
+        for position, (loads, slot, origin, valid, new_c, last_c, cuts) in enumerate(plans):
+            if cuts:
+                if pending:
+                    self._store(*pending)
+                    pending = None
+                self._split_step(cuts, loads, slot, origin, valid, new_c, last_c,
+                                 first=position == 0)
+                loaded = False
+                continue
+            for role in [] if loaded else loads:
+                self._load(role, slot[role], origin, valid)
+            self._compute(slot, origin, valid, new_tile=new_c, first_visit=new_c)
+            if pending:
+                self._store(*pending)
+                pending = None
+            ahead = plans[position + 1] if position + 1 < len(plans) else None
+            loaded = ahead is not None and not ahead[6] and bool(ahead[0])
+            if loaded:
+                for role in ahead[0]:
+                    self._load(role, ahead[1][role], ahead[2], ahead[3])
+            if last_c:
+                pending = (slot["C"], origin, valid)
+        if pending:
+            self._store(*pending)
 
     # ------------------------------------------------------------------ split steps
 
@@ -303,7 +346,10 @@ class _Walker:
         return (cut, max(inner)[1]) if inner else (cut,)
 
     def _chunkable(self, n: str) -> bool:
-        """A chunk of ``n`` sits at a fixed line offset in each tile (not a sliding axis)."""
+        """A chunk of ``n`` sits at a fixed line offset in each tile (not a sliding axis),
+        and no operand holds ``n`` whole (its tile is not cut along it)."""
+        if any(n in held for held in self.held.values()):
+            return False
         return all(len(dim.entries) == 1 for role in ROLES for dim in self.tiling.operand(role).dims
                    if n in dim.indices)
 
@@ -423,6 +469,8 @@ class _Walker:
         tile = self.tiling.operand(role)
         layout = self.layouts[role]
         base = self.bases[role][slot] + offset
+        origin = {**origin, **dict.fromkeys(self.held[role], 0)}
+        valid = {**valid, **{n: self.sizes[n] for n in self.held[role]}}
         emit = self.emit
         emit.begin(LOAD)
         dram_base, elem_bytes = layout.base, layout.elem_bytes
@@ -498,14 +546,19 @@ class _Walker:
                 self._zero_first_visits(plan, c_base + offsets.get("C", 0))
         elif new_tile and not self.overwrite:
             self._zero_tile(c_base)
-        a_base = self.bases["A"][slot["A"]] + offsets.get("A", 0)
-        b_base = self.bases["B"][slot["B"]] + offsets.get("B", 0)
+        a_base = self.bases["A"][slot["A"]] + offsets.get("A", 0) + self._held_offset("A", origin)
+        b_base = self.bases["B"][slot["B"]] + offsets.get("B", 0) + self._held_offset("B", origin)
         acc_base = c_base + offsets.get("C", 0)
         for (acc, a, b, loop), overwrite in zip(plan, overwrites, strict=True):
             emit.add(COMPUTE, Compute, mode=ComputeMode.MAC, acc_base=acc_base + acc,
                      a_base=a_base + a, b_base=b_base + b, overwrite=overwrite, **loop)
         emit.end(reads=[_region(r, slot[r], parts.get(r)) for r in ("A", "B")],
                  writes=[_region("C", slot["C"], parts.get("C"))])
+
+    def _held_offset(self, role: str, origin: dict) -> int:
+        """Lines from ``role``'s held tile to the step's block of its held indices."""
+        coef = self.tiling.operand(role).coef
+        return sum(coef.get(n, 0) * (origin[n] // self.block[n]) for n in self.held[role])
 
     def _zero_tile(self, c_base: int) -> None:
         """ZEROs of every block of the C tile at ``c_base``."""

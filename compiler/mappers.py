@@ -65,9 +65,9 @@ def _blocks(choice: TensorizeChoice, device: Workload, config: AcceleratorConfig
     return block
 
 
-def _fit(device, choice, tiles, block, config) -> Tiling | None:
+def _fit(device, choice, tiles, block, config, holds=()) -> Tiling | None:
     try:
-        return build_tiling(device, choice, tiles, config)
+        return build_tiling(device, choice, tiles, config, holds)
     except MappingError:
         return None
 
@@ -165,7 +165,7 @@ def _index_options(device, choice, block) -> list[list[int]]:
             for n, size in device.sizes.items()]
 
 
-def _enumerate(device, choice, block, orders, config, memory, bursts):
+def _enumerate(device, choice, block, orders, config, memory, bursts, holds=()):
     """Every fitting tiling of `_index_options`; ``(cost, tiles, order)``, None if none
     fits or there are too many to try."""
     sizes = device.sizes
@@ -173,14 +173,15 @@ def _enumerate(device, choice, block, orders, config, memory, bursts):
     if math.prod(len(o) for o in options) > MAX_ENUMERATED:
         return None
     best = None
-    for tiles, tiling in _fitting(device, choice, block, config, list(sizes), options, {}):
+    for tiles, tiling in _fitting(device, choice, block, config, list(sizes), options, {},
+                                  holds):
         cost, order = _best_order(device, tiling, orders, config, memory, bursts)
         if best is None or cost < best[0]:
             best = (cost, tiles, order)
     return best
 
 
-def _fitting(device, choice, block, config, names, options, chosen):
+def _fitting(device, choice, block, config, names, options, chosen, holds=()):
     """``(tiles, tiling)`` of every fitting completion of ``chosen`` (tiles of the first
     indices of ``names``), in product order.
 
@@ -194,27 +195,27 @@ def _fitting(device, choice, block, config, names, options, chosen):
     smallest = {n: options[depth + 1 + k][0] for k, n in enumerate(rest)}
     for option in options[depth]:
         tiles = {**chosen, name: option}
-        tiling = _fit(device, choice, {**tiles, **smallest}, block, config)
+        tiling = _fit(device, choice, {**tiles, **smallest}, block, config, holds)
         skipped = tiling is None and option != whole
         if skipped:  # to the whole index
             tiles = {**chosen, name: whole}
-            tiling = _fit(device, choice, {**tiles, **smallest}, block, config)
+            tiling = _fit(device, choice, {**tiles, **smallest}, block, config, holds)
         if tiling is None:
             return
         if rest:
-            yield from _fitting(device, choice, block, config, names, options, tiles)
+            yield from _fitting(device, choice, block, config, names, options, tiles, holds)
         else:
             yield tiles, tiling
         if skipped:
             return
 
 
-def _grow(device, choice, block, orders, config, memory, bursts):
+def _grow(device, choice, block, orders, config, memory, bursts, holds=()):
     """Greedy tile growth; ``(cost, tiles, order)`` or None if even one block does not fit."""
     sizes = device.sizes
     whole = _whole_taps(device, choice)
     tiles = {n: sizes[n] if n in whole else min(block[n], sizes[n]) for n in sizes}
-    tiling = _fit(device, choice, tiles, block, config)
+    tiling = _fit(device, choice, tiles, block, config, holds)
     if tiling is None:
         return None
     best, order = _best_order(device, tiling, orders, config, memory, bursts)
@@ -225,7 +226,7 @@ def _grow(device, choice, block, orders, config, memory, bursts):
                 continue
             grown = dict(tiles)
             grown[n] = min(sizes[n], tiles[n] * 2)
-            candidate = _fit(device, choice, grown, block, config)
+            candidate = _fit(device, choice, grown, block, config, holds)
             if candidate is not None:
                 moves.append((*_best_order(device, candidate, orders, config, memory,
                                            bursts), n, grown))
@@ -235,6 +236,29 @@ def _grow(device, choice, block, orders, config, memory, bursts):
         if cost > best:
             return best, tiles, order
         best, tiles, order = cost, grown, new_order
+
+
+def _hold_options(device, choice, block, config) -> list[tuple]:
+    """``holds`` tried for one tensorize choice: none, and for a direct convolution (an
+    operand with a sliding window, `tiling.sliding_windows`) the other operand's output
+    indices held whole (`tiling.build_tiling`) where that fits with one block of every other
+    index: the held weights stay resident while the loops walk the input's spatial tiles, so
+    neither is read again. Other workloads keep their reuse by loop order alone."""
+    outputs = set(device.output.indices)
+    sizes = device.sizes
+    smallest = {n: min(block[n], sizes[n]) for n in sizes}
+    operands = dict(choice.operands)
+    sliding = [role for role in ("A", "B")
+               if sliding_windows(operands[role], choice.intrinsic, role,
+                                  choice.index_map).members]
+    options: list[tuple] = [()]
+    for role in ("A", "B"):
+        if not sliding or sliding == [role]:
+            continue
+        names = tuple(n for n in operands[role].indices if n in outputs and smallest[n] < sizes[n])
+        if names and _fit(device, choice, smallest, block, config, ((role, names),)):
+            options.append(((role, names),))
+    return options
 
 
 def best_mapping(workload: Workload, config: AcceleratorConfig,
@@ -273,11 +297,15 @@ def choice_mappings(workload: Workload, config: AcceleratorConfig,
     for choice in choices:
         block = _blocks(choice, device, config)
         bursts = TileBursts(device, choice, config)
-        best = (_enumerate(device, choice, block, orders, config, memory, bursts)
-                or _grow(device, choice, block, orders, config, memory, bursts))
+        best = None
+        for holds in _hold_options(device, choice, block, config):
+            tiled = (_enumerate(device, choice, block, orders, config, memory, bursts, holds)
+                     or _grow(device, choice, block, orders, config, memory, bursts, holds))
+            if tiled is not None and (best is None or tiled[0] < best[0]):
+                cost, tiles, order = tiled
+                best = (cost, Mapping(choice, tuple(tiles.items()), order, groups, holds))
         if best is not None:
-            cost, tiles, order = best
-            found.append((cost, Mapping(choice, tuple(tiles.items()), order, groups)))
+            found.append(best)
     return found
 
 

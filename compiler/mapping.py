@@ -164,6 +164,8 @@ class Mapping:
     tiles: tuple[tuple[str, int], ...]
     order: tuple[str, ...]
     groups: tuple[tuple[str, ...], ...] = ()
+    # per input operand, indices whose whole extent its tile holds (`tiling.build_tiling`)
+    holds: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def tile_sizes(self) -> dict[str, int]:
@@ -190,7 +192,7 @@ class Mapping:
         if not looping:
             return None
         for role in ("A", "B"):
-            if looping[-1] not in tiling.operand(role).access.indices:
+            if looping[-1] not in tiling.keys(role):
                 return role
         return None
 
@@ -233,12 +235,15 @@ class Mapping:
             "indices": dict(self.choice.indices)}
         if self.choice.padded:  # implied by the indices; kept for reports (dse.coverage)
             choice["padded"] = list(self.choice.padded)
-        return {
+        data = {
             "choice": choice,
             "tiles": dict(self.tiles),
             "order": list(self.order),
             "groups": [list(g) for g in self.groups],
         }
+        if self.holds:  # left out when empty, so existing mappings' hashes stay
+            data["holds"] = {role: list(names) for role, names in self.holds}
+        return data
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -252,13 +257,15 @@ class Mapping:
             lowering = Lowering(workload, groups, int(wanted.get("stage", 0)))
             tiles = tuple((str(n), int(t)) for n, t in data["tiles"].items())
             order = tuple(str(n) for n in data["order"])
+            holds = tuple((str(r), tuple(str(n) for n in names))
+                          for r, names in dict(data.get("holds", {})).items())
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise MappingError(f"a mapping needs choice, tiles and order: {error}") from None
         for choice in tensorize_choices(lowering.fused, wanted["intrinsic"]):
             if (choice.stage == lowering.stage
                     and {n: a.tensor for n, a in choice.operands} == wanted.get("operands")
                     and dict(choice.indices) == wanted.get("indices")):
-                return cls(choice, tiles, order, groups)
+                return cls(choice, tiles, order, groups, holds)
         raise MappingError(f"the mapping's tensorize choice {wanted} is not a legal choice of "
                            f"the {wanted['intrinsic']} intrinsic for {workload.text}")
 
@@ -274,7 +281,8 @@ class Mapping:
 def check_mapping(workload: Workload, mapping: Mapping, config: AcceleratorConfig) -> Tiling:
     """The mapping's tiling, or `MappingError` saying what does not fit and by how much."""
     lowering = Lowering(workload, mapping.groups, mapping.choice.stage)
-    tiling = build_tiling(lowering.device, mapping.choice, mapping.tile_sizes, config)
+    tiling = build_tiling(lowering.device, mapping.choice, mapping.tile_sizes, config,
+                          mapping.holds)
     mapping.check_order(tiling)
     return tiling
 

@@ -140,9 +140,10 @@ class TileBursts:
 
     def __call__(self, role: str, tiling: Tiling) -> tuple[int, int, int]:
         tiles = dict(tiling.tiles)
-        key = (role, *(tiles[n] for n in tiling.operand(role).access.indices))
+        held = tiling.held(role)
+        key = (role, held, *(tiles[n] for n in tiling.operand(role).access.indices))
         if key not in self.cache:
-            counts = self.counter.count(role, tiles, tiles)
+            counts = self.counter.count(role, tiles, tiles, tiling.holds)
             self.cache[key] = (counts.instructions, counts.bursts, counts.beats)
         return self.cache[key]
 
@@ -178,6 +179,8 @@ class Estimate:
         costs = UnitCosts.of(config, memory)
         self.latency = costs.latency
         self.queue_depth = config.controller.queue_depth
+        # a held operand's program dispatches STOREs a step late (`codegen._Walker._pipelined`)
+        self.pipelined = bool(tiling.holds)
         sizes, block, tiles = device.sizes, dict(tiling.block), dict(tiling.tiles)
         self.counts = counts = {n: tiling.count(n) for n in sizes}
         self.steps = math.prod(counts.values())
@@ -202,7 +205,7 @@ class Estimate:
             else:
                 cost = costs.transfer(tile.lines, costs.load_row,
                                       instructions * costs.load_instruction, *counted)
-            self.transfers[role] = (self._looping(tile), cost)
+            self.transfers[role] = (self._looping(tiling, role), cost)
             self.instructions[role] = instructions
             # bus beats of one tile transfer, the LOADs' or STOREs' own fetch included
             self.beats[role] = counted[1] + instructions * INSTRUCTION_BYTES // costs.bus_bytes
@@ -220,8 +223,9 @@ class Estimate:
         c_tiles = math.prod(counts[n] for n in c_tile.access.indices)
         self.zero = c_tiles * (c_tile.lines * costs.zero_line + costs.zero)
 
-    def _looping(self, tile) -> set[str]:
-        return {n for n in tile.access.indices if self.counts[n] > 1}
+    def _looping(self, tiling: Tiling, role: str) -> set[str]:
+        """The looping tile indices whose advance reloads ``role`` (not those it holds)."""
+        return {n for n in tiling.keys(role) if self.counts[n] > 1}
 
     def _period(self, looping: set[str], order: tuple[str, ...]) -> int:
         deepest = max((p for p, n in enumerate(order) if n in looping), default=-1)
@@ -245,7 +249,11 @@ class Estimate:
         a C tile's STOREs beyond that wait in dispatch for its last COMPUTE and hold back
         what follows them, the next step's LOADs (which so cannot load ahead) and COMPUTEs.
         At each C tile's end the compute waits for those STOREs and for the LOADs of the
-        operands reloaded there (`dse.cost_trace` times this instruction by instruction)."""
+        operands reloaded there (`dse.cost_trace` times this instruction by instruction).
+        A pipelined program (a held operand's) issues the STOREs after the next step's
+        COMPUTEs and its LOADs, so nothing waits behind them."""
+        if self.pipelined:
+            return 0.0
         c_period, c_times = reloads["C"]
         stores = self.instructions["C"]
         held = stores - self.queue_depth

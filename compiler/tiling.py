@@ -92,9 +92,20 @@ class Tiling:
     block: tuple[tuple[str, int], ...]  # device index -> block size (1 if unmatched)
     operands: tuple[OperandTile, ...]  # A, B, C
     slots: tuple[tuple[str, int], ...]  # buffers per operand: 2 double-buffers, 1 if loaded once
+    # per input operand, indices whose whole extent its tile holds (`build_tiling`'s holds)
+    holds: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def operand(self, role: str) -> OperandTile:
         return self.operands[ROLES.index(role)]
+
+    def held(self, role: str) -> tuple[str, ...]:
+        """Indices whose whole extent ``role``'s tile holds (its tile loops skip them)."""
+        return dict(self.holds).get(role, ())
+
+    def keys(self, role: str) -> tuple[str, ...]:
+        """The indices whose tile coordinates select ``role``'s tile: a change reloads it."""
+        held = self.held(role)
+        return tuple(n for n in self.operand(role).access.indices if n not in held)
 
     def count(self, index: str) -> int:
         """How many tiles the index has."""
@@ -118,8 +129,15 @@ def operand_accesses(choice: TensorizeChoice) -> dict[str, Access]:
 
 
 def build_tiling(device: Workload, choice: TensorizeChoice, tiles: Mapping[str, int],
-                 config: AcceleratorConfig) -> Tiling:
+                 config: AcceleratorConfig,
+                 holds: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> Tiling:
     """Geometry of ``tiles`` (elements per device index) under ``choice``; checks it fits.
+
+    ``holds``: per input operand (A or B), indices whose whole extent its tile holds while
+    the tile steps still advance by ``tiles``: a convolution's weights held for every
+    output-channel block stay resident while the loops walk the input's spatial tiles, so
+    neither the weights nor the input window is read again (COMPUTE addresses the step's
+    block inside the held tile).
 
     Raises `MappingError` saying what does not fit and by how much.
     """
@@ -148,16 +166,40 @@ def build_tiling(device: Workload, choice: TensorizeChoice, tiles: Mapping[str, 
                                f"block {block[n]} (or cover all {size})")
         fixed[n] = tile
     accesses = operand_accesses(choice)
-    operands = tuple(_operand_tile(role, accesses[role], intrinsic, isizes, imap, fixed, block)
+    held = _check_holds(holds, accesses)
+    operands = tuple(_operand_tile(role, accesses[role], intrinsic, isizes, imap,
+                                   {**fixed, **{n: sizes[n] for n in held.get(role, ())}},
+                                   block)
                      for role in ROLES)
     slots = {}
     for tile in operands:
-        count = math.prod(-(-sizes[n] // fixed[n]) for n in tile.access.indices)
+        count = math.prod(-(-sizes[n] // fixed[n]) for n in tile.access.indices
+                          if n not in held.get(tile.role, ()))
         slots[tile.role] = 1 if count == 1 else 2
     tiling = Tiling(intrinsic, tuple(sizes.items()), tuple(fixed.items()), tuple(block.items()),
-                    operands, tuple(slots.items()))
+                    operands, tuple(slots.items()),
+                    tuple((r, tuple(held[r])) for r in ("A", "B") if held.get(r)))
     _check_capacity(tiling, config)
     return tiling
+
+
+def _check_holds(holds, accesses) -> dict[str, tuple[str, ...]]:
+    held: dict[str, tuple[str, ...]] = {}
+    for entry in holds:
+        try:
+            role, names = entry
+        except (TypeError, ValueError):
+            raise MappingError(f"holds entries are (operand, indices), not {entry!r}") from None
+        if role not in ("A", "B") or role in held:
+            raise MappingError(f"holds names input operands A and B once each, not {role!r}")
+        names = tuple(names)
+        wrong = [n for n in names if n not in accesses[role].indices]
+        if wrong or len(set(names)) != len(names):
+            raise MappingError(f"operand {role} ({accesses[role]}) can hold only indices it "
+                               f"uses, once each; not {list(names)}")
+        if names:
+            held[role] = names
+    return held
 
 
 @dataclass(frozen=True)

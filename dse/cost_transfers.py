@@ -106,13 +106,15 @@ class TransferCounter:
         self.device = self.lowering.device
         self.cache: dict[tuple, TransferCounts] = {}
 
-    def count(self, role: str, tiles: dict[str, int], valid: dict[str, int]) -> TransferCounts:
+    def count(self, role: str, tiles: dict[str, int], valid: dict[str, int],
+              holds: tuple = ()) -> TransferCounts:
         """One transfer of ``role``'s tile (``tiles`` elements per device index) holding
-        ``valid`` elements per index (a remainder tile or a chunk has fewer)."""
+        ``valid`` elements per index (a remainder tile or a chunk has fewer); ``holds`` as
+        `tiling.build_tiling` takes it (a held index's whole extent is loaded)."""
         from tensorforge.compiler import codegen
         from tensorforge.compiler.tiling import build_tiling
 
-        tiling = build_tiling(self.device, self.choice, tiles, self.config)
+        tiling = build_tiling(self.device, self.choice, tiles, self.config, holds)
         layouts, _, _ = codegen._layouts(self.lowering, tiling, self.config, True)
         recorder = _Recorder()
         walker = codegen._Walker(self.device, tiling, layouts, self.config, recorder, True)

@@ -10,12 +10,13 @@ import pytest
 
 from tensorforge.compiler.codegen import generate
 from tensorforge.compiler.mappers import default_mapping, device_choices
-from tensorforge.compiler.mapping import Mapping
+from tensorforge.compiler.mapping import Mapping, check_mapping
 from tensorforge.compiler.tiling import build_tiling
 from tensorforge.compiler.workload import parse_workload
 from tensorforge.config import AcceleratorConfig, ArrayConfig, ScratchpadConfig
 from tensorforge.dse.cost_model import evaluate, mapping_arrays
 from tensorforge.dse.cost_space import build_space
+from tensorforge.errors import MappingError
 from tensorforge.isa import Load
 from tensorforge.sim.functional import run_program
 
@@ -179,6 +180,149 @@ def test_direct_convolutions_match_numpy_on_rtl(tmp_path):
         mapping = Mapping(choice, tuple(tiles.items()), ("x", "y", "k", "c", "r", "s"))
         cases.append(RtlCase(workload, mapping, seed=40 + number))
     results = run_programs_on_rtl(config, cases, RunOptions(test_dir=tmp_path, seed=40))
+    for case, result in zip(cases, results, strict=True):
+        assert result.match, f"{case.workload}: {result.mismatch_count} wrong"
+        assert result.traffic_consistent, case.workload
+
+
+# ---------------------------------------------------------------------- held weights
+
+
+def _held(workload, tiles, config=GEMM_4x4, order=("x", "y", "k", "c", "r", "s")):
+    """A direct mapping whose B tile (the weights) holds every output channel."""
+    choice = _direct(workload, config)
+    return Mapping(choice, tuple({**workload.sizes, **tiles}.items()), order, (),
+                   (("B", ("k",)),))
+
+
+def _load_bytes(program, layout):
+    return sum(i.rows * i.row_len * layout.elem_bytes for i in program.instructions
+               if isinstance(i, Load) and i.rows and layout.base <= i.dram_addr < layout.end)
+
+
+@pytest.mark.parametrize("name", sorted(CONVS))
+def test_held_weights_are_read_once_and_programs_match_numpy(name):
+    """With the weights held for every output channel (`build_tiling`'s holds), the loops
+    walk k blocks inside each spatial tile: each input window is loaded once for all of
+    them and the weights once for the whole layer, and the output still equals numpy's."""
+    workload = parse_workload(*CONVS[name])
+    rng = np.random.default_rng(sum(map(ord, name)) + 1)
+    inputs = workload.random_inputs(rng)
+    sizes = workload.sizes
+    for x, y in ((2, 4), (1, sizes["y"])):
+        mapping = _held(workload, {"k": 4, "x": x, "y": y})
+        program = generate(workload, mapping, GEMM_4x4)
+        np.testing.assert_array_equal(program.run_functional(inputs), workload.reference(inputs),
+                                      err_msg=f"{name}: {dict(mapping.tiles)}")
+        weights = program.operands[1]
+        # every byte of the weights' region once (k padded to whole 4-element lines)
+        assert weights.end - weights.base == sizes["c"] * sizes["r"] * sizes["s"] * 4 * -(
+            -sizes["k"] // 4)
+        assert _load_bytes(program, weights) == weights.end - weights.base, name
+        # each spatial tile's window once, for all k blocks (strided rows: no shared halo, a
+        # row per x and r)
+        rows = ((lambda w: w * sizes["r"]) if name == "strided rows"
+                else (lambda w: w + sizes["r"] - 1))
+        window = sum(rows(min(x, sizes["x"] - x0)) * (min(y, sizes["y"] - y0) + sizes["s"] - 1)
+                     for x0 in range(0, sizes["x"], x) for y0 in range(0, sizes["y"], y))
+        assert _load_bytes(program, program.operands[0]) == window * -(-sizes["c"] // 4) * 4
+
+
+def test_holds_round_trip_and_are_checked():
+    workload = parse_workload(*CONVS["valid 3x3"])
+    mapping = _held(workload, {"k": 4, "x": 2, "y": 4})
+    again = Mapping.from_json(mapping.to_json(), workload)
+    assert again == mapping and again.holds == (("B", ("k",)),)
+    plain = Mapping(mapping.choice, mapping.tiles, mapping.order)
+    assert "holds" not in plain.to_dict()  # left out: existing mappings' hashes stay
+    tiling = build_tiling(workload, mapping.choice, mapping.tile_sizes, GEMM_4x4, mapping.holds)
+    assert tiling.operand("B").lines == 2 * tiling.count("k") * plain_b_lines(workload, plain)
+    assert dict(tiling.slots)["B"] == 1 and tiling.keys("B") == ("c", "r", "s")
+    for holds, message in (((("C", ("k",)),), "input operands"),
+                           ((("B", ("x",)),), "only indices it uses")):
+        with pytest.raises(MappingError, match=message):
+            build_tiling(workload, mapping.choice, mapping.tile_sizes, GEMM_4x4, holds)
+
+
+def plain_b_lines(workload, mapping):
+    return build_tiling(workload, mapping.choice, mapping.tile_sizes,
+                        GEMM_4x4).operand("B").lines // 2
+
+
+def test_conv2_1b_with_held_weights_loads_under_one_and_a_half_times_its_unique_bytes():
+    """ResNet-50 conv2_1b on 8x8 with the weights held and 10x16 spatial tiles: the LOADs
+    read the 36,864 weight bytes once and each input window (tile plus its 2-line halo in
+    x and y, of the 58x58x64 pre-padded input) once: 36,864 + 68 x 64 rows x 64 channels
+    = 315,392 B, 1.33x the layer's unique 237,568 (56x56x64 input + 3x3x64x64 weights).
+    (The RTL's read counter adds the instruction fetch, 16 B per instruction.)"""
+    from tensorforge.compiler.zoo import load_workload
+
+    workload = load_workload("resnet50:conv2_1b")
+    config = AcceleratorConfig(array=ArrayConfig(rows=8, cols=8),
+                               scratchpad=ScratchpadConfig(banks=8))
+    mapping = _held(workload, {"k": 8, "x": 10, "y": 16}, config)
+    program = generate(workload, mapping, config)
+    unique = 56 * 56 * 64 + 3 * 3 * 64 * 64
+    assert unique == 237_568
+    # x tiles 10,10,10,10,10,6 -> 12*5 + 8 = 68 input rows; y tiles 16,16,16,8 -> 18*3 + 10
+    assert _load_bytes(program, program.operands[1]) == 36_864
+    assert _load_bytes(program, program.operands[0]) == 68 * 64 * 64
+    read = program.statistics()["dram_bytes_read"]
+    assert read == 315_392 and read <= 1.5 * unique
+
+
+def test_estimate_prices_held_weights_as_one_load():
+    """The mapper's estimate reloads an operand only when a tile loop it is not held along
+    advances: the held weights' beats count once, the input's once per spatial tile."""
+    from tensorforge.compiler.mapping_estimate import Estimate
+
+    workload = parse_workload(*CONVS["valid 3x3"])
+    mapping = _held(workload, {"k": 4, "x": 2, "y": 4})
+    tiling = build_tiling(workload, mapping.choice, mapping.tile_sizes, GEMM_4x4, mapping.holds)
+    plain = build_tiling(workload, mapping.choice, mapping.tile_sizes, GEMM_4x4)
+    held, free = Estimate(workload, tiling, GEMM_4x4), Estimate(workload, plain, GEMM_4x4)
+    order = mapping.order
+    assert held.steps == free.steps == 3 * 2 * 2
+    spatial = 3 * 2
+    assert held.steps // held._period(held.transfers["B"][0], order) == 1
+    assert free.steps // free._period(free.transfers["B"][0], order) == free.steps
+    assert held.steps // held._period(held.transfers["A"][0], order) == spatial
+
+
+def test_default_mapper_holds_conv2_1b_weights():
+    """On conv2_1b (8x8) the default mapper holds the weights: the program reads them once,
+    and under 2x the layer's unique 237,568 B, fetch included (468,560 B when written; the
+    mapping without held weights read 922,112, 3.66x)."""
+    from tensorforge.compiler.zoo import load_workload
+    from tensorforge.sim.axi_traffic import bus_traffic
+
+    workload = load_workload("resnet50:conv2_1b")
+    config = AcceleratorConfig(array=ArrayConfig(rows=8, cols=8),
+                               scratchpad=ScratchpadConfig(banks=8))
+    mapping = default_mapping(workload, config)
+    assert mapping.holds == (("B", ("k",)),)
+    program = generate(workload, mapping, config)
+    assert _load_bytes(program, program.operands[1]) == 36_864
+    traffic = bus_traffic(config, program.instructions, program.instruction_base)
+    assert traffic.read < 2 * 237_568
+
+
+@pytest.mark.rtl
+def test_held_weights_match_numpy_on_rtl(tmp_path):
+    """On the regression suite's 4x4 GEMM build (shared): direct convolutions with the
+    weights held for every output channel while the loops walk 2x4 spatial tiles (the
+    conv2_1b mapping's structure), bit-exact, AXI counters as the program predicts."""
+    from tensorforge.sim.rtl_matrix import REGRESSION_CONFIGS
+    from tensorforge.sim.rtl_run import RtlCase, RunOptions, run_programs_on_rtl
+
+    config = REGRESSION_CONFIGS["gemm4x4-systolic-ws"]
+    cases = []
+    for number, name in enumerate(("valid 3x3", "padded 3x3")):
+        workload = parse_workload(*CONVS[name])
+        mapping = _held(workload, {"k": 4, "x": 2, "y": 4}, config)
+        check_mapping(workload, mapping, config)  # fits the suite's buffers
+        cases.append(RtlCase(workload, mapping, seed=60 + number))
+    results = run_programs_on_rtl(config, cases, RunOptions(test_dir=tmp_path, seed=60))
     for case, result in zip(cases, results, strict=True):
         assert result.match, f"{case.workload}: {result.mismatch_count} wrong"
         assert result.traffic_consistent, case.workload
