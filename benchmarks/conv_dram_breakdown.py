@@ -59,8 +59,8 @@ def breakdown(program) -> dict[str, object]:
         if border is not None:
             entry["padding_read"], entry["padding_unique"] = border
         result[name] = entry
-    result["loads"] = sum(isinstance(i, Load) for i in program.instructions)
     result["instructions"] = len(program.instructions)
+    result["instructions_by_kind"] = program.statistics()["instructions"]
     result["total"] = result["instruction_fetch"] + sum(
         result[n]["read"] for n in regions)
     return result
