@@ -62,6 +62,18 @@ def test_small_cnn_on_the_functional_simulator():
     assert len(np.unique(result.output)) > 5  # not all clamped
 
 
+@pytest.mark.parametrize("config", [
+    AcceleratorConfig(output_pipeline=True),  # the default 8x8
+    AcceleratorConfig(array=ArrayConfig(rows=2, cols=4), output_pipeline=True,
+                      scratchpad=ScratchpadConfig(capacity=4096, accumulator=4096)),
+], ids=["8x8", "2x4"])
+def test_small_cnn_is_one_program_on_other_arrays(config):
+    net, inputs = small_cnn(seed=7)
+    result = simulate_model(net, inputs, config, backend="functional", seed=7)
+    assert result.match, (result.output, result.expected)
+    assert result.host_ops == () and len(result.instructions) == 1
+
+
 def test_pool_on_the_host_splits_the_program():
     net, inputs = small_cnn(seed=7)
     network = quantize_model(net, inputs, pool_on_device=False)
