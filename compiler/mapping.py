@@ -210,6 +210,8 @@ class Mapping:
         inner = [f"{n}.i" if n in split_names else n for n in self.order
                  if not (self.tile_sizes[n] == 1 < sizes[n])]
         sequence.append(("reorder", outer + inner))
+        for role, names in self.holds:  # not a HASCO primitive: the tile it loads is larger
+            sequence.append(("hold", role, list(names)))
         if inner:
             sequence.append(("tensorize", inner[0], self.choice.describe()))
         return sequence

@@ -235,6 +235,8 @@ def test_holds_round_trip_and_are_checked():
     assert again == mapping and again.holds == (("B", ("k",)),)
     plain = Mapping(mapping.choice, mapping.tiles, mapping.order)
     assert "holds" not in plain.to_dict()  # left out: existing mappings' hashes stay
+    assert ("hold", "B", ["k"]) in mapping.primitives(workload)
+    assert not any(p[0] == "hold" for p in plain.primitives(workload))
     tiling = build_tiling(workload, mapping.choice, mapping.tile_sizes, GEMM_4x4, mapping.holds)
     assert tiling.operand("B").lines == 2 * tiling.count("k") * plain_b_lines(workload, plain)
     assert dict(tiling.slots)["B"] == 1 and tiling.keys("B") == ("c", "r", "s")
