@@ -144,6 +144,16 @@ def _byte_map(workload: Workload, layout: DramLayout, tensor: str) -> bytes:
     return replace(layout, base=0, elem_bytes=8).pack(numbers, access, workload.sizes)
 
 
+def _named(layer: QuantLayer, function, *args):
+    """``function(*args)``, a `MappingError` naming the layer it was about."""
+    try:
+        return function(*args)
+    except MappingError as error:
+        if str(error).startswith(layer.name):
+            raise
+        raise MappingError(f"{layer.name}: {error}") from error
+
+
 def chain(run: list[tuple[QuantLayer, bool]], config: AcceleratorConfig,
           memory: MemorySystem) -> list[list[tuple[QuantLayer, Program, Link]]]:
     """``run``'s layers (each with whether a flatten precedes it) compiled, cut where a link
@@ -151,7 +161,7 @@ def chain(run: list[tuple[QuantLayer, bool]], config: AcceleratorConfig,
     if not run:
         return []
     layers = [layer for layer, _ in run]
-    options = [_candidates(layer, config, memory) for layer in layers]
+    options = [_named(layer, _candidates, layer, config, memory) for layer in layers]
     # best[i][c]: (total cost, previous option) of the chain ending in option c of layer i
     best = [[(c.cost, -1) for c in options[0]]]
     for position in range(1, len(run)):
@@ -174,8 +184,8 @@ def chain(run: list[tuple[QuantLayer, bool]], config: AcceleratorConfig,
     groups: list[list] = []
     for position, layer in enumerate(layers):
         after = links[position + 1] if position + 1 < len(run) else None
-        program = _generate(layer, chosen[position], config, memory,
-                            after if isinstance(after, DramLayout) else None)
+        program = _named(layer, _generate, layer, chosen[position], config, memory,
+                         after if isinstance(after, DramLayout) else None)
         if links[position] is None:
             groups.append([])
         groups[-1].append((layer, program, links[position]))

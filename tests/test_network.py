@@ -233,3 +233,14 @@ def test_conv2d_intrinsic_chains_what_it_can_and_relays_the_rest():
     assert result.match, (result.output, result.expected)
     assert result.host_ops and all(op.startswith("relayout") for op in result.host_ops)
     assert len(result.instructions) == len(result.host_ops) + 1
+
+
+def test_a_layer_that_cannot_be_mapped_is_named():
+    """A layer whose output-stage parameters leave no accumulator room: the error names it."""
+    tiny = AcceleratorConfig(array=ArrayConfig(rows=4, cols=4), output_pipeline=True,
+                             scratchpad=ScratchpadConfig(capacity=2048, banks=4,
+                                                         accumulator=256))
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(2, 40, 1))
+    with pytest.raises(MappingError, match="^_0: .*parameter"):
+        simulate_model(net, (torch.randn(1, 2, 4, 4),), tiny, backend="functional")
