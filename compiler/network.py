@@ -130,8 +130,22 @@ class NetworkProgram:
                 q = global_avg_pool(q)
             elif item.op == "flatten":
                 q = np.asarray(q).reshape(-1)
-            # relayout: the next segment's pack puts q in its layout
+            elif item.op == "relayout":  # the next segment's pack lays q out
+                after = self.items[self.items.index(item) + 1]
+                q = pad_into(q, after.layers[0].workload.shapes["A"])
         return q, cycles
+
+
+def pad_into(q: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``q`` zero-padded into ``shape`` where `input_offsets` places it (unchanged if it
+    already has that shape); a flatten's reshape otherwise."""
+    q = np.asarray(q)
+    before = input_offsets(q.shape, shape)
+    if before is None:
+        return q.reshape(shape)
+    padded = np.zeros(shape, dtype=np.int64)
+    padded[tuple(slice(b, b + n) for b, n in zip(before, q.shape, strict=True))] = q
+    return padded
 
 
 def compile_network(network: QuantizedNetwork, config: AcceleratorConfig,

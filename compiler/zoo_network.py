@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from tensorforge.compiler.network import NetworkProgram, input_offsets
+from tensorforge.compiler.network import NetworkProgram, input_offsets, pad_into
 from tensorforge.compiler.quantize import QMAX, QuantizedNetwork, QuantLayer
 from tensorforge.compiler.zoo import Model
 from tensorforge.errors import WorkloadError
@@ -50,12 +50,9 @@ def zoo_network(model: Model, seed: int = 0) -> QuantizedNetwork:
 def _input(layer: QuantLayer, previous: np.ndarray | None, rng) -> np.ndarray:
     """The layer's ``A``: the previous output zero-padded into place, or a host tensor."""
     shape = layer.workload.shapes["A"]
-    before = None if previous is None else input_offsets(previous.shape, shape)
-    if before is None:
+    if previous is None or input_offsets(previous.shape, shape) is None:
         return rng.integers(-QMAX - 1, QMAX + 1, shape)
-    padded = np.zeros(shape, dtype=np.int64)
-    padded[tuple(slice(b, b + n) for b, n in zip(before, previous.shape, strict=True))] = previous
-    return padded
+    return pad_into(previous, shape)
 
 
 def _reference(layer: QuantLayer, a: np.ndarray) -> np.ndarray:
