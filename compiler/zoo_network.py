@@ -7,7 +7,8 @@ shape, or that shape zero-padded as the zoo's pre-padded inputs are:
 network input). Weights are seeded random int8 (``B``), each layer's output stage a bias
 and a requantization scale ``1 / (64 * sqrt(reduction length))`` that keeps outputs spread
 over int8, channel = the output's first index. `check_zoo_network` runs the segments on the
-functional simulator against each workload's numpy reference chained the same way.
+functional simulator (or the RTL) against each workload's numpy reference chained the same
+way.
 """
 
 from __future__ import annotations
@@ -61,11 +62,14 @@ def _reference(layer: QuantLayer, a: np.ndarray) -> np.ndarray:
     return layer.params.apply(acc, workload.output.indices.index(layer.channel), 32)
 
 
-def check_zoo_network(program: NetworkProgram, seed: int = 0) -> dict[str, object]:
-    """Run every segment on the functional simulator; compare each layer's output (the
-    segment's last, read back) with the chained references. Returns counts per segment."""
-    from tensorforge.sim.functional import run_program
+def check_zoo_network(program: NetworkProgram, seed: int = 0, backend: str = "functional"
+                      ) -> dict[str, object]:
+    """Run every segment on ``backend`` (`sim.network_run.segment_runner`); compare each
+    segment's output with the chained references. Returns counts (and RTL cycles) per
+    segment."""
+    from tensorforge.sim.network_run import segment_runner
 
+    device = segment_runner(program.config, backend, seed=seed)
     rng = np.random.default_rng(seed)
     previous = None
     segments = []
@@ -75,11 +79,10 @@ def check_zoo_network(program: NetworkProgram, seed: int = 0) -> dict[str, objec
         for position, layer in enumerate(segment.layers):
             expected = _reference(layer, expected if position == 0 else _input(
                 layer, expected, rng))
-        image = segment.pack(first)
-        run_program(program.config, list(segment.instructions), image)
-        output = np.asarray(segment.unpack(image))
+        after, cycles = device(segment, segment.pack(first))
+        output = np.asarray(segment.unpack(after))
         segments.append({"layers": [layer.name for layer in segment.layers],
-                         "instructions": len(segment.instructions),
+                         "instructions": len(segment.instructions), "cycles": cycles,
                          "equal": bool(np.array_equal(output, expected))})
         previous = expected
     return {"seed": seed, "equal": all(s["equal"] for s in segments), "segments": segments}

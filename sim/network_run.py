@@ -54,9 +54,14 @@ def run_network(program: NetworkProgram, q: np.ndarray, backend: str = "rtl", *,
                 memory: MemorySystem = DEFAULT_MEMORY, seed: int = 0) -> tuple[np.ndarray,
                                                                                 list]:
     """The int8 output of ``program`` on int8 input ``q`` and each segment's cycles."""
+    return program.run(q, segment_runner(program.config, backend, memory=memory, seed=seed))
+
+
+def segment_runner(config, backend: str = "rtl", *, memory: MemorySystem = DEFAULT_MEMORY,
+                   seed: int = 0):
+    """``device(segment, image) -> (DRAM after, cycles or None)`` on ``backend``."""
     if backend not in BACKENDS:
         raise SimulationError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
-    config = program.config
     if backend == "functional":
         from tensorforge.sim.functional import run_program
 
@@ -72,7 +77,7 @@ def run_network(program: NetworkProgram, q: np.ndarray, backend: str = "rtl", *,
             ((counters, after),) = run_instructions_on_rtl(
                 config, [raw], RunOptions(memory=memory, seed=seed))
             return after, counters["cycles"]
-    return program.run(q, device)
+    return device
 
 
 def layer_lines(program: NetworkProgram) -> tuple[str, ...]:
