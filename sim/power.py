@@ -169,7 +169,10 @@ def power_of_activity(config: AcceleratorConfig, activity: RegisterActivity, *,
     from tensorforge.sim.rtl_run import accelerator_verilog
 
     verilog = accelerator_verilog(config)
-    netlist = mapped_netlist(verilog, TOP_NAME, tech=tech, clock_ns=clock_ns)
+    # the netlist of the Verilog `generate` writes (no zero-filling `initial` blocks): the
+    # one a user synthesizes, and `synth` of it leaves this netlist in the cache
+    netlist = mapped_netlist(accelerator_verilog(config, zero_init=False), TOP_NAME, tech=tech,
+                             clock_ns=clock_ns)
     cycles = max(1, activity.cycles)
     flop_rates, matched, mean = annotate_flops(netlist.flops, activity)
     ports = input_rates(activity, input_ports(verilog, TOP_NAME))

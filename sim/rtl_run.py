@@ -81,22 +81,29 @@ def hardware_digest() -> str:
 
 
 @functools.cache
-def accelerator_verilog(config: AcceleratorConfig, target: str = "generic") -> str:
+def accelerator_verilog(config: AcceleratorConfig, target: str = "generic", *,
+                        zero_init: bool = True) -> str:
     """Verilog of ``Accelerator(config, target=target)``, cached on disk by config, target and
     hardware sources (an ``ecp5`` target's comes with its primitives' simulation models).
+    ``zero_init=False`` gives the text `tensorforge generate` writes (no ``initial`` blocks
+    zero-filling the memories), the one a user synthesizes.
 
     Elaborating the whole accelerator takes seconds (tens on a loaded machine) and would
     otherwise be paid by every process before the model cache can even be asked.
     """
     from tensorforge.hw.accelerator import TOP_NAME, Accelerator
-    from tensorforge.sim.rtl_harness import design_verilog
+    from tensorforge.sim.rtl_harness import design_verilog, with_primitive_models
+    from tensorforge.verilog_text import component_verilog
 
     extra = () if target == "generic" else (target,)  # the default keeps its old keys
+    extra += () if zero_init else ("no-init",)
     key = stable_hash(config.to_json(), hardware_digest(), *extra)
     path = cache_subdir("accelerator-verilog") / f"{key}.v"
     if path.is_file():
         return path.read_text()
-    text = design_verilog(Accelerator(config, target=target), TOP_NAME)
+    top = Accelerator(config, target=target)
+    text = (design_verilog(top, TOP_NAME) if zero_init
+            else with_primitive_models(component_verilog(top, TOP_NAME)))
     staging = path.with_suffix(f".{os.getpid()}.tmp")
     staging.write_text(text)
     staging.replace(path)  # atomic: a reader sees the whole file or none
