@@ -437,6 +437,7 @@ def _evaluate(rows: SpaceRows, tiles: np.ndarray, order: np.ndarray,
     in_bytes, acc_bytes = config.precision.in_bytes, config.precision.acc_bytes
     load_cycles, read_bytes, loads, spad_written = [], np.zeros(n), [], np.zeros(n)
     load_instructions = []  # per LOAD event of A, B
+    beats = np.zeros(n)
     for row, spec in enumerate(rows.operands[:2]):
         sums = _sweep_counts(rows, g, spec, g.tile, legal, exact)
         keys = _keys(g, spec)
@@ -449,6 +450,7 @@ def _evaluate(rows: SpaceRows, tiles: np.ndarray, order: np.ndarray,
         loads.append(count)
         load_instructions.append(runs)
         read_bytes = read_bytes + program["elements"] * in_bytes
+        beats = beats + program["beats"]
         spad_written = spad_written + program["lines"] * config.spad_line_bytes
     out = _sweep_counts(rows, g, rows.operands[2], g.tile, legal, exact)
     stores = steps // periods[2]
@@ -528,6 +530,12 @@ def _evaluate(rows: SpaceRows, tiles: np.ndarray, order: np.ndarray,
                  + (read_bytes + write_bytes + rows.host_bytes) * energy.dram_pj_per_byte
                  + hop_bytes * energy.hop_pj_per_byte)
     useful = rows.useful
+    transfer_instructions = (loads[0] * load_instructions[0] + loads[1] * load_instructions[1]
+                             + stores * store_instructions + added["transfers"])
+    events = _events(rows, mac_steps, np.maximum(mac_steps * reload_share, mac_instructions),
+                     spad_written / line_bytes, overwritten_lines, out,
+                     beats + out["beats"], read_bytes + write_bytes,
+                     mac_instructions + added["macs"] + transfer_instructions)
     return CostBatch(
         legal=legal, cycles=cycles, energy_pj=energy_pj, compute_cycles=compute_cycles,
         load_cycles=load_cycles[0] + load_cycles[1], store_cycles=store_cycles,
@@ -537,9 +545,32 @@ def _evaluate(rows: SpaceRows, tiles: np.ndarray, order: np.ndarray,
         extra={"mac_instructions": mac_instructions + added["macs"],
                "tile_steps": steps,
                "loads_A": loads[0], "loads_B": loads[1], "stores": stores,
-               "transfer_instructions": loads[0] * load_instructions[0]
-               + loads[1] * load_instructions[1] + stores * store_instructions
-               + added["transfers"]})
+               "transfer_instructions": transfer_instructions} | events)
+
+
+def _events(rows: SpaceRows, mac_steps: np.ndarray, stationary_runs: np.ndarray,
+            spad_writes: np.ndarray, overwritten_lines: np.ndarray,
+            out: dict[str, np.ndarray], transfer_beats: np.ndarray, dram_bytes: np.ndarray,
+            instructions: np.ndarray) -> dict[str, np.ndarray]:
+    """The program's `energy.EVENTS` as `program_events` counts them, from the batch's counts
+    (no program): a MAC step reads its beats and writes its C block (reading it too unless it
+    overwrites), a stationary block is read once per run of steps that keep it (at least once
+    per MAC instruction), a LOAD writes its lines, a STORE reads its lines, every instruction
+    is fetched from DRAM (16 bytes)."""
+    config, step = rows.config, rows.step
+    c_lines = config.blocks["C"].lines
+    fetched = np.nan_to_num(instructions) * INSTRUCTION_BYTES
+    return {
+        "macs": mac_steps * config.macs_per_step,
+        "spad_line_reads": mac_steps * step.beats + stationary_runs * step.stationary_lines,
+        "spad_line_writes": spad_writes,
+        "acc_line_reads": mac_steps * c_lines - overwritten_lines + out["lines"],
+        "acc_line_writes": mac_steps * c_lines,
+        "forward_bytes": mac_steps * step.beats * config.spad_line_elems
+        * config.precision.in_bytes * movement_hops(config),
+        "dma_beats": transfer_beats + np.ceil(fetched / config.dma.bus_bytes),
+        "dram_bytes": dram_bytes + rows.host_bytes + fetched,
+    }
 
 
 def _boundary_timeline(rows: SpaceRows, g: Geometry, steps: np.ndarray, middle: Middle,

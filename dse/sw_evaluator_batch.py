@@ -8,10 +8,11 @@ on a 8x8 DOT array (2 busy cores), against milliseconds for the search itself. H
 search runs and the same candidates are compared, but each is priced by the batch model with
 the code generator's exact transfer counts (`cost_model.evaluate(..., exact=True)`), the
 figure the timeline starts from (``batch_cycles`` in `cost_model.evaluate_mapping`). What that
-leaves out: the timeline's cycles (a few percent apart, see docs/fidelity.md) and the
-program's event counts, so a layer's dynamic energy is the batch model's own (its 45 nm event
-table) rather than the hardware model's per-event energies; area, clock, static and clock
-power still come from the sweep's hardware model.
+leaves out is the timeline's cycles (a few percent apart, see docs/fidelity.md). The program's
+event counts, which the hardware model's per-event energies price (`evaluate.layer_energy_pj`),
+come from the batch model's own counts (`cost_model._events`), within 1% of the program's
+dynamic energy (`tests/test_sw_evaluator_batch.py`); ``energy_pj`` stays the batch model's
+45 nm figure, used only by a hardware model without per-event energies.
 
 A method that prices mappings it chose itself (Poros's `joint_mapping.PlannedMappingEvaluator`)
 reads `pricing` to price them the same way, so methods compared under this evaluator compare.
@@ -27,6 +28,7 @@ from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
 from tensorforge.dse.cost_model import CostParameters, evaluate, mapping_arrays, rtl_parameters
 from tensorforge.dse.cost_space import build_space
+from tensorforge.dse.energy import EVENTS
 from tensorforge.dse.evaluate import LayerMetrics
 from tensorforge.dse.sw_search import SEARCHES
 from tensorforge.dse.sw_space import SoftwareSpace
@@ -48,7 +50,8 @@ def batch_price(workload: Workload, mapping, config: AcceleratorConfig,
     program; MappingError where the model finds the mapping illegal."""
     space = build_space(workload, mapping.choice, config, mapping.groups)
     tiles, order = mapping_arrays(space, mapping.tile_sizes, mapping.order)
-    row = evaluate(space, tiles, order, parameters, exact=True).row(0)
+    batch = evaluate(space, tiles, order, parameters, exact=True)
+    row = batch.row(0) | {name: float(batch.extra[name][0]) for name in EVENTS}
     if not row["legal"]:
         raise MappingError(f"the batch model finds mapping {mapping.choice} of "
                            f"{workload.text} illegal on {config.describe()}")
@@ -108,7 +111,7 @@ class BatchPricedSearchEvaluator:
             cycles=int(row["cycles"]),
             energy_pj=float(row["energy_pj"]),
             mapping=mapping.to_dict(),
-            details={k: float(row[k]) for k in DETAILS}
+            details={k: float(row[k]) for k in (*DETAILS, *EVENTS)}
             | {"evaluations": float(result.evaluations + len(candidates)),
                "library": float(library)},
             search_history=[[float(e), float(c), float(j)] for e, c, j in result.history],

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import pytest
 
+from tensorforge.commands.explore import resolve_workload
 from tensorforge.compiler.mappers import library_mapping
 from tensorforge.compiler.mapping import Mapping
 from tensorforge.compiler.workload import parse_workload
 from tensorforge.config import AcceleratorConfig, ArrayConfig
-from tensorforge.dse.codesign import make_evaluator
+from tensorforge.dse.codesign import make_evaluator, make_hardware_model
 from tensorforge.dse.cost_model import evaluate_mapping, rtl_parameters
 from tensorforge.dse.energy import EVENTS
-from tensorforge.dse.evaluate import missing_events
+from tensorforge.dse.evaluate import layer_energy_pj, missing_events
 from tensorforge.dse.joint_mapping import LAYER_ACTIONS, PlannedMappingEvaluator, layer_key
 from tensorforge.dse.opt_poros import PlannedEffort
 from tensorforge.dse.sw_evaluator import SoftwareSearchEvaluator
@@ -34,7 +35,8 @@ def test_batch_price_is_the_program_paths_batch_estimate() -> None:
     batch = batch_price(GEMM, mapping, CONFIG, PARAMETERS)
     assert batch["cycles"] == program["batch_cycles"]
     assert batch["energy_pj"] == pytest.approx(program["energy_pj"])
-    assert missing_events(batch) == list(EVENTS)  # no program, no event counts
+    # no program, yet every event count a technology's energies price
+    assert missing_events(batch) == []
 
 
 def test_the_evaluator_keeps_the_fastest_of_its_candidates_by_the_batch_model() -> None:
@@ -68,3 +70,36 @@ def test_poros_prices_its_mappings_as_the_sweeps_evaluator_does() -> None:
 def test_an_unknown_pricing_is_refused() -> None:
     with pytest.raises(ValueError, match="pricing must be one of"):
         PlannedMappingEvaluator((), pricing="exact")
+
+
+#: Zoo layers and accelerators of the energy check: a depthwise, a 1x1 and a fully connected
+#: layer on a weight-stationary GEMM, an output-stationary CONV2D and a DOT array.
+ENERGY_CASES = [("mobilenet", "dw4", {}), ("mobilenet", "dw4", {"intrinsic": "conv2d",
+                                                                 "array": {"dataflow": "os"}}),
+                ("resnet50", "conv2_1a", {"intrinsic": "dot",
+                                          "array": {"rows": 8, "cols": 16, "dataflow": "os"}}),
+                ("resnet50", "fc", {"intrinsic": "conv2d", "array": {"dataflow": "os"}})]
+
+
+@pytest.mark.parametrize(("model", "layer", "config"), ENERGY_CASES)
+def test_the_batch_events_price_the_programs_energy_on_ihp(model, layer, config) -> None:
+    """The IHP SG13G2 energies price the batch model's event counts within 1% of the
+    generated program's counted events (dynamic energy, DRAM included; on chip within 2%).
+    Measured on 33 pairs (the 4 smallest distinct layers of ResNet-50, MobileNet v1 and BERT
+    on these three arrays, mapped by this evaluator, budget 16, seed 0): dynamic energy at
+    most 0.50% low, on chip at most 1.07% low; the accumulator reads are the loosest count
+    (up to 16% low, a small part of the energy). The 45 nm table the batch model prices
+    itself with was 25-91% below the program's IHP energy on the same pairs."""
+    workload = next(w for name, w, _ in resolve_workload(model)[1] if name == layer)
+    config = AcceleratorConfig.from_dict(config)
+    metrics = BatchPricedSearchEvaluator(budget=16)(workload, config, seed=0)
+    program = evaluate_mapping(workload, _mapping(metrics, workload), config,
+                               rtl_parameters(DEFAULT_MEMORY, config))
+    hardware = make_hardware_model("synthesis")(config)
+    assert missing_events(metrics.details) == []
+    by_batch = layer_energy_pj(metrics, hardware)  # what a sweep prices the layer at
+    assert by_batch == pytest.approx(hardware.energies.dynamic_pj(metrics.details))
+    assert by_batch != pytest.approx(metrics.energy_pj, rel=0.1)  # not the 45 nm table's
+    assert by_batch == pytest.approx(hardware.energies.dynamic_pj(program), rel=0.01)
+    assert hardware.energies.dynamic_pj(metrics.details, on_chip=True) == pytest.approx(
+        hardware.energies.dynamic_pj(program, on_chip=True), rel=0.02)
