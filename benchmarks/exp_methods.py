@@ -39,7 +39,14 @@ from exp_common import OUT, heaviest_layers, table
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from tensorforge.dse.codesign import SweepSpec, make_hardware_model, make_problem, run_sweep
+from tensorforge.commands.explore import resolve_workload
+from tensorforge.dse.codesign import (
+    SweepSpec,
+    make_hardware_model,
+    make_problem,
+    merge_layers,
+    run_sweep,
+)
 from tensorforge.dse.pareto import hypervolume
 from tensorforge.dse.scenarios import Scenario
 from tensorforge.dse.sw_evaluator_batch import BatchPricedSearchEvaluator
@@ -68,6 +75,11 @@ class _Spent(Exception):
 
 @functools.cache
 def _layers(model: str, count: int):
+    """``(name, layers, MAC share)``: the ``count`` heaviest distinct layers, or with
+    ``count`` 0 the whole network (every distinct layer, each weighted by its repeat count)."""
+    if count <= 0:
+        name, layers = resolve_workload(model)
+        return name, tuple(merge_layers(layers)), 1.0
     return heaviest_layers(model, count)
 
 
@@ -463,12 +475,16 @@ def main() -> None:
                         help="the sweeps' trial count (a run stops on its budgets first)")
     parser.add_argument("--sw-budget", type=int, default=32,
                         help="software-search evaluations per layer and trial")
-    parser.add_argument("--layers", type=int, default=2, help="distinct layers per model")
+    parser.add_argument("--layers", type=int, default=0,
+                        help="the heaviest distinct layers per model; 0: the whole network")
     parser.add_argument("--tag", default="",
                         help="suffix of the cache files this process writes, so processes "
                         "running other methods of the same model and seed do not collide")
     parser.add_argument("--from-json", action="store_true",
                         help="only rewrite the report and plots from the cached runs")
+    parser.add_argument("--no-report", action="store_true",
+                        help="only run and cache (processes running parts of the matrix side "
+                        "by side; one --from-json writes the report after them)")
     args = parser.parse_args()
     if args.from_json:
         write(args)
@@ -496,7 +512,8 @@ def main() -> None:
                       f"{last['seconds']:.0f} s, HV {last['hv']:.4g}, best EDP "
                       f"{fmt(best_edp(run))}", flush=True)
                 path.write_text(json.dumps({"settings": settings, **cached}) + "\n")
-    write(args)
+    if not args.no_report:
+        write(args)
 
 
 if __name__ == "__main__":
