@@ -71,7 +71,8 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
             EVALUATORS,
             "per-layer evaluation: hasco (software search under the "
             "cost model), hasco-batch (the same search, mappings priced by the batch model "
-            "without generating programs: far cheaper, dynamic energy at 45 nm) or "
+            "without generating programs: far cheaper; events counted by the batch model, "
+            "priced by the hardware model) or "
             "first-order (roofline; fast)",
         ),
         (
