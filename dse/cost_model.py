@@ -559,7 +559,7 @@ def _events(rows: SpaceRows, mac_steps: np.ndarray, stationary_runs: np.ndarray,
     is fetched from DRAM (16 bytes)."""
     config, step = rows.config, rows.step
     c_lines = config.blocks["C"].lines
-    fetched = np.nan_to_num(instructions) * INSTRUCTION_BYTES
+    fetched = instructions * INSTRUCTION_BYTES  # NaN where the boundary was not priced
     return {
         "macs": mac_steps * config.macs_per_step,
         "spad_line_reads": mac_steps * step.beats + stationary_runs * step.stationary_lines,

@@ -49,7 +49,7 @@ def test_the_search_prices_a_mixed_batch_in_one_pass_per_stack():
 
 #: What the boundary steps and the timeline add: not priced for an illegal mapping.
 SCHEDULED = {"compute_cycles", "load_cycles", "store_cycles", "extra.mac_instructions",
-             "extra.transfer_instructions"}
+             "extra.transfer_instructions", "extra.dma_beats", "extra.dram_bytes"}
 
 
 @pytest.mark.parametrize("name", ["conv3x3_resnet_16x16", "conv_strided", "depthwise_gemm",
