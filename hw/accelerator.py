@@ -96,10 +96,12 @@ class Accelerator(wiring.Component):
         # a unit that reports retirement takes its next command before it is idle
         retiring = tuple(name for name, unit in units.items()
                          if "retired" in unit.signature.members)
-        m.submodules.controller = controller = Controller(config, retiring)
+        m.submodules.controller = controller = Controller(
+            config, retiring, early_room=self.target is Target.ECP5)
         m.submodules.scratchpad = scratchpad = Scratchpad(config)
         m.submodules.accumulator = accumulator = AccumulatorBuffer(config)
-        m.submodules.read_arbiter = arbiter = AxiReadArbiter(config.dma.bus_bits)
+        m.submodules.read_arbiter = arbiter = AxiReadArbiter(
+            config.dma.bus_bits, registered=self.target is Target.ECP5)
 
         wiring.connect(m, wiring.flipped(self.s_axil), registers.bus)
         wiring.connect(m, controller.fetch, arbiter.fetch)

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import enum
 
-from amaranth import Module, Mux, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import enum as hdl_enum
 from amaranth.lib import wiring
+from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 ADDR_BITS = 32
@@ -222,18 +223,44 @@ class AxiReadArbiter(wiring.Component):
 
     AR requests alternate when both wait (round robin, one per cycle); each manager drives its
     own ``arid`` (`ReadId`) and R beats go back to the manager named by ``rid``. No latency is
-    added: AR and R pass through combinationally.
+    added: AR and R pass through combinationally. ``registered`` (the ``ecp5`` target) queues
+    each manager's AR in a two-entry FIFO instead: ``arready`` is then a register's and the
+    arbitration sees registers only, one cycle later; R still passes through.
     """
 
     latency = 0
 
-    def __init__(self, data_bits: int) -> None:
+    def __init__(self, data_bits: int, registered: bool = False) -> None:
+        self.registered = registered
         sig = axi_read_signature(data_bits)
         super().__init__({"load": In(sig), "fetch": In(sig), "bus": Out(sig)})
+
+    def _requests(self, m: Module, managers: dict) -> dict:
+        """``{ident: (arvalid, araddr, arlen, ready)}`` the arbiter chooses from; ``ready`` is
+        driven with the bus's ``arready`` while that request is chosen."""
+        if not self.registered:
+            return {ident: (manager.arvalid, manager.araddr, manager.arlen, manager.arready)
+                    for ident, manager in managers.items()}
+        requests = {}
+        for ident, manager in managers.items():
+            ready = Signal(name=f"ar_ready_{ident.name.lower()}")
+            fifo = SyncFIFO(width=len(manager.araddr) + len(manager.arlen), depth=2)
+            m.submodules[f"ar_{ident.name.lower()}"] = fifo
+            m.d.comb += [
+                fifo.w_data.eq(Cat(manager.araddr, manager.arlen)),
+                fifo.w_en.eq(manager.arvalid),
+                manager.arready.eq(fifo.w_rdy),
+                fifo.r_en.eq(ready),
+            ]
+            address = fifo.r_data[: len(manager.araddr)]
+            requests[ident] = (fifo.r_rdy, address, fifo.r_data[len(manager.araddr):], ready)
+        return requests
 
     def elaborate(self, platform) -> Module:
         m = Module()
         managers = {ReadId.LOAD: self.load, ReadId.FETCH: self.fetch}
+        requests = self._requests(m, managers)
+        fetch_valid, load_valid = requests[ReadId.FETCH][0], requests[ReadId.LOAD][0]
         fetch_first = Signal()
         # A granted AR stays granted until its handshake (AXI: ARVALID must not drop early).
         holding = Signal()
@@ -241,23 +268,24 @@ class AxiReadArbiter(wiring.Component):
         choice = Signal(ReadId)
         with m.If(holding):
             m.d.comb += choice.eq(held)
-        with m.Elif(self.fetch.arvalid & (fetch_first | ~self.load.arvalid)):
+        with m.Elif(fetch_valid & (fetch_first | ~load_valid)):
             m.d.comb += choice.eq(ReadId.FETCH)
         with m.Else():
             m.d.comb += choice.eq(ReadId.LOAD)
         for ident, manager in managers.items():
+            valid, address, length, ready = requests[ident]
             with m.If(choice == ident):
                 m.d.comb += [
                     self.bus.arid.eq(ident),
-                    self.bus.araddr.eq(manager.araddr),
-                    self.bus.arlen.eq(manager.arlen),
+                    self.bus.araddr.eq(address),
+                    self.bus.arlen.eq(length),
                     self.bus.arsize.eq(manager.arsize),
                     self.bus.arburst.eq(manager.arburst),
                     self.bus.arlock.eq(manager.arlock),
                     self.bus.arcache.eq(manager.arcache),
                     self.bus.arprot.eq(manager.arprot),
-                    self.bus.arvalid.eq(manager.arvalid),
-                    manager.arready.eq(self.bus.arready),
+                    self.bus.arvalid.eq(valid),
+                    ready.eq(self.bus.arready),
                 ]
             with m.If(self.bus.rid == ident):
                 m.d.comb += [manager.rvalid.eq(self.bus.rvalid), self.bus.rready.eq(manager.rready)]

@@ -66,6 +66,10 @@ class Controller(wiring.Component):
     tokens, take, check the pops).
     ``dep_wait`` is the number of gates that hold an instruction whose tokens are missing.
 
+    ``early_room`` (the ``ecp5`` target) decides from a register whether the fetch queue has
+    room for a burst, worked out a cycle early for the longest burst: fetch may wait a few
+    cycles longer, and no adder sits between the queue and ARVALID.
+
     A unit named in ``retiring`` may take its next command before it is idle: it pulses
     ``<unit>_retired`` once per command, in order, when that command's effects are complete.
     Its gate then offers the next command at once and pushes each command's tokens on its
@@ -80,8 +84,10 @@ class Controller(wiring.Component):
     # LOADs (STOREs) in flight; the compute unit overlaps one instruction with the next
     retire_windows = {"load": 4, "compute": 1, "store": 4}
 
-    def __init__(self, config: AcceleratorConfig, retiring: tuple[str, ...] = ()) -> None:
+    def __init__(self, config: AcceleratorConfig, retiring: tuple[str, ...] = (),
+                 early_room: bool = False) -> None:
         self.config = config
+        self.early_room = early_room
         self.queue_depth = config.controller.queue_depth
         self.retiring = tuple(retiring)
         members = {
@@ -202,6 +208,12 @@ class Controller(wiring.Component):
 
         ar_waiting = Signal()  # ARVALID was offered and not yet taken
         occupied = Signal(range(capacity + config.dma.max_burst + 1))
+        fits = occupied + planner.beats <= capacity
+        if self.early_room:
+            # registered a cycle early: room for the longest burst after this cycle's request
+            fits = Signal(name="fetch_room")
+            grown = occupied + Mux(axi.arvalid & axi.arready, planner.beats, 0)
+            m.d.sync += fits.eq(grown + min(config.dma.max_burst, capacity) <= capacity)
         m.d.comb += [
             occupied.eq(fetched.r_level * beats_per_chunk + assembling + in_flight),
             axi.arid.eq(ReadId.FETCH),
@@ -210,7 +222,7 @@ class Controller(wiring.Component):
             # occupied only falls while ARVALID waits, so ARVALID never drops early; after a
             # FINISH no new burst is offered
             axi.arvalid.eq(
-                ~planner.empty & (ar_waiting | (~draining & (occupied + planner.beats <= capacity)))
+                ~planner.empty & (ar_waiting | (~draining & fits))
             ),
             axi.rready.eq(1),
         ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from amaranth import Cat, Const, Module, Mux, Shape, Signal
 from amaranth.lib import data
-from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 
 from tensorforge.hw.axi import ADDR_BITS
 from tensorforge.isa import FORMATS, Opcode
@@ -110,12 +110,25 @@ def expand_bytes(mask) -> Cat:
     return Cat(bit.replicate(8) for bit in mask)
 
 
+def _typed_views(fifo, shape) -> None:
+    if isinstance(shape, data.Layout):
+        fifo.pushed, fifo.head = shape(fifo.w_data), shape(fifo.r_data)
+    else:
+        fifo.pushed, fifo.head = fifo.w_data, fifo.r_data
+
+
 class Queue(SyncFIFO):
     """A `SyncFIFO` of one shape: ``pushed`` views ``w_data`` and ``head`` views ``r_data``."""
 
     def __init__(self, shape, depth: int) -> None:
         super().__init__(width=Shape.cast(shape).width, depth=depth)
-        if isinstance(shape, data.Layout):
-            self.pushed, self.head = shape(self.w_data), shape(self.r_data)
-        else:
-            self.pushed, self.head = self.w_data, self.r_data
+        _typed_views(self, shape)
+
+
+class RegisteredQueue(SyncFIFOBuffered):
+    """`Queue` whose ``head`` is a register (one more cycle from push to head): no memory read
+    sits between the read pointer and the logic that consumes the head."""
+
+    def __init__(self, shape, depth: int) -> None:
+        super().__init__(width=Shape.cast(shape).width, depth=depth)
+        _typed_views(self, shape)

@@ -17,6 +17,7 @@ from tensorforge.hw.axi import (
 )
 from tensorforge.hw.dma_rows import (
     Queue,
+    RegisteredQueue,
     RowGeometry,
     RunGeometry,
     accept_command,
@@ -119,7 +120,8 @@ class LoadUnit(wiring.Component):
                 **self._cut_fields(len(insn.rows), len(row.bytes)),
             }
         )
-        m.submodules.runs = runs = Queue(runs_layout, max(2, self.outstanding))
+        queue = RegisteredQueue if self.target is Target.ECP5 else Queue
+        m.submodules.runs = runs = queue(runs_layout, max(2, self.outstanding))
 
         # --- address half: runs and AR bursts ---------------------------------------------------
         planner = BurstPlanner(bus_bytes, config.dma.max_burst, "load", run.max_beats)
@@ -245,8 +247,9 @@ class LoadUnit(wiring.Component):
         out_retires = Signal()
         written = Signal()
         free = ~out_valid | written  # the output register can take a line this cycle
+        queued = runs.level != 0 if self.target is Target.ECP5 else runs.r_rdy  # pushed, unread
         m.d.comb += [
-            settled.eq(~runs.r_rdy & ~out_valid),
+            settled.eq(~queued & ~out_valid),
             self.retired.eq(written & out_retires),
         ]
 
