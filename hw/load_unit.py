@@ -25,6 +25,7 @@ from tensorforge.hw.dma_rows import (
     expand_bytes,
     log2,
 )
+from tensorforge.hw.load_gather import gather_lines
 from tensorforge.hw.ports import acc_write_port, instruction_layout, spad_write_port
 from tensorforge.hw.targets import Target, parse_target
 from tensorforge.isa import Buffer, Opcode
@@ -59,8 +60,9 @@ class LoadUnit(wiring.Component):
     cycle each. ``error`` is sticky: an R beat came back with a response other than OKAY.
 
     ``target`` ``ecp5`` works out, as each run is queued, the byte counts the data half compares
-    against, so no adder sits between the queue's head and the decision to cut a line (the
-    critical path of the whole accelerator on ECP5); same cycles.
+    against, keeps the runs queue's head in a register, and takes R beats and cuts lines with
+    `load_gather.gather_lines`, which moves the wide data in the cycles after the decisions:
+    each run reaches the data half a cycle later and each line two cycles later.
     """
 
     beats_per_cycle = 1
@@ -156,7 +158,10 @@ class LoadUnit(wiring.Component):
             m.d.sync += line.eq(line + lines)
 
         settled = Signal()
-        self._cut_lines(m, runs, settled, line_bytes, spad_bits, acc_bits)
+        if self.target is Target.ECP5:
+            gather_lines(self, m, runs, settled, line_bytes, spad_bits, acc_bits)
+        else:
+            self._cut_lines(m, runs, settled, line_bytes, spad_bits, acc_bits)
 
         with m.FSM():
             with m.State("IDLE"):
@@ -247,9 +252,8 @@ class LoadUnit(wiring.Component):
         out_retires = Signal()
         written = Signal()
         free = ~out_valid | written  # the output register can take a line this cycle
-        queued = runs.level != 0 if self.target is Target.ECP5 else runs.r_rdy  # pushed, unread
         m.d.comb += [
-            settled.eq(~queued & ~out_valid),
+            settled.eq(~runs.r_rdy & ~out_valid),
             self.retired.eq(written & out_retires),
         ]
 
@@ -262,9 +266,7 @@ class LoadUnit(wiring.Component):
             m.d.sync += self.error.eq(1)
         # A run's first beat starts ``offset`` bytes in: shift the beat so its byte ``offset``
         # lands on byte ``have`` (the shift is taken ``bus_bytes`` high to stay non-negative).
-        ecp5 = self.target is Target.ECP5
-        first = Signal(name="first_beat", init=1) if ecp5 else None  # taken == 0, registered
-        skip = Mux(first if ecp5 else taken == 0, head.offset, 0)
+        skip = Mux(taken == 0, head.offset, 0)
         position = Signal(range(width + bus_bytes + 1))
         m.d.comb += position.eq(have + bus_bytes - skip)
         shifted = (axi.rdata << Cat(Const(0, 3), position))[bus_bytes * 8 : (bus_bytes + width) * 8]
@@ -280,18 +282,8 @@ class LoadUnit(wiring.Component):
 
         keep = expand_bytes(byte_mask(m, head.bytes, line_bytes, "load_keep"))
         cut = Signal()
-        if ecp5:  # compares of registers with queued fields only (`_push_cut_fields`)
-            enough = Mux(beat_in, have >= Mux(first, head.need_first, head.need),
-                         have >= head.bytes)
-            m.d.comb += cut.eq(runs.r_rdy & enough & free)
-            run_done = cut & (head.no_lines | (lines_cut == head.last_line))
-            with m.If(run_done):
-                m.d.sync += first.eq(1)
-            with m.Elif(beat_in):
-                m.d.sync += first.eq(0)
-        else:
-            m.d.comb += cut.eq(runs.r_rdy & (merged_have >= head.bytes) & free)
-            run_done = cut & ((head.lines == 0) | (lines_cut == head.lines - 1))
+        m.d.comb += cut.eq(runs.r_rdy & (merged_have >= head.bytes) & free)
+        run_done = cut & ((head.lines == 0) | (lines_cut == head.lines - 1))
         with m.If(written):
             m.d.sync += out_valid.eq(0)
         with m.If(cut):

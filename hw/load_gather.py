@@ -1,0 +1,155 @@
+"""The ``ecp5`` load unit's data half: R beats -> lines, control and data in separate cycles.
+
+The generic data half (`LoadUnit._cut_lines`) decides, in one cycle, whether to take a beat and
+cut a line, shifts the beat into a byte gatherer and shifts the cut line out of it; on ECP5 that
+cycle was the whole accelerator's critical path (docs/ecp5_target.md). Here the decisions come
+first and the wide data follows them in later cycles:
+
+* cycle t (control): take a beat and cut lines from byte counts only (``have``, the head run's
+  queued thresholds), and place the beat: rotate it to its byte lane and work out which bytes
+  of a circular buffer it fills. Nothing wide depends on the decisions in this cycle.
+* cycle t+1: the beat is written into the circular buffer (``N`` bytes, a power of two at least
+  a line and a beat): plain byte enables, no shift, no clearing.
+* cycle t+2: a line cut in cycle t is read from the buffer at its start and goes, masked to the
+  row's bytes, into a small queue of lines that write the scratchpad or accumulator.
+
+A line is read two cycles after it is cut and a beat lands two cycles after it is taken, so the
+beats taken up to the cut are in the buffer when the line is read, and later beats, which may
+wrap onto the line's bytes, land only after it is read. Each line takes two more cycles than on
+the generic target; one beat and one line per cycle as before.
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Const, Mux, Signal, unsigned
+from amaranth.lib import data
+
+from tensorforge.hw.axi import Response
+from tensorforge.hw.dma_rows import Queue, byte_mask, expand_bytes, log2
+
+LINE_QUEUE_DEPTH = 4  # lines cut and not yet written: two in the pipeline, room to stream
+
+
+def gather_lines(unit, m, runs, settled, line_bytes: int, spad_bits: int, acc_bits: int) -> None:
+    """`LoadUnit`'s data half for the ``ecp5`` target (see the module docstring): takes R beats
+    of the head run of ``runs`` and writes its lines; drives ``settled`` and the unit's
+    ``retired``, ``error``, ``axi.rready`` and write ports."""
+    bus_bytes = unit.config.dma.bus_bytes
+    axi = unit.axi
+    head = runs.head
+    size = 1 << (line_bytes + bus_bytes - 1).bit_length()  # circular buffer bytes
+    pointer_bits = log2(size)
+    buffer = [Signal(8, name=f"gather_byte{j}") for j in range(size)]
+    have = Signal(range(line_bytes + bus_bytes + 1))  # bytes of the head run gathered, uncut
+    read_at = Signal(pointer_bits)  # the next line's first byte
+    write_at = Signal(pointer_bits)  # where the next beat's first kept byte goes
+    taken = Signal.like(head.beats)
+    lines_cut = Signal.like(head.lines)
+    first = Signal(name="first_beat", init=1)  # the next beat is the head run's first
+
+    meta = data.StructLayout({"line": unsigned(len(head.line)), "acc": unsigned(1),
+                              "writes": unsigned(1), "retires": unsigned(1)})
+    cut_layout = data.StructLayout({"valid": unsigned(1), "at": unsigned(pointer_bits),
+                                    "keep": unsigned(line_bytes), "meta": meta})
+    cut_d = Signal(cut_layout)  # a line cut in the last cycle, and where it starts
+    cut_e = Signal(cut_layout)  # ... two cycles ago: read now
+    m.submodules.lines = lines = Queue(
+        data.StructLayout({"data": unsigned(line_bytes * 8), "meta": meta}), LINE_QUEUE_DEPTH)
+    beat_d = Signal()
+    beat_lanes = Signal(bus_bytes * 8)  # the beat taken in the last cycle, rotated to its lanes
+    beat_enables = Signal(size)  # the buffer bytes it fills
+
+    # --- cycle t: decisions on byte counts -----------------------------------------------
+    beat_in = Signal()
+    m.d.comb += [
+        axi.rready.eq(runs.r_rdy & (taken != head.beats) & (have < head.bytes)),
+        beat_in.eq(axi.rvalid & axi.rready),
+    ]
+    with m.If(beat_in & (axi.rresp != Response.OKAY)):
+        m.d.sync += unit.error.eq(1)
+    skip = Mux(first, head.offset, 0)  # a run's first beat starts ``offset`` bytes in
+    base = Signal(pointer_bits)  # where the beat's byte 0 would go
+    m.d.comb += base.eq(write_at - skip)
+    lane = base[: log2(bus_bytes)] if bus_bytes > 1 else Const(0, 1)
+    m.d.sync += [
+        beat_d.eq(beat_in),
+        beat_lanes.eq((Cat(axi.rdata, axi.rdata) << Cat(Const(0, 3), lane))[
+            bus_bytes * 8 : 2 * bus_bytes * 8]),
+        beat_enables.eq(Cat(_in_beat(j, base, skip, bus_bytes, pointer_bits)
+                            for j in range(size))),
+    ]
+
+    in_flight = Signal(range(LINE_QUEUE_DEPTH + 1))
+    m.d.comb += in_flight.eq(lines.level + cut_d.valid + cut_e.valid)
+    free = in_flight < LINE_QUEUE_DEPTH  # the line queue has room when this cut arrives
+    enough = Mux(beat_in, have >= Mux(first, head.need_first, head.need), have >= head.bytes)
+    cut = Signal()
+    m.d.comb += cut.eq(runs.r_rdy & enough & free)
+    run_done = cut & (head.no_lines | (lines_cut == head.last_line))
+    merged_have = Mux(beat_in, have + bus_bytes - skip, have)
+    next_read = (read_at + head.bytes)[:pointer_bits]
+    m.d.sync += cut_d.valid.eq(cut)
+    with m.If(cut):
+        m.d.sync += [
+            cut_d.at.eq(read_at),
+            cut_d.keep.eq(byte_mask(m, head.bytes, line_bytes, "load_keep")),
+            cut_d.meta.line.eq(head.line + lines_cut),
+            cut_d.meta.acc.eq(head.to_acc),
+            cut_d.meta.writes.eq(~head.no_lines),
+            cut_d.meta.retires.eq(head.retires & run_done),
+        ]
+    with m.If(run_done):
+        # the run's last line: whatever else its last beat held is not ours
+        m.d.comb += runs.r_en.eq(1)
+        m.d.sync += [have.eq(0), taken.eq(0), lines_cut.eq(0), first.eq(1),
+                     read_at.eq(next_read), write_at.eq(next_read)]
+    with m.Else():
+        with m.If(beat_in):
+            m.d.sync += [taken.eq(taken + 1), first.eq(0),
+                         write_at.eq(write_at + bus_bytes - skip)]
+        with m.If(cut):
+            m.d.sync += [have.eq(merged_have - head.bytes), read_at.eq(next_read),
+                         lines_cut.eq(lines_cut + 1)]
+        with m.Else():
+            m.d.sync += have.eq(merged_have)
+
+    # --- cycle t+1: the beat lands ---------------------------------------------------------
+    for j, byte in enumerate(buffer):
+        with m.If(beat_d & beat_enables[j]):
+            m.d.sync += byte.eq(beat_lanes.word_select(j % bus_bytes, 8))
+    m.d.sync += cut_e.eq(cut_d)
+
+    # --- cycle t+2: the line is read, masked, queued; the queue's head is written ---------------
+    whole = Cat(*buffer, *buffer)
+    line = (whole >> Cat(Const(0, 3), cut_e.at))[: line_bytes * 8]
+    m.d.comb += [
+        lines.w_en.eq(cut_e.valid),
+        lines.pushed.data.eq(line & expand_bytes(cut_e.keep)),
+        lines.pushed.meta.eq(cut_e.meta),
+    ]
+    out = lines.head
+    written = Signal()
+    with m.If(lines.r_rdy & ~out.meta.writes):
+        m.d.comb += written.eq(1)
+    with m.Elif(lines.r_rdy & out.meta.acc):
+        m.d.comb += [unit.acc_write.req.valid.eq(1), written.eq(unit.acc_write.req.ready)]
+    with m.Elif(lines.r_rdy):
+        m.d.comb += [unit.spad_write.req.valid.eq(1), written.eq(unit.spad_write.req.ready)]
+    m.d.comb += [
+        lines.r_en.eq(written),
+        unit.retired.eq(written & out.meta.retires),
+        settled.eq((runs.level == 0) & (in_flight == 0)),
+        unit.spad_write.req.payload.addr.eq(out.meta.line),
+        unit.spad_write.req.payload.data.eq(out.data[:spad_bits]),
+        unit.spad_write.req.payload.mask.eq(-1),
+        unit.acc_write.req.payload.addr.eq(out.meta.line),
+        unit.acc_write.req.payload.data.eq(out.data[:acc_bits]),
+        unit.acc_write.req.payload.mask.eq(-1),
+    ]
+
+
+def _in_beat(j: int, base, skip, bus_bytes: int, pointer_bits: int):
+    """Whether buffer byte ``j`` takes a byte of a beat placed at ``base`` (the beat's byte
+    ``j - base``, mod the buffer, is one of its bytes at or after ``skip``)."""
+    lane = (Const(j, pointer_bits) - base)[:pointer_bits]
+    return (lane < bus_bytes) & (lane >= skip)
