@@ -243,6 +243,24 @@ class ComputeUnit(wiring.Component):
         m.d.comb += self.stall.eq(self.busy & (freeze | waiting[0] | waiting[1] | waiting[2]))
         return m
 
+    def _queued_array_lines(self, m: Module):
+        """The ``ecp5`` target's array output: lines queue for the writer, and the array
+        freezes on a register (the queue may not have room next cycle) instead of on the
+        writer's decision in the same cycle, which reached every register of the array in
+        one clock period. Each line reaches the writer a cycle later. Returns the queue's
+        read side as a stream (``valid``, ``payload``, ``ready``)."""
+        array, depth = self.array, 4
+        layout = array.out.payload.shape()
+        queue = m.submodules.array_lines = SyncFIFO(width=layout.size, depth=depth)
+        entering = array.out.valid & ~self.freeze
+        m.d.comb += [queue.w_en.eq(entering), queue.w_data.eq(array.out.payload)]
+        # room for a line now unless the queue may fill: ``level`` falls by at most one
+        m.d.sync += self.freeze.eq(queue.level + entering >= depth - 1)
+        lines = stream.Signature(layout).create()
+        m.d.comb += [lines.valid.eq(queue.r_rdy), lines.payload.eq(queue.r_data),
+                     queue.r_en.eq(lines.ready)]
+        return lines
+
     def _retirement(self, m: Module, latch, acc_free, lines):
         """Pulses ``retired`` once per instruction, in order, when its last C line is written.
 
@@ -572,6 +590,9 @@ class ComputeUnit(wiring.Component):
                      self.acc_read.resp.ready.eq(old.w_rdy)]
 
         # the writer: array line + old line (or nothing, to overwrite) -> accumulator
+        array_out = array.out
+        if self.target is Target.ECP5:
+            array_out = self._queued_array_lines(m)
         old_line = data.View(self.acc_read.resp.payload.shape(), old.r_data)
         head_overwrites = pending_overwrite.bit_select(head, 1)
         # an overwriting line needs no old line, but its entry must be queued: an array line
@@ -580,7 +601,7 @@ class ComputeUnit(wiring.Component):
         old_ready = pending_valid.bit_select(head, 1) & (head_overwrites | old.r_rdy)
         with m.If(~zero_mode):
             m.d.comb += [
-                self.acc_write.req.valid.eq(array.out.valid & old_ready),
+                self.acc_write.req.valid.eq(array_out.valid & old_ready),
                 self.acc_write.req.payload.addr.eq(Mux(head == 0, pending[0], 0)),
                 self.acc_write.req.payload.mask.eq(-1),
             ]
@@ -589,12 +610,15 @@ class ComputeUnit(wiring.Component):
                     m.d.comb += self.acc_write.req.payload.addr.eq(pending[i])
             for e in range(config.acc_line_elems):
                 m.d.comb += self.acc_write.req.payload.data[e].eq(
-                    array.out.payload[e] + Mux(head_overwrites, 0, old_line[e]))
+                    array_out.payload[e] + Mux(head_overwrites, 0, old_line[e]))
             with m.If(self.acc_write.req.valid & self.acc_write.req.ready):
                 m.d.comb += [pop.eq(1), old.r_en.eq(~head_overwrites)]
+                if array_out is not array.out:
+                    m.d.comb += array_out.ready.eq(1)
         # a line the writer cannot take (old line not back, port busy, a ZERO writing) waits
         writable = ~zero_mode & old_ready & self.acc_write.req.ready
-        m.d.comb += freeze.eq(array.out.valid & ~writable)
+        if array_out is array.out:
+            m.d.comb += freeze.eq(array.out.valid & ~writable)
 
         def step(pointer):
             return Mux(pointer == depth - 1, 0, pointer + 1)
