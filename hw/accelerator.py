@@ -91,7 +91,7 @@ class Accelerator(wiring.Component):
         m.submodules.registers = registers = ControlRegisters()
         m.submodules.load = load = LoadUnit(config, self.target)
         m.submodules.compute = compute = self._compute_unit(config)
-        m.submodules.store = store = StoreUnit(config)
+        m.submodules.store = store = StoreUnit(config, self.target)
         units = {"load": load, "compute": compute, "store": store}
         # a unit that reports retirement takes its next command before it is idle
         retiring = tuple(name for name, unit in units.items()

@@ -23,7 +23,8 @@ from tensorforge.hw.dma_rows import (
     expand_bytes,
     log2,
 )
-from tensorforge.hw.output_pipeline import StoreRequantPath
+from tensorforge.hw.output_pipeline import PipelinedRequantizer, StoreRequantPath
+from tensorforge.hw.targets import Target, parse_target
 from tensorforge.hw.ports import acc_read_port, instruction_layout
 from tensorforge.isa import Opcode
 
@@ -68,8 +69,11 @@ class StoreUnit(wiring.Component):
     lines_ahead = 4
     stores_in_flight = 4  # STOREs taken and not yet retired (awaiting B responses)
 
-    def __init__(self, config: AcceleratorConfig) -> None:
+    def __init__(self, config: AcceleratorConfig, target: Target | str = Target.GENERIC) -> None:
         self.config = config
+        self.target = parse_target(target)
+        # ``ecp5``: the requantizer's register stages (their lines need room in the queue)
+        self.staged = config.output_pipeline and self.target is Target.ECP5
         self.outstanding = config.dma.outstanding
         super().__init__(
             {
@@ -120,7 +124,8 @@ class StoreUnit(wiring.Component):
                 "last": 1,
             }
         )
-        m.submodules.lines = lines = Queue(lined, self.lines_ahead)
+        depth = self.lines_ahead + (PipelinedRequantizer.latency if self.staged else 0)
+        m.submodules.lines = lines = Queue(lined, depth)
         # Address stage -> data stage: the beats of each burst whose AW has gone out.
         burst_beats = range(config.dma.max_burst + 1)
         m.submodules.bursts = bursts = Queue(burst_beats, max(2, self.outstanding))
@@ -131,7 +136,10 @@ class StoreUnit(wiring.Component):
         with m.If(walking):
             self._walk_row(m, row, run, whole, first_row, line, rows_left, row_addr,
                            insn.stride << elem_shift, spans)
-        requant = StoreRequantPath(m, config, insn, self.acc_read, self.cmd) if pipeline else None
+        requant = None
+        if pipeline:
+            tag_bits = len(row.bytes) + len(row.offset) + 2 if self.staged else None
+            requant = StoreRequantPath(m, config, insn, self.acc_read, self.cmd, tag_bits)
         self._collect_line(m, row, whole, first_row, rows_left, lines, requant)
         sent, closes = self._issue_addresses(m, planner, spans, bursts, outstanding)
         self._send_beats(m, lines, bursts)
@@ -281,11 +289,14 @@ class StoreUnit(wiring.Component):
             ]
             with m.If(~whole | first_row):
                 m.d.sync += start_lane.eq(row.offset)
+        if self.staged:
+            line_data, (row_bytes, start_lane, first, last) = self._through_stages(
+                m, lines, requant, (row_bytes, start_lane, first, last))
         mask = expand_bytes(byte_mask(m, row_bytes, self.config.acc_line_bytes, "store_row_mask"))
-        line_data = read.resp.payload.as_value()
-        if requant is not None:
+        if requant is not None and not self.staged:
             line_data = requant.route_response(m, lines)
-        else:
+        elif requant is None:
+            line_data = read.resp.payload.as_value()
             m.d.comb += [read.resp.ready.eq(lines.w_rdy), lines.w_en.eq(read.resp.valid)]
         m.d.comb += [
             # bytes past the row are cleared: the packer ORs the next line in behind them
@@ -295,6 +306,22 @@ class StoreUnit(wiring.Component):
             lines.pushed.first.eq(first),
             lines.pushed.last.eq(last),
         ]
+
+    @staticmethod
+    def _through_stages(m, lines, requant, fields):
+        """The ``ecp5`` target's line path: each line and its ``fields`` through the
+        requantizer's register stages into ``lines``, taken while the queue has room for it
+        and for every line in the stages; returns the line data and the fields, delayed."""
+        in_flight = Signal(range(PipelinedRequantizer.latency + 1), name="store_lines_staged")
+        room = lines.level + in_flight < lines.depth
+        valid, line_data, tag = requant.route_through_stages(m, room, Cat(*fields))
+        m.d.sync += in_flight.eq(in_flight + requant.unit.valid - valid)
+        m.d.comb += lines.w_en.eq(valid)
+        delayed, at = [], 0
+        for field in fields:
+            delayed.append(tag[at:at + len(field)])
+            at += len(field)
+        return line_data, delayed
 
     def _issue_addresses(self, m, planner, spans, bursts, outstanding):
         """AW bursts of queued runs, one per cycle, the next run planned as one's last goes;

@@ -107,8 +107,9 @@ def test_ecp5_accelerator_puts_every_multiplier_on_a_registered_dsp(link) -> Non
 @pytest.mark.slow
 @pytest.mark.parametrize("link", ["systolic", "none"])
 def test_ecp5_accelerator_runs_programs_like_the_generic_one(link) -> None:
-    """Whole accelerator on Verilator: the ``ecp5`` target's outputs equal numpy and every
-    counter (cycles included) equals the generic target's, so the cost model still holds."""
+    """Whole accelerator on Verilator: the ``ecp5`` target's outputs equal numpy and it moves
+    the same DRAM bytes as the generic target. Its cycles may differ (pipeline registers for
+    timing closure, docs/ecp5_target.md): the cost model describes the generic target."""
     from tensorforge.compiler.workload import parse_workload
     from tensorforge.sim.rtl_run import RtlCase, RunOptions, run_programs_on_rtl
 
@@ -124,8 +125,9 @@ def test_ecp5_accelerator_runs_programs_like_the_generic_one(link) -> None:
     ecp5 = run_programs_on_rtl(config, cases, RunOptions(seed=SEED, target="ecp5"))
     for plain, dsp in zip(generic, ecp5, strict=True):
         assert dsp.match and plain.match, dsp.mismatches
-        assert dsp.counters == plain.counters and dsp.counters["cycles"] > 0
-        assert dsp.cycles == plain.cycles
+        for counter in ("bytes_read", "bytes_written"):
+            assert dsp.counters[counter] == plain.counters[counter], counter
+        assert dsp.counters["cycles"] > 0
 
 
 def test_pes_beyond_the_dsp_count_stay_generic(monkeypatch) -> None:

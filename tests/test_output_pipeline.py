@@ -262,11 +262,12 @@ def test_output_stage_needs_the_pipeline_and_matching_channels():
 
 
 @pytest.mark.rtl
-def test_rtl_matches_the_reference(random_seed):
+@pytest.mark.parametrize("target", ["generic", "ecp5"])  # ecp5: the requantizer's stages
+def test_rtl_matches_the_reference(target, random_seed):
     """Requantizing programs (channel along the accumulator line, across it: per-row STOREs
     over several blocks, a convolution) and a plain int32 one, in one run of the pipeline
     accelerator's model."""
-    from tensorforge.sim.rtl_run import RtlCase, run_programs_on_rtl
+    from tensorforge.sim.rtl_run import RtlCase, RunOptions, run_programs_on_rtl
 
     rng = np.random.default_rng(random_seed)
     cases = []
@@ -287,7 +288,7 @@ def test_rtl_matches_the_reference(random_seed):
                                PIPELINE_4x4, output=_stage(workload, channel, rng))
             cases.append(RtlCase(workload, program=program, seed=random_seed))
     cases.append(RtlCase(GEMM, seed=random_seed))  # STOREs without requant: int32 as before
-    results = run_programs_on_rtl(PIPELINE_4x4, cases)
+    results = run_programs_on_rtl(PIPELINE_4x4, cases, RunOptions(seed=random_seed, target=target))
     for case, result in zip(cases, results, strict=True):
         assert result.match, (case.workload, result.mismatches)
         assert result.dram_bytes_written == result.expected_traffic.written
@@ -348,3 +349,62 @@ def test_random_mappings_and_channels_are_exact(kind):
             result = program.run_functional(inputs, garbage=np.random.default_rng(seed))
             assert np.array_equal(result, program.expected_output(inputs)), (
                 seed, sizes, channel, choice.describe(), mapping.to_json())
+
+
+@pytest.mark.amaranth_sim
+@pytest.mark.parametrize("in_bits, acc_bits", [(8, 32), (16, 64)])
+def test_pipelined_requantizer_matches_the_reference(in_bits, acc_bits, random_seed):
+    """The ``ecp5`` target's requantizer: a new line (and new parameters) every cycle, each
+    result ``latency`` cycles later with its tag and the line as it came in, equal to numpy."""
+    from amaranth.sim import Simulator
+
+    from tensorforge.hw.output_pipeline import PipelinedRequantizer
+
+    config = AcceleratorConfig(array=ArrayConfig(rows=2, cols=4), output_pipeline=True,
+                               precision=PrecisionConfig(in_bits=in_bits, acc_bits=acc_bits))
+    dut = PipelinedRequantizer(config, tag_bits=5)
+    lanes = config.acc_line_elems
+    rng = np.random.default_rng(random_seed)
+    top = 1 << (acc_bits - 1)
+    sent, got = [], []
+
+    async def bench(ctx):
+        for trial in range(120 + dut.latency):
+            if trial < 120:
+                params = _random_params(rng, lanes, in_bits, acc_bits)
+                x = rng.integers(-top, top, lanes, dtype=np.int64)
+                if trial % 3 == 0:
+                    x = rng.integers(-5000, 5000, lanes)
+                    params = rq.OutputParams(params.bias, rng.integers(top // 2, top, lanes),
+                                             rng.integers(0, 12, lanes), params.zero_point,
+                                             params.low, params.high)
+                if trial % 10 == 0:
+                    x[0], params.multiplier[0], params.bias[0] = -top, -top, 0
+                block = rq.param_lines(params, np.arange(lanes), in_bits, acc_bits)
+                valid = trial % 7 != 3  # a gap now and then
+                for e in range(lanes):
+                    ctx.set(dut.line[e], int(x[e]))
+                    for k in range(rq.PARAM_LINES):
+                        ctx.set(getattr(dut, f"param_{k}")[e], int(block[k][e]))
+                ctx.set(dut.valid, valid)
+                ctx.set(dut.tag, trial % 32)
+                if valid:
+                    sent.append((trial % 32, x.copy(),
+                                 rq.requantize_lines(x[None, :], block, in_bits, acc_bits)[0]))
+            else:
+                ctx.set(dut.valid, 0)
+            await ctx.tick()
+            if ctx.get(dut.valid_out):
+                narrow = ctx.get(dut.narrow)
+                got.append((ctx.get(dut.tag_out),
+                            np.array([ctx.get(dut.line_out[e]) for e in range(lanes)]),
+                            rq.wrap(np.array([(narrow >> (e * in_bits)) & ((1 << in_bits) - 1)
+                                              for e in range(lanes)]), in_bits)))
+
+    simulator = Simulator(dut)
+    simulator.add_clock(1e-6)
+    simulator.add_testbench(bench)
+    simulator.run()
+    assert len(got) == len(sent)
+    for (tag, x, want), (got_tag, got_x, result) in zip(sent, got, strict=True):
+        assert got_tag == tag and np.array_equal(got_x, x) and np.array_equal(result, want)
