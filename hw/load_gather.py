@@ -60,13 +60,7 @@ def gather_lines(unit, m, runs, settled, line_bytes: int, spad_bits: int, acc_bi
     beat_enables = Signal(size)  # the buffer bytes it fills
 
     # --- cycle t: decisions on byte counts -----------------------------------------------
-    beat_in = Signal()
-    m.d.comb += [
-        axi.rready.eq(runs.r_rdy & (taken != head.beats) & (have < head.bytes)),
-        beat_in.eq(axi.rvalid & axi.rready),
-    ]
-    with m.If(beat_in & (axi.rresp != Response.OKAY)):
-        m.d.sync += unit.error.eq(1)
+    beat_in = take_beat(m, unit, runs, taken, have)
     skip = Mux(first, head.offset, 0)  # a run's first beat starts ``offset`` bytes in
     base = Signal(pointer_bits)  # where the beat's byte 0 would go
     m.d.comb += base.eq(write_at - skip)
@@ -146,6 +140,20 @@ def gather_lines(unit, m, runs, settled, line_bytes: int, spad_bits: int, acc_bi
         unit.acc_write.req.payload.data.eq(out.data[:acc_bits]),
         unit.acc_write.req.payload.mask.eq(-1),
     ]
+
+
+def take_beat(m, unit, runs, taken, have):
+    """Both targets' R handshake: a beat of the head run is taken while the run has beats left
+    and the bytes held do not make a line; a response other than OKAY sets ``error``."""
+    axi, head = unit.axi, runs.head
+    beat_in = Signal()
+    m.d.comb += [
+        axi.rready.eq(runs.r_rdy & (taken != head.beats) & (have < head.bytes)),
+        beat_in.eq(axi.rvalid & axi.rready),
+    ]
+    with m.If(beat_in & (axi.rresp != Response.OKAY)):
+        m.d.sync += unit.error.eq(1)
+    return beat_in
 
 
 def _in_beat(j: int, base, skip, bus_bytes: int, pointer_bits: int):

@@ -11,7 +11,6 @@ from tensorforge.hw.axi import (
     ADDR_BITS,
     BurstPlanner,
     ReadId,
-    Response,
     axi_read_signature,
     drive_fixed_fields,
 )
@@ -25,7 +24,7 @@ from tensorforge.hw.dma_rows import (
     expand_bytes,
     log2,
 )
-from tensorforge.hw.load_gather import gather_lines
+from tensorforge.hw.load_gather import gather_lines, take_beat
 from tensorforge.hw.ports import acc_write_port, instruction_layout, spad_write_port
 from tensorforge.hw.targets import Target, parse_target
 from tensorforge.isa import Buffer, Opcode
@@ -257,13 +256,7 @@ class LoadUnit(wiring.Component):
             self.retired.eq(written & out_retires),
         ]
 
-        beat_in = Signal()
-        m.d.comb += [
-            axi.rready.eq(runs.r_rdy & (taken != head.beats) & (have < head.bytes)),
-            beat_in.eq(axi.rvalid & axi.rready),
-        ]
-        with m.If(beat_in & (axi.rresp != Response.OKAY)):
-            m.d.sync += self.error.eq(1)
+        beat_in = take_beat(m, self, runs, taken, have)
         # A run's first beat starts ``offset`` bytes in: shift the beat so its byte ``offset``
         # lands on byte ``have`` (the shift is taken ``bus_bytes`` high to stay non-negative).
         skip = Mux(taken == 0, head.offset, 0)

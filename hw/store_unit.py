@@ -24,8 +24,8 @@ from tensorforge.hw.dma_rows import (
     log2,
 )
 from tensorforge.hw.output_pipeline import PipelinedRequantizer, StoreRequantPath
-from tensorforge.hw.targets import Target, parse_target
 from tensorforge.hw.ports import acc_read_port, instruction_layout
+from tensorforge.hw.targets import Target, parse_target
 from tensorforge.isa import Opcode
 
 
