@@ -46,7 +46,8 @@ def check_clock(options: SocOptions) -> None:
 class Ulx3sTop(Elaboratable):
     """`BoardSoc` wired to the ULX3S's UART and LEDs (see the module docstring); ``options``
     must pass `check_clock`. The accelerator is built for the ``ecp5`` target (its multipliers
-    on MULT18X18D slices with their own registers; the same cycles as the simulated SoC)."""
+    on MULT18X18D slices with their own registers, pipeline registers in its memory-side
+    control: the same results as the simulated SoC, a few more cycles)."""
 
     def __init__(self, config: AcceleratorConfig, options: SocOptions) -> None:
         self.config = config

@@ -62,8 +62,8 @@ class Accelerator(wiring.Component):
     polls ``status`` (or waits for ``irq``); the program's DRAM writes are complete when
     ``done`` is set. ``start_latency`` = 2 cycles from the AXI-Lite write to ``busy``.
     ``compute_unit`` replaces the compute unit (a factory taking the config), for tests.
-    ``target`` picks the primitives (`tensorforge.hw.targets`); every target has the same
-    cycle behaviour.
+    ``target`` picks the primitives (`tensorforge.hw.targets`); every target computes the
+    same results, ``ecp5`` in a few more cycles.
     """
 
     start_latency = 2

@@ -115,7 +115,7 @@ class BoardSoc(wiring.Component):
     """The SoC for one `AcceleratorConfig` and `SocOptions` (see the module docstring).
 
     Ports: ``uart_rx`` (idle high), ``uart_tx``, ``irq`` (the accelerator's done).
-    ``target`` is the accelerator's (`tensorforge.hw.targets`; same cycles on every target).
+    ``target`` is the accelerator's (`tensorforge.hw.targets`; same results on every target).
     """
 
     def __init__(self, config: AcceleratorConfig, options: SocOptions | None = None,

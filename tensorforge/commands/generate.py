@@ -50,7 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=[target.value for target in Target],
         default=Target.GENERIC.value,
         help="primitives to build from: generic RTL (simulation, ASIC; default) or ecp5 "
-        "(MULT18X18D DSPs with their own registers; same cycles, for `synth --flow ecp5`)",
+        "(MULT18X18D DSPs with their own registers, pipelined control; same results, a few "
+        "more cycles; for `synth --flow ecp5`)",
     )
     add_hardware_arguments(parser)
     parser.set_defaults(func=run)
