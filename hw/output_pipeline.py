@@ -198,10 +198,11 @@ class PipelinedRequantizer(wiring.Component):
         # 6: the zero point
         offset = reg((shifted + zero_point + round_up)[:acc_bits].as_signed(), "offset")
         x6, low_bound, high_bound = carry("s6", x5, low_bound, high_bound)
-        # 7: the clamp
-        floored = Mux(offset < low_bound.as_signed(), low_bound.as_signed(), offset)
-        clamped = reg(Mux(floored > high_bound.as_signed(), high_bound.as_signed(),
-                          floored)[:in_bits], "clamped")
+        # 7: the clamp, its two compares side by side: max(offset, low), then min with high
+        below, above = offset < low_bound, offset > high_bound
+        to_high = (low_bound > high_bound) | (above & ~below)
+        clamped = reg(Mux(to_high, high_bound, Mux(below, low_bound, offset))[:in_bits],
+                      "clamped")
         x7 = reg(x6, "s7_0")
         return clamped, x7
 
