@@ -179,15 +179,15 @@ class PipelinedRequantizer(wiring.Component):
         outer = reg(Cat(low[:acc_bits], high).as_signed() + (1 << (acc_bits - 2)), "outer")
         middle = reg(cross[0] + cross[1], "middle")
         x3, fields, saturates = carry("s3", x2, fields, saturates)
-        # 4: the doubling high multiply, rounded and saturated
+        # 4: the doubling high multiply, rounded and saturated; the shift's remainder mask
         rounded = (outer + (middle << half)) >> (acc_bits - 1)
         doubled = reg(Mux(saturates, (1 << (acc_bits - 1)) - 1, rounded[:acc_bits]).as_signed(),
                       "doubled")
+        ones = Const((1 << acc_bits) - 1, acc_bits)
+        mask = reg(~(ones << fields[:shift_width])[:acc_bits], "mask")
         x4, fields = carry("s4", x3, fields)
         # 5: rounding divide by 2**shift, half away from zero (gemmlowp RoundingDivideByPOT)
         shift = fields[:shift_width]
-        ones = Const((1 << acc_bits) - 1, acc_bits)
-        mask = ~(ones << shift)[:acc_bits]
         remainder = doubled.as_unsigned() & mask
         round_up = reg(remainder > (mask >> 1) + (doubled < 0), "round_up")
         shifted = reg((doubled >> shift)[:acc_bits].as_signed(), "shifted")
