@@ -146,17 +146,20 @@ def sweep_sums(g: Geometry, spec: OperandRows, elem_bytes: int, bus_bytes: int
             "beats": rows * elem_beats, "lines": others["lines"]}
 
 
-def reload_periods(g: Geometry, rows: SpaceRows, order: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Tile steps between reloads of A, B and between stores of C (suffix count products)."""
+def reload_periods(g: Geometry, rows: SpaceRows, order: np.ndarray,
+                   uses: list[np.ndarray] | None = None) -> tuple[np.ndarray, ...]:
+    """Tile steps between reloads of A, B and between stores of C (suffix count products);
+    ``uses``: per operand the indices whose advance reloads it (by default those it uses)."""
     counts = gather(g.count, order)  # (n x D), outermost first
     suffix = np.cumprod(counts[:, ::-1], axis=1)[:, ::-1]  # product of this loop and inner
     inner = np.concatenate([suffix[:, 1:], np.ones((len(order), 1), dtype=I64)], axis=1)
     total = suffix[:, 0]
     periods = []
     for row in range(3):
-        uses = gather(rows.uses(row), order) & (counts > 1)
-        last = np.where(uses.any(axis=1), uses.shape[1] - 1 - np.argmax(uses[:, ::-1], axis=1),
-                        -1)
+        used = rows.uses(row) if uses is None else uses[row]
+        moving = gather(used, order) & (counts > 1)
+        last = np.where(moving.any(axis=1),
+                        moving.shape[1] - 1 - np.argmax(moving[:, ::-1], axis=1), -1)
         period = np.where(last >= 0, np.take_along_axis(inner, np.maximum(last, 0)[:, None],
                                                          axis=1)[:, 0], total)
         periods.append(period)

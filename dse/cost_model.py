@@ -85,6 +85,14 @@ from tensorforge.dse.cost_geometry import (
     tile_lines,
     transfers,
 )
+from tensorforge.dse.cost_holds import (
+    held_geometry,
+    hold_columns,
+    hold_patterns,
+    reload_uses,
+    take_held,
+    widen_held,
+)
 from tensorforge.dse.cost_rows import OperandRows, SpaceRows, gather
 from tensorforge.dse.cost_space import (
     LayerSpace,
@@ -363,7 +371,8 @@ def _overlapped(steps: np.ndarray, t: _Periodic) -> np.ndarray:
 
 def evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
              parameters: CostParameters = CostParameters(),
-             energy: EnergyTable | None = None, *, exact: bool = False) -> CostBatch:
+             energy: EnergyTable | None = None, *, exact: bool = False,
+             holds: tuple = ()) -> CostBatch:
     """Cycles, energy and counts of ``n`` mappings of ``space``.
 
     ``tiles``: ``n x D`` int, elements per tile of each device index (clipped to the size).
@@ -373,6 +382,8 @@ def evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
     new tile shape); otherwise from the closed-form geometry (`cost_geometry.transfers`,
     `sweep_sums`: row-major runs, one burst a row; fast enough to rank the hundreds of
     thousands of mappings a search tries). Reported figures use ``exact``.
+    ``holds``: held operands of every mapping, as `compiler.mapping.Mapping.holds` names
+    them (`cost_holds`).
     """
     tiles = np.atleast_2d(np.asarray(tiles, dtype=I64))
     order = np.atleast_2d(np.asarray(order, dtype=I64))
@@ -381,14 +392,15 @@ def evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
                          f"n x {space.dims} ({', '.join(space.names)})")
     stack = space.stack
     which = np.zeros(len(tiles), dtype=I64)
+    held = widen_held(hold_columns(space, holds, len(tiles)), stack.width)
     return evaluate_rows(stack.rows(which), *stack.widen(which, tiles, order), parameters,
-                         energy, exact=exact)
+                         energy, exact=exact, held=held)
 
 
 def evaluate_rows(rows: SpaceRows, tiles: np.ndarray, order: np.ndarray,
                   parameters: CostParameters = CostParameters(),
                   energy: EnergyTable | None = None, *, exact: bool = False,
-                  legal_only: bool = False) -> CostBatch:
+                  legal_only: bool = False, held=None) -> CostBatch:
     """`evaluate` on mappings of several tensorize choices at once: ``rows`` (`cost_rows.
     SpaceRows`) gives each mapping's space, ``tiles`` and ``order`` are ``n x W`` in its
     columns (`cost_rows.SpaceStack.widen`). One pass of numpy for the whole batch, with the
@@ -397,13 +409,16 @@ def evaluate_rows(rows: SpaceRows, tiles: np.ndarray, order: np.ndarray,
     ``legal_only`` skips the boundary steps and timeline of illegal mappings, most of the
     price of one and often most of a random batch: their cycles stay infinite, their
     energy and counts are the same, but their unit cycles (``compute_cycles``,
-    ``load_cycles``, ``store_cycles``) and instruction counts are NaN (not priced)."""
+    ``load_cycles``, ``store_cycles``) and instruction counts are NaN (not priced).
+    ``held``: None, or ``(A, B)`` bool ``n x W`` matrices of held indices (`cost_holds`)."""
     energy = energy or energy_table(rows.config)
     if len(tiles) <= SLICE_ROWS:
-        return _evaluate(rows, tiles, order, parameters, energy, exact, legal_only)
+        return _evaluate(rows, tiles, order, parameters, energy, exact, legal_only, held)
     return _concatenate([_evaluate(rows.take(np.arange(at, min(at + SLICE_ROWS, len(tiles)))),
                                    tiles[at:at + SLICE_ROWS], order[at:at + SLICE_ROWS],
-                                   parameters, energy, exact, legal_only)
+                                   parameters, energy, exact, legal_only,
+                                   take_held(held, np.arange(at, min(at + SLICE_ROWS,
+                                                                     len(tiles)))))
                          for at in range(0, len(tiles), SLICE_ROWS)])
 
 
@@ -421,26 +436,30 @@ def _concatenate(parts: list[CostBatch]) -> CostBatch:
 
 def _evaluate(rows: SpaceRows, tiles: np.ndarray, order: np.ndarray,
               parameters: CostParameters, energy: EnergyTable, exact: bool,
-              legal_only: bool = False) -> CostBatch:
-    """`evaluate_rows` on one slice of mappings."""
+              legal_only: bool = False, held=None) -> CostBatch:
+    """`evaluate_rows` on one slice of mappings; a held operand's tile spans its held
+    indices whole (``geo``) and reloads only along the others (`cost_holds`)."""
     config, step, p = rows.config, rows.step, parameters
     g = Geometry(rows, tiles)
     n = len(tiles)
-    lines = {s.role: tile_lines(g, s) for s in rows.operands}
-    slots = {s.role: np.where(_keys(g, s) > 1, 2, 1) for s in rows.operands}
+    geo = {"A": g, "B": g, "C": g}
+    if held is not None:
+        geo["A"], geo["B"] = (held_geometry(rows, tiles, h, g) for h in held)
+    lines = {s.role: tile_lines(geo[s.role], s) for s in rows.operands}
+    slots = {s.role: np.where(_keys(geo[s.role], s) > 1, 2, 1) for s in rows.operands}
     spad_lines = lines["A"] * slots["A"] + lines["B"] * slots["B"]
     acc_lines = lines["C"] * slots["C"]
     legal = g.legal & (spad_lines <= config.spad_lines) & (acc_lines <= config.acc_lines)
 
-    steps, *periods = reload_periods(g, rows, order)
+    steps, *periods = reload_periods(g, rows, order, reload_uses(rows, held))
     bus = config.dma.bus_bytes
     in_bytes, acc_bytes = config.precision.in_bytes, config.precision.acc_bytes
     load_cycles, read_bytes, loads, spad_written = [], np.zeros(n), [], np.zeros(n)
     load_instructions = []  # per LOAD event of A, B
     beats = np.zeros(n)
     for row, spec in enumerate(rows.operands[:2]):
-        sums = _sweep_counts(rows, g, spec, g.tile, legal, exact)
-        keys = _keys(g, spec)
+        sums = _sweep_counts(rows, geo[spec.role], spec, g.tile, legal, exact, held)
+        keys = _keys(geo[spec.role], spec)
         count = steps // periods[row]
         sweeps = count // keys
         runs = sums["instructions"] / keys
@@ -452,7 +471,7 @@ def _evaluate(rows: SpaceRows, tiles: np.ndarray, order: np.ndarray,
         read_bytes = read_bytes + program["elements"] * in_bytes
         beats = beats + program["beats"]
         spad_written = spad_written + program["lines"] * config.spad_line_bytes
-    out = _sweep_counts(rows, g, rows.operands[2], g.tile, legal, exact)
+    out = _sweep_counts(rows, g, rows.operands[2], g.tile, legal, exact, held)
     stores = steps // periods[2]
     store_instructions = out["instructions"] / np.maximum(stores, 1)
     store_cycles = _unit_time(out, stores, p, store=True)
@@ -493,7 +512,7 @@ def _evaluate(rows: SpaceRows, tiles: np.ndarray, order: np.ndarray,
     overlapped = _overlapped(steps, _Periodic(
         per_step_compute, load_time, [np.maximum(k - 1, 0) for k in loads], store_time,
         np.maximum(stores - 1, 0), pressure(per_step_compute, step_instructions, window),
-        pressure(store_time, store_instructions, window),
+        _store_pressure(store_time, store_instructions, window, held),
         [fetch * k for k in (step_instructions, *load_instructions, store_instructions)]))
     # the first and last tile steps as the code generator cuts them, the steps near them one
     # by one, the rest at the mean step cost of the periodic overlap; only the legal
@@ -507,7 +526,8 @@ def _evaluate(rows: SpaceRows, tiles: np.ndarray, order: np.ndarray,
                         step_instructions, per_store, store_instructions)
         schedule, ends = _boundary_timeline(rows.take(priced), g.take(priced), steps[priced],
                                             middle.take(priced), reload_step[priced],
-                                            residue[priced], p, exact)
+                                            residue[priced], p, exact,
+                                            take_held(held, priced))
         for k, values in schedule.extra.items():
             added[k][priced] = values
         cycles[priced] = np.where(legal[priced], np.ceil(
@@ -573,18 +593,31 @@ def _events(rows: SpaceRows, mac_steps: np.ndarray, stationary_runs: np.ndarray,
     }
 
 
+def _store_pressure(store_time: np.ndarray, store_instructions: np.ndarray, window: int,
+                    held) -> np.ndarray:
+    """`cost_steps.pressure` of a step's STOREs; none in a held operand's program, whose
+    STOREs dispatch after the next step's COMPUTEs and LOADs (`codegen._Walker._pipelined`)."""
+    out = pressure(store_time, store_instructions, window)
+    if held is None:
+        return out
+    return np.where(held[0].any(axis=1) | held[1].any(axis=1), 0.0, out)
+
+
 def _boundary_timeline(rows: SpaceRows, g: Geometry, steps: np.ndarray, middle: Middle,
                        reload_step: np.ndarray, residue: np.ndarray, p: CostParameters,
-                       exact: bool) -> tuple[Schedule, np.ndarray]:
+                       exact: bool, held=None) -> tuple[Schedule, np.ndarray]:
     """The boundary steps' `Schedule` and the cycles until `timeline` ends its groups;
-    ``residue`` decides ``reload_step`` (the bank residue of the stationary block)."""
+    ``residue`` decides ``reload_step`` (the bank residue of the stationary block). The
+    code generator cuts no step along a held index (`codegen._Walker._chunkable`)."""
     def tile_costs(valid: np.ndarray, owners: np.ndarray
                    ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         return _distinct_tile_costs(rows.take(owners), p, valid, g.tile[owners],
-                                    reload_step[owners], exact, residue[owners])
+                                    reload_step[owners], exact, residue[owners],
+                                    take_held(held, owners))
 
+    chunkable = rows.chunkable if held is None else rows.chunkable & ~(held[0] | held[1])
     schedule = boundary_schedule(rows, g, steps, middle, tile_costs,
-                                 rows.step.isolated_step + p.issue_cycles)
+                                 rows.step.isolated_step + p.issue_cycles, chunkable)
     ends = timeline(schedule.groups, dispatch_window(rows.config), p.gate_cycles,
                     fetch_cycles(rows.config, p), p.dram_latency_cycles)
     return schedule, ends
@@ -596,11 +629,12 @@ def _keys(g: Geometry, spec: OperandRows) -> np.ndarray:
 
 
 def _sweep_counts(rows: SpaceRows, g: Geometry, spec: OperandRows, tiles: np.ndarray,
-                  legal: np.ndarray, exact: bool) -> dict[str, np.ndarray]:
+                  legal: np.ndarray, exact: bool, held=None) -> dict[str, np.ndarray]:
     """`cost_transfers.COUNTS` summed over one pass through every distinct tile of the
     operand: per index its full tiles and its remainder, each combination weighted by how
-    often it occurs, each measured on the code generator (`LayerSpace.transfer_counter`);
-    or, not ``exact``, the closed-form geometry's (`_closed_form_counts`)."""
+    often it occurs, each measured on the code generator (`LayerSpace.transfer_counter`,
+    per distinct pattern of ``held``, `cost_holds`); or, not ``exact``, the closed-form
+    geometry's (`_closed_form_counts`). A held operand's ``g`` is its held geometry."""
     if not exact:
         return _closed_form_counts(rows, g, spec)
     space = rows.single()
@@ -609,6 +643,7 @@ def _sweep_counts(rows: SpaceRows, g: Geometry, spec: OperandRows, tiles: np.nda
     n = len(tiles)
     total = {k: np.zeros(n) for k in COUNTS}
     variants = [(False,)] * len(uses) if g.single else [(False, True)] * len(uses)
+    patterns = hold_patterns(space, held, legal)
     for remainder in itertools.product(*variants):
         valid, weight = g.tile.copy(), np.ones(n)
         for position, rem in zip(uses, remainder, strict=True):
@@ -616,11 +651,12 @@ def _sweep_counts(rows: SpaceRows, g: Geometry, spec: OperandRows, tiles: np.nda
                 valid[:, position] = g.rem[:, position]
             else:
                 weight = weight * (1 if g.single else g.count[:, position] - 1)
-        counts = space.transfer_counter.batch(spec.role, uses, space.names, tiles,
-                                              valid[:, : space.dims],
-                                              legal & (weight > 0))
-        for k in COUNTS:
-            total[k] = total[k] + weight * counts[k]
+        for chosen, holds in patterns:
+            counts = space.transfer_counter.batch(spec.role, uses, space.names, tiles,
+                                                  valid[:, : space.dims],
+                                                  chosen & (weight > 0), holds)
+            for k in COUNTS:
+                total[k] = total[k] + weight * counts[k]
     return total
 
 
@@ -666,7 +702,7 @@ def _stream(c: dict[str, np.ndarray], p: CostParameters, *, store: bool) -> np.n
 
 def _distinct_tile_costs(rows: SpaceRows, p: CostParameters, valid: np.ndarray,
                          tiles: np.ndarray, reload_step: np.ndarray, exact: bool = True,
-                         step_code: np.ndarray | None = None
+                         step_code: np.ndarray | None = None, held=None
                          ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """`_tile_costs`, priced once per distinct row: the chunks of a batch's boundary steps
     repeat (tiles on a block grid, chunks of 1, 2, 4, ... blocks), so most rows are copies.
@@ -676,26 +712,31 @@ def _distinct_tile_costs(rows: SpaceRows, p: CostParameters, valid: np.ndarray,
     if step_code is None:
         _, step_code = np.unique(reload_step, return_inverse=True)
     key = np.concatenate([valid, *([tiles] if exact else []), step_code.reshape(-1, 1),
-                          rows.space.reshape(-1, 1)], axis=1)
+                          rows.space.reshape(-1, 1), *(held or ())], axis=1)
     first, inverse = distinct_rows(key)
     costs = _tile_costs(rows.take(first), p, valid[first], tiles[first], reload_step[first],
-                        exact)
+                        exact, take_held(held, first))
     return {role: (np.take(c, inverse), np.take(m, inverse)) for role, (c, m) in costs.items()}
 
 
 def _tile_costs(rows: SpaceRows, p: CostParameters, valid: np.ndarray, tiles: np.ndarray,
-                reload_step: np.ndarray, exact: bool = True
+                reload_step: np.ndarray, exact: bool = True, held=None
                 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """``(cycles, instructions)`` of LOADing A and B, COMPUTE (``"MAC"``) and STOREing C for
     one tile step (or chunk) of ``valid`` (``n x D``) elements per index, by the same terms
     as the whole program's (the first MAC's wait for a drained array not included);
-    ``tiles`` are the mappings' tiles, which decide how the lines lie in the buffers."""
+    ``tiles`` are the mappings' tiles, which decide how the lines lie in the buffers; a held
+    operand's transfer spans its held indices whole."""
     g = Geometry(rows, valid, sizes=valid)
     everywhere = np.ones(len(valid), dtype=bool)
     costs = {}
-    for spec in rows.operands:
+    for row, spec in enumerate(rows.operands):
         store = spec.role == "C"
-        sums = _sweep_counts(rows, g, spec, tiles, everywhere, exact)
+        gr = g
+        if held is not None and row < 2 and held[row].any():
+            whole = np.where(held[row], rows.sizes, valid)
+            gr = Geometry(rows, whole, sizes=whole)
+        sums = _sweep_counts(rows, gr, spec, tiles, everywhere, exact, held)
         costs[spec.role] = (_unit_time(sums, np.minimum(sums["instructions"], 1), p,
                                        store=store), sums["instructions"])
     loops = _micro_loops(g.full_blocks, rows)
@@ -721,7 +762,7 @@ def batch_cycles(workload, mapping, config: AcceleratorConfig,
 
     space = build_space(workload, mapping.choice, config, mapping.groups)
     tiles, order = mapping_arrays(space, mapping.tile_sizes, mapping.order)
-    row = evaluate(space, tiles, order, parameters).row(0)
+    row = evaluate(space, tiles, order, parameters, holds=mapping.holds).row(0)
     return float(row["cycles"]) if row["legal"] else math.inf
 
 
@@ -739,7 +780,7 @@ def evaluate_mapping(workload, mapping, config: AcceleratorConfig,
 
     space = build_space(workload, mapping.choice, config, mapping.groups)
     tiles, order = mapping_arrays(space, mapping.tile_sizes, mapping.order)
-    row = evaluate(space, tiles, order, parameters, exact=True).row(0)
+    row = evaluate(space, tiles, order, parameters, exact=True, holds=mapping.holds).row(0)
     row["batch_cycles"] = row["cycles"]
     if row["legal"]:
         program = generate(workload, mapping, config)

@@ -225,7 +225,7 @@ NEAR_STEPS = 16
 
 
 def boundary_schedule(rows, g, steps: np.ndarray, middle: Middle, tile_costs,
-                      first_wait: float) -> Schedule:
+                      first_wait: float, chunkable: np.ndarray | None = None) -> Schedule:
     """The first tile step, up to `NEAR_STEPS` unsplit steps and the last tile step as
     `Group`s, the boundary steps cut as the code generator cuts them.
 
@@ -233,10 +233,12 @@ def boundary_schedule(rows, g, steps: np.ndarray, middle: Middle, tile_costs,
     ``tile_costs(valid, owners)``: ``(cycles,
     instructions)`` per unit of tile steps of ``valid`` (``m x D``) elements per index, row
     ``i`` a step of mapping ``owners[i]`` (only the mappings that have a chunk are priced);
-    ``first_wait``: what a C tile's first MAC waits for the array to drain.
+    ``first_wait``: what a C tile's first MAC waits for the array to drain; ``chunkable``:
+    the indices a step may be cut along (``rows.chunkable`` by default).
     """
     n = len(steps)
-    uses, chunkable = [rows.uses(r) for r in range(3)], rows.chunkable
+    uses = [rows.uses(r) for r in range(3)]
+    chunkable = rows.chunkable if chunkable is None else chunkable
     many = steps > 1
     everywhere = np.ones(n, dtype=bool)
     # first step: every operand loads; cut along a reduction index both use

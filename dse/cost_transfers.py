@@ -126,10 +126,12 @@ class TransferCounter:
         return _measure(recorder.instructions, self.config)
 
     def batch(self, role: str, uses: tuple[int, ...], names: tuple[str, ...],
-              tiles: np.ndarray, valid: np.ndarray, legal: np.ndarray) -> dict[str, np.ndarray]:
+              tiles: np.ndarray, valid: np.ndarray, legal: np.ndarray,
+              holds: tuple = ()) -> dict[str, np.ndarray]:
         """`count` of every row of ``tiles``/``valid`` (``n x D``, columns in ``names``
         order; ``uses`` the columns of the operand's indices), measured once per distinct
-        tile of the operand; zeros where ``legal`` is False."""
+        tile of the operand; zeros where ``legal`` is False. ``holds``: every row's, as
+        `count` takes them."""
         key = np.concatenate([tiles[:, uses], valid[:, uses]], axis=1)
         out = {name: np.zeros(len(tiles)) for name in COUNTS}
         rows = np.flatnonzero(legal)
@@ -140,26 +142,26 @@ class TransferCounter:
         values = np.zeros((len(distinct), len(COUNTS)))
         for d in range(len(distinct)):
             group = (rows[first[d]],)  # the group's other rows are tried only if this fails
-            counts = (self._cached(role, distinct[d], names, tiles, valid, group)
+            counts = (self._cached(role, distinct[d], names, tiles, valid, group, holds)
                       or self._cached(role, distinct[d], names, tiles, valid,
-                                      rows[inverse == d]))
+                                      rows[inverse == d], holds))
             if counts is not None:
                 values[d] = [getattr(counts, f.name) for f in fields(counts)]
         for column, name in enumerate(COUNTS):
             out[name][rows] = values[inverse, column]
         return out
 
-    def _cached(self, role, key, names, tiles, valid, rows) -> TransferCounts | None:
+    def _cached(self, role, key, names, tiles, valid, rows, holds=()) -> TransferCounts | None:
         """The counts of the operand tile ``key`` names, from the first of ``rows`` whose whole
         tiling fits (another operand's tile may not); None when none does (illegal rows)."""
-        cache_key = (role, *key.tolist())
+        cache_key = (role, holds, *key.tolist())
         counts = self.cache.get(cache_key)
         if counts is not None:
             return counts
         for row in rows:
             try:
                 counts = self.count(role, dict(zip(names, map(int, tiles[row]), strict=True)),
-                                    dict(zip(names, map(int, valid[row]), strict=True)))
+                                    dict(zip(names, map(int, valid[row]), strict=True)), holds)
             except MappingError:
                 continue
             self.cache[cache_key] = counts
