@@ -34,7 +34,12 @@ What is counted (following the code generator, `tensorforge.compiler.codegen`, s
   load unit keeps rows' bursts in flight, so the latency of later bursts hides behind earlier
   data). STOREs move ``acc_bits`` elements the same way. Bytes are exact; LOAD/STORE
   instructions are one per run of a tile's innermost lines, plus one for a shorter last row
-  and one for a run's zero pad lines (`cost_geometry.transfers`).
+  and one for a run's zero pad lines (`cost_geometry.transfers`). A held operand
+  (`compiler.mapping.Mapping.holds`, `cost_holds`) is a tile spanning its held indices
+  whole, in the buffers and on the bus, reloaded only when an index it does not hold
+  advances; its program dispatches STOREs after the next step's COMPUTEs and LOADs, so they
+  hold nothing back (`codegen._Walker._pipelined`), and no boundary step is cut along a
+  held index.
 * **split steps** (`cost_steps`): the code generator cuts the first tile step into chunks
   along a reduction index and the last along an output index; each chunk is priced as a tile
   step of its own (its LOADs, its micro-loop, its STOREs, `_tile_costs`), and the per-unit

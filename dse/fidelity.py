@@ -47,7 +47,7 @@ SUMMARY_FILE = "fidelity_summary.json"
 MODEL_MODULES = ("tensorforge.dse.cost_model", "tensorforge.dse.cost_steps",
                  "tensorforge.dse.cost_geometry", "tensorforge.dse.cost_space",
                  "tensorforge.dse.cost_rows", "tensorforge.dse.cost_transfers",
-                 "tensorforge.dse.cost_trace")
+                 "tensorforge.dse.cost_trace", "tensorforge.dse.cost_holds")
 #: How reports name the model whose cycles they quote.
 MODEL_NAME = "instruction-level timeline of the compiled program (dse/cost_trace.py)"
 #: The model a software search ranks its candidates with, thousands at a time.
