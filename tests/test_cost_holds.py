@@ -5,6 +5,7 @@ instruction (independent of the model), and its timeline (`cost_trace`)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from tensorforge.compiler.codegen import generate
@@ -13,7 +14,13 @@ from tensorforge.compiler.mapping import Mapping
 from tensorforge.compiler.tiling import build_tiling
 from tensorforge.compiler.workload import parse_workload
 from tensorforge.config import AcceleratorConfig, ArrayConfig, ScratchpadConfig
-from tensorforge.dse.cost_model import CostParameters, batch_cycles, evaluate, mapping_arrays
+from tensorforge.dse.cost_model import (
+    CostParameters,
+    batch_cycles,
+    evaluate,
+    evaluate_rows,
+    mapping_arrays,
+)
 from tensorforge.dse.cost_space import build_space
 from tensorforge.dse.cost_trace import trace_cycles
 from tensorforge.errors import MappingError
@@ -157,3 +164,25 @@ def test_holds_name_indices_the_operand_uses():
         evaluate(space, *arrays, holds=(("B", ("x",)),))
     with pytest.raises(ValueError, match="input operands"):
         evaluate(space, *arrays, holds=(("C", ("k",)),))
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_a_batch_mixes_held_and_unheld_rows(exact):
+    """`evaluate_rows` takes holds per row: a batch of the same mapping held and unheld
+    prices each row as `evaluate` prices it alone."""
+    workload = parse_workload(CONV, CASES["3x3 k=12"][0])
+    mapping = _held(workload, CASES["3x3 k=12"][1])
+    space = build_space(workload, mapping.choice, GEMM_4x4)
+    tiles, order = mapping_arrays(space, mapping.tile_sizes, mapping.order)
+    alone = [evaluate(space, tiles, order, exact=exact, holds=mapping.holds),
+             evaluate(space, tiles, order, exact=exact)]
+    stack, which = space.stack, np.zeros(2, dtype=np.int64)
+    wide = stack.widen(which, np.repeat(tiles, 2, axis=0), np.repeat(order, 2, axis=0))
+    held_b = np.zeros_like(wide[0], dtype=bool)
+    held_b[0, space.names.index("k")] = True
+    mixed = evaluate_rows(stack.rows(which), *wide, exact=exact,
+                          held=(np.zeros_like(held_b), held_b))
+    for row, single in enumerate(alone):
+        for name in ("cycles", "dram_read_bytes", "dram_write_bytes", "spad_lines"):
+            assert getattr(mixed, name)[row] == getattr(single, name)[0], (row, name)
+    assert mixed.dram_read_bytes[0] < mixed.dram_read_bytes[1]
