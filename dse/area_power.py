@@ -20,22 +20,35 @@ default. On IHP the accelerator's area is two parts:
                     row multiplexer, memories left to flip-flops (their flop area), 1
   accumulator       line bits, macros, multiplexed bits, flip-flop memories, 1
   dma               bus bits, 1
-  control           scratchpad line bits, accumulator line bits, 1: what a whole
-                    accelerator holds beyond the four (compute and store units, controller,
-                    queues, registers, glue), fitted to synthesized accelerators'
-                    residuals (its line-wide staging registers and FIFOs; per-PE logic
-                    is the PE array's, bus-wide logic the DMA's)
+  control           scratchpad line bits, accumulator line bits, bus bits, queued old
+                    accumulator lines, the controller's flip-flop memories (instruction
+                    and fetch queues: their flop area), 1: what a whole accelerator
+                    holds beyond the four
+                    (compute and store units, controller, queues, registers, glue), fitted
+                    to synthesized accelerators' residuals (its line-wide staging
+                    registers and FIFOs; the store unit and fetch queue's bus-wide logic,
+                    which the DMA block, a load unit, lacks; per queued old line an
+                    address register and its hazard compare, `old_line_queue`; per-PE
+                    logic is the PE array's)
   ================  ==================================================================
 
 Clock: the shortest period whole synthesized accelerators meet (the worst path's arrival plus
-its endpoint's setup: clock - slack), fitted (the `control` fit) as the mean of the
-calibration accelerators': their worst paths are control logic (7.2 to 7.8 ns, one 128-bit-bus
-design 9.0 ns) whatever their size, now that the flow buffers the address and enable nets the
-macros of an array share (flow revision 7). Unbuffered, those nets made the period grow with
-the macros on them (a 16x16's 32 accumulator macros: 12.3 ns); `clock_period_ns` still reads
-a macro path, linear in the largest array's macro count, which the fit now sets to zero. It is
-what the flow gives when asked for a clock near it (the calibration synthesizes each
-accelerator at such a clock: `calibrate.accelerator_clock_ns`).
+its endpoint's setup: clock - slack), fitted (the `control` fit) by non-negative least squares
+on a constant and the accumulator line's bits where the compute unit's queue of old
+accumulator lines (`old_line_queue`) is deeper than 8. Their worst path is the accumulation
+(OpenSTA on 7 accelerators, gemm 4x4 to 16x2, ws and os, 64- to 256-bit buses): the queue's
+read address (a register) selects one of its lines through a multiplexer over its entries
+(flip-flops, read asynchronously), a 32-bit ripple adder adds the array's output to it, and the
+sum goes to the accumulator macro's data pins. Where the queue holds 8 lines (weight
+stationary, and output stationary without multi-line groups: GEMV, dot) the adder sets the
+path, 7.2 to 7.8 ns whatever the array. Output stationary GEMM keeps ``2 x rows + 4`` lines,
+and the read address reaches the multiplexers through a chain of up to 25 buffers that ABC
+builds for its fan-out (gemm 8x8 os: 6.3 ns of the 9.2 ns arrival), longer the wider the line
+(64-bit lines 7.8-7.9 ns, 128 8.1 ns, 256 8.6-9.0 ns) and no longer the deeper the queue (16x2
+and 8x2 os, 36 and 20 lines: 7.82 and 7.88 ns). The bus width does not enter it: gemm 8x8 os
+at 64 and 128 bits, 8.55 and 8.95 ns; gemm 4x4 ws at 64, 128 and 256 bits, 7.16, 7.17 and
+7.40 ns. It is what the flow gives when asked for a clock near it (the calibration synthesizes
+each accelerator at such a clock: `calibrate.accelerator_clock_ns`).
 
 Power: leakage is the macros' (exact) plus the fitted logic's. The peak power is a first-order
 figure: the dynamic energy per cycle measured at input activity 0.1 (fitted like the area),
@@ -111,7 +124,10 @@ def features(component: str, config: AcceleratorConfig, tech: str = DEFAULT_TECH
         case "dma":
             return {"bus_bits": config.dma.bus_bits, "one": 1.0}
         case "control":
-            return {"line_bits": spad_line_bits, "acc_line_bits": acc_line_bits, "one": 1.0}
+            return {"line_bits": spad_line_bits, "acc_line_bits": acc_line_bits,
+                    "bus_bits": config.dma.bus_bits, "old_lines": old_line_queue(config)[0],
+                    "flop_memory_um2": memory_glue(config, MEMORY_OF["control"])[
+                        "flop_memory_um2"], "one": 1.0}
     raise ConfigError(f"unknown component {component!r}; known: {', '.join(COMPONENTS)}")
 
 
@@ -138,15 +154,30 @@ def legacy_features(component: str, config: AcceleratorConfig) -> dict[str, floa
     raise ConfigError(f"unknown component {component!r}; known: {', '.join(COMPONENTS)}")
 
 
+def old_line_queue(config: AcceleratorConfig) -> tuple[int, int]:
+    """Depth and width in bits of the compute unit's queue of old accumulator lines: the lines
+    read before their sums are written back, ``max(4, 2 x lines per group) + OUTSTANDING``
+    of them (`hw.compute_unit`; a group is ``rows`` lines in output stationary, one line
+    otherwise), each an accumulator line (`tests/test_area_power.py` checks both against the
+    generated Verilog)."""
+    from tensorforge.hw.compute_unit import OUTSTANDING
+    from tensorforge.hw.dataflow_plan import plan_for
+
+    depth = max(4, 2 * plan_for(config).lines_per_group) + OUTSTANDING
+    return depth, config.acc_line_bytes * 8
+
+
 def timing_features(component: str, config: AcceleratorConfig, tech: str = DEFAULT_TECH
                     ) -> dict[str, float]:
-    """Inputs of the critical-path fit. Whole accelerators (`control`): on IHP the macros of the
-    largest macro array and a constant (see the module docstring); on OSU the logarithm of
-    the array. Blocks: the logarithm of their size."""
+    """Inputs of the critical-path fit. Whole accelerators (`control`): on IHP the accumulator
+    line's bits where the queue of old accumulator lines is deeper than 8, and a constant (see
+    the module docstring); on OSU the logarithm of the array. Blocks: the logarithm of their
+    size."""
     if component == "control":
         if tech not in EXACT_MEMORIES:
             return {"log2_pes": math.log2(max(config.array.pes, 2)), "one": 1.0}
-        return {"macro_fanout": memory_cost(config).widest_array, "one": 1.0}
+        depth, width = old_line_queue(config)
+        return {"deep_queue_line_bits": width * (depth > 8), "one": 1.0}
     size = {"pe_array": config.array.pes, "scratchpad": int(config.scratchpad.capacity) * 8,
             "accumulator": int(config.scratchpad.accumulator) * 8,
             "dma": config.dma.bus_bits}[component]
@@ -259,15 +290,8 @@ def component_costs(fit: AreaPowerFit, config: AcceleratorConfig
 
 def clock_period_ns(fit: AreaPowerFit, config: AcceleratorConfig) -> float:
     """The accelerator's critical path: the `control` fit where it was made on whole
-    accelerators (non-zero), else the slowest fitted block's. With exact memories it is the
-    longer of the control logic's own paths and the path into the largest macro array (see
-    the module docstring)."""
+    accelerators (non-zero), else the slowest fitted block's."""
     components = fit.components
-    coefficients = components["control"].critical_path_ns
-    if fit.exact_memories and coefficients:
-        macro_ns = (coefficients.get("macro_one", 0.0) + coefficients.get("macro_fanout", 0.0)
-                    * memory_cost(config).widest_array)
-        return max(coefficients.get("one", 0.0), macro_ns)
     control = components["control"].predict("critical_path_ns",
                                             timing_features("control", config, fit.tech))
     if control > 0:

@@ -68,9 +68,12 @@ def _config(rows: int, cols: int, interconnect: str = "systolic", *, capacity: i
 
 def accelerator_set(tech: str = DEFAULT_TECH) -> list[Design]:
     """Whole accelerators, held out one at a time: every interconnect, non-square arrays,
-    scratchpads of 1 to 256 KiB in 2 to 8 banks, both GEMM dataflows, bus widths 64 and 128,
-    arrays up to 16x16 (nine designs, about an hour of ASIC flow on the shared 2-core
-    machine; the 16x16 takes a third of it)."""
+    scratchpads of 1 to 256 KiB in 2 to 8 banks, arrays up to 16x16, and designs that tell
+    apart what the clock could depend on: both GEMM dataflows at the same array (8x8, 4x4),
+    bus widths 64 to 256 bits at the same array, queues of old accumulator lines of 8 to 36
+    lines at accumulator lines of 64 to 256 bits (os arrays of 6 to 16 rows and 2 columns),
+    and GEMV in output stationary (18 designs, about three hours of ASIC flow on the loaded
+    2-core machine; the 16x16 takes half an hour)."""
     if tech == "osu018":
         return _osu_accelerators()
     configs = [
@@ -83,9 +86,22 @@ def accelerator_set(tech: str = DEFAULT_TECH) -> list[Design]:
         _config(16, 16, capacity=262144, banks=4, accumulator=32768),
         _config(8, 8, capacity=32768, banks=2, accumulator=32768, bus_bits=128,
                 dataflow="os"),
-        # a second design whose widest macro array has 32 macros, so that the slope of the
-        # path into it is seen with the 16x16 held out
+        # a second design whose widest macro array has 32 macros
         _config(2, 16, capacity=16384, banks=4, accumulator=4096),
+        # the clock's cause, told apart: bus width against dataflow on the 8x8 above
+        _config(8, 8, capacity=32768, banks=2, accumulator=32768, bus_bits=128),
+        _config(8, 8, capacity=32768, banks=2, accumulator=32768, dataflow="os"),
+        # ... on the 4x4: dataflow (12 queued lines), then buses of 128 and 256 bits
+        _config(4, 4, capacity=4096, banks=4, accumulator=1024, dataflow="os"),
+        _config(4, 4, capacity=4096, banks=4, accumulator=1024, bus_bits=128),
+        _config(4, 4, capacity=4096, banks=4, accumulator=1024, bus_bits=256),
+        # ... the queue's depth apart from its width: 36, 20 and 16 lines of 64 bits
+        _config(16, 2, capacity=4096, banks=2, accumulator=4096, dataflow="os"),
+        _config(8, 2, capacity=4096, banks=2, accumulator=2048, dataflow="os"),
+        _config(6, 2, capacity=4096, banks=2, accumulator=2048, dataflow="os"),
+        # ... and output stationary without a multi-line group (GEMV)
+        _config(8, 8, capacity=16384, banks=2, accumulator=4096, bus_bits=128, dataflow="os",
+                intrinsic="gemv"),
     ]
     return [Design("accelerator", config) for config in configs]
 
@@ -97,6 +113,9 @@ def acceptance_set() -> list[Design]:
     return [
         Design("acceptance", _config(8, 8, capacity=65536, banks=4, accumulator=32768,
                                      intrinsic="conv2d", local_bytes=16)),
+        # output stationary (12 queued lines) on a 128-bit bus
+        Design("acceptance", _config(4, 4, capacity=4096, banks=4, accumulator=1024,
+                                     bus_bits=128, dataflow="os")),
     ]
 
 

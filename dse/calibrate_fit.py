@@ -162,21 +162,10 @@ def _fit_control(fit: AreaPowerFit, accelerators: list[dict[str, Any]]) -> Compo
             for r, c in zip(accelerators, configs, strict=True)])
         fits[quantity] = dict(zip(names, map(float, _fit_nonnegative(x, residual)), strict=True))
     paths = np.array([targets(r)["critical_path_ns"] for r in accelerators])
-    if fit.exact_memories:
-        fits["critical_path_ns"] = _fit_clock(paths)
-        return ComponentFit(**fits)
     timing_names, timing = _matrix([timing_features("control", c, fit.tech) for c in configs])
     fits["critical_path_ns"] = dict(zip(timing_names, map(float, _fit_nonnegative(timing, paths)),
                                         strict=True))
     return ComponentFit(**fits)
-
-
-def _fit_clock(periods: np.ndarray) -> dict[str, float]:
-    """`clock_period_ns`' paths: the logic's, the mean period of the accelerators. The path
-    into the largest macro array no longer grows with its macros (flow revision 7 buffers
-    their shared address and enable nets: 7.5 ns on a 16x16 with 32 accumulator macros,
-    12.3 ns unbuffered), so its terms are kept at zero for fits of older records."""
-    return {"one": float(periods.mean()), "macro_one": 0.0, "macro_fanout": 0.0}
 
 
 def predict(fit: AreaPowerFit, config: AcceleratorConfig) -> dict[str, float]:
