@@ -36,18 +36,19 @@ Clock: the shortest period whole synthesized accelerators meet (the worst path's
 its endpoint's setup: clock - slack), fitted (the `control` fit) by non-negative least squares
 on a constant and the accumulator line's bits where the compute unit's queue of old
 accumulator lines (`old_line_queue`) is deeper than 8. Their worst path is the accumulation
-(OpenSTA on 7 accelerators, gemm 4x4 to 16x2, ws and os, 64- to 256-bit buses): the queue's
-read address (a register) selects one of its lines through a multiplexer over its entries
-(flip-flops, read asynchronously), a 32-bit ripple adder adds the array's output to it, and the
-sum goes to the accumulator macro's data pins. Where the queue holds 8 lines (weight
-stationary, and output stationary without multi-line groups: GEMV, dot) the adder sets the
-path, 7.2 to 7.8 ns whatever the array. Output stationary GEMM keeps ``2 x rows + 4`` lines,
-and the read address reaches the multiplexers through a chain of up to 25 buffers that ABC
-builds for its fan-out (gemm 8x8 os: 6.3 ns of the 9.2 ns arrival), longer the wider the line
-(64-bit lines 7.8-7.9 ns, 128 8.1 ns, 256 8.6-9.0 ns) and no longer the deeper the queue (16x2
-and 8x2 os, 36 and 20 lines: 7.82 and 7.88 ns). The bus width does not enter it: gemm 8x8 os
-at 64 and 128 bits, 8.55 and 8.95 ns; gemm 4x4 ws at 64, 128 and 256 bits, 7.16, 7.17 and
-7.40 ns. It is what the flow gives when asked for a clock near it (the calibration synthesizes
+(OpenSTA on 10 accelerators, gemm 4x4 to 8x8 and 16x2, ws and os, 64- to 256-bit buses): the
+queue's read address (a register; another compute-unit register on the two 4x4 ws) selects
+one of its lines through a multiplexer over its entries (flip-flops, read asynchronously), a
+32-bit ripple adder adds the array's output to it, and the sum goes to the accumulator
+macro's data pins. Where the queue holds 8 lines (weight stationary, and output stationary
+without multi-line groups: GEMV measured, dot) the adder sets the path, 7.2 to 7.8 ns
+whatever the array. Output-stationary GEMM keeps ``2 x rows + 4`` lines, and the read
+address reaches the multiplexers through a chain of up to 26 buffers that ABC builds for its
+fan-out (gemm 8x8 os: 6.3 ns of the 9.2 ns arrival), longer the wider the line (64-bit lines
+7.8-8.2 ns, 128 8.1 ns, 256 8.6-9.0 ns) and not the deeper the queue (6x2, 8x2 and 16x2 os,
+16, 20 and 36 lines: 8.21, 7.88 and 7.82 ns). The bus width does not enter it: gemm 8x8 os at
+64 and 128 bits, 8.55 and 8.95 ns; gemm 4x4 ws at 64, 128 and 256 bits, 7.16, 7.17 and 7.40
+ns. It is what the flow gives when asked for a clock near it (the calibration synthesizes
 each accelerator at such a clock: `calibrate.accelerator_clock_ns`).
 
 Power: leakage is the macros' (exact) plus the fitted logic's. The peak power is a first-order

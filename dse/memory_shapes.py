@@ -97,9 +97,8 @@ class MemoryCost:
     """What the flow builds for an accelerator's memories: macro area (um^2), leakage (mW) and
     count, the bits read through a multiplexer between macro rows (the wrappers' glue), the
     flip-flop estimate of memories left to flip-flops (a feature of the logic fit, not part of
-    the macro area), the macros' energy (pJ) of a line read and written in each memory, as
-    the flow charges them (`fpga.ihp_sg13g2.access_power_mw`), and the largest array's macro
-    count."""
+    the macro area), and the macros' energy (pJ) of a line read and written in each memory,
+    as the flow charges them (`fpga.ihp_sg13g2.access_power_mw`)."""
 
     macro_area_um2: float
     macro_leakage_mw: float
@@ -107,7 +106,6 @@ class MemoryCost:
     muxed_bits: int
     flop_area_um2: float
     access_pj: float  # one line read and one written in every memory
-    widest_array: int  # macros of the largest array: the fan-out of its address and controls
 
 
 @functools.lru_cache(maxsize=4096)
@@ -115,7 +113,7 @@ def memory_cost(config: AcceleratorConfig, prefix: str = "") -> MemoryCost:
     """The cost of the memories of ``config`` whose instance starts with ``prefix``
     (``"scratchpad."``, ``"accumulator."``, ``"controller."``; empty: all)."""
     area = leakage = flops = energy = 0.0
-    count = muxed = widest = 0
+    count = muxed = 0
     for memory in memory_requests(config):
         if not memory.instance.startswith(prefix):
             continue
@@ -129,8 +127,7 @@ def memory_cost(config: AcceleratorConfig, prefix: str = "") -> MemoryCost:
         count += array.count
         muxed += memory.request.bits * (array.rows - 1) * array.copies
         energy += array.cols * array.copies * (array.macro.read_pj + array.macro.write_pj)
-        widest = max(widest, array.count)
-    return MemoryCost(area, leakage, count, muxed, flops, energy, widest)
+    return MemoryCost(area, leakage, count, muxed, flops, energy)
 
 
 def memory_glue(config: AcceleratorConfig, prefix: str) -> dict[str, float]:
