@@ -50,7 +50,7 @@ def batch_price(workload: Workload, mapping, config: AcceleratorConfig,
     program; MappingError where the model finds the mapping illegal."""
     space = build_space(workload, mapping.choice, config, mapping.groups)
     tiles, order = mapping_arrays(space, mapping.tile_sizes, mapping.order)
-    batch = evaluate(space, tiles, order, parameters, exact=True)
+    batch = evaluate(space, tiles, order, parameters, exact=True, holds=mapping.holds)
     row = batch.row(0) | {name: float(batch.extra[name][0]) for name in EVENTS}
     if not row["legal"]:
         raise MappingError(f"the batch model finds mapping {mapping.choice} of "

@@ -186,3 +186,18 @@ def test_a_batch_mixes_held_and_unheld_rows(exact):
         for name in ("cycles", "dram_read_bytes", "dram_write_bytes", "spad_lines"):
             assert getattr(mixed, name)[row] == getattr(single, name)[0], (row, name)
     assert mixed.dram_read_bytes[0] < mixed.dram_read_bytes[1]
+
+
+def test_the_batch_evaluator_prices_what_is_held():
+    """`hasco-batch`'s pricing of one mapping (`sw_evaluator_batch.batch_price`) reads the
+    held operand once, as the program does (its LOAD bytes counted instruction by
+    instruction), and below the same tiling priced unheld."""
+    from tensorforge.dse.sw_evaluator_batch import batch_price
+
+    workload = parse_workload(CONV, CASES["3x3 k=12"][0])
+    mapping = _held(workload, CASES["3x3 k=12"][1])
+    _, counts = _program_counts(workload, mapping, GEMM_4x4)
+    held = batch_price(workload, mapping, GEMM_4x4, CostParameters())
+    plain = batch_price(workload, Mapping(mapping.choice, mapping.tiles, mapping.order),
+                        GEMM_4x4, CostParameters())
+    assert held["dram_read_bytes"] == counts["read"] < plain["dram_read_bytes"]
