@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from random_programs import random_cases
 
 from tensorforge.compiler.codegen import generate
 from tensorforge.compiler.mappers import default_mapping, device_choices, library_mapping
-from tensorforge.compiler.mapping import Mapping, random_mapping
+from tensorforge.compiler.mapping import Mapping
 from tensorforge.compiler.workload import parse_workload
 from tensorforge.config import AcceleratorConfig, ArrayConfig, ScratchpadConfig
 from tensorforge.isa import Compute, ComputeMode, Load, Store, decode_program
@@ -308,18 +309,12 @@ def test_overwrite_replaces_zero_exactly_for_random_mappings(kind):
     """With ``overwrite``, random mappings of every tensorize choice emit no ZERO and stay
     exact from garbage accumulators: each C block's first MAC step writes it."""
     text, indices, config = OVERWRITE_KINDS[kind]
-    for seed in range(10):
-        rng = np.random.default_rng(seed)
-        sizes = ",".join(f"{n}={rng.integers(1, 4 if n in 'rs' else 12)}" for n in indices)
-        workload = parse_workload(text, sizes)
-        inputs = workload.random_inputs(rng)
-        for choice in device_choices(workload, config):
-            mapping = random_mapping(workload, choice, config, rng)
-            program = generate(workload, mapping, config, overwrite=True)
-            assert _zeros(program) == 0
-            result = program.run_functional(inputs, garbage=np.random.default_rng(seed))
-            assert np.array_equal(result, workload.reference(inputs)), (
-                seed, sizes, choice.describe(), mapping.to_json())
+    for case in random_cases(text, indices, config, seeds=range(10), largest=12):
+        program = generate(case.workload, case.mapping, config, overwrite=True)
+        assert _zeros(program) == 0
+        result = program.run_functional(case.inputs, garbage=np.random.default_rng(case.seed))
+        assert np.array_equal(result, case.workload.reference(case.inputs)), (
+            case.seed, case.sizes, case.choice.describe(), case.mapping.to_json())
 
 
 def test_overwrite_writes_each_c_block_once_instead_of_zeroing_it():

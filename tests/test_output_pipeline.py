@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from random_programs import random_cases, random_sizes
 
 from tensorforge import requant as rq
 from tensorforge.compiler.codegen import generate
@@ -280,8 +281,7 @@ def test_rtl_matches_the_reference(target, random_seed):
         cases.append(RtlCase(workload, program=program, seed=random_seed))
     for kind in ("gemm", "conv"):  # random mappings and channels, as in the test below
         text, indices, _ = RANDOM_KINDS[kind]
-        sizes = ",".join(f"{n}={rng.integers(1, 4 if n in 'rs' else 10)}" for n in indices)
-        workload = parse_workload(text, sizes)
+        workload = parse_workload(text, random_sizes(indices, rng, largest=10))
         for choice in device_choices(workload, PIPELINE_4x4)[:2]:
             channel = workload.output.indices[rng.integers(len(workload.output.indices))]
             program = generate(workload, random_mapping(workload, choice, PIPELINE_4x4, rng),
@@ -332,23 +332,18 @@ def test_random_mappings_and_channels_are_exact(kind):
     """Random sizes, every tensorize choice, random tiles and orders, each output index as the
     channel: the functional simulator, from garbage buffers, equals the reference."""
     text, indices, config = RANDOM_KINDS[kind]
-    for seed in range(6):
-        rng = np.random.default_rng(seed)
-        sizes = ",".join(f"{n}={rng.integers(1, 4 if n in 'rs' else 10)}" for n in indices)
-        workload = parse_workload(text, sizes)
-        inputs = workload.random_inputs(rng)
-        for choice in device_choices(workload, config):
-            mapping = random_mapping(workload, choice, config, rng)
-            channel = workload.output.indices[rng.integers(len(workload.output.indices))]
-            stage = _stage(workload, channel, rng)
-            try:
-                program = generate(workload, mapping, config, output=stage)
-            except MappingError as error:  # only the parameters' room may be missing
-                assert "parameter block" in str(error)
-                continue
-            result = program.run_functional(inputs, garbage=np.random.default_rng(seed))
-            assert np.array_equal(result, program.expected_output(inputs)), (
-                seed, sizes, channel, choice.describe(), mapping.to_json())
+    for case in random_cases(text, indices, config, seeds=range(6), largest=10):
+        workload, rng = case.workload, case.rng
+        channel = workload.output.indices[rng.integers(len(workload.output.indices))]
+        stage = _stage(workload, channel, rng)
+        try:
+            program = generate(workload, case.mapping, config, output=stage)
+        except MappingError as error:  # only the parameters' room may be missing
+            assert "parameter block" in str(error)
+            continue
+        result = program.run_functional(case.inputs, garbage=np.random.default_rng(case.seed))
+        assert np.array_equal(result, program.expected_output(case.inputs)), (
+            case.seed, case.sizes, channel, case.choice.describe(), case.mapping.to_json())
 
 
 @pytest.mark.amaranth_sim
