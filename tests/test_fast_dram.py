@@ -14,18 +14,14 @@ import numpy as np
 import pytest
 
 from tensorforge.compiler.workload import parse_workload
-from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import SimulationError
 from tensorforge.isa import Buffer, Finish, Load, Store
 from tensorforge.memory import PRESETS, MemorySystem
 from tensorforge.sim.fast_dram import hex_to_image, image_to_hex
+from tensorforge.sim.rtl_matrix import REGRESSION_CONFIGS
 
-CONFIG = AcceleratorConfig.from_dict({  # the RTL tests' shared 4x4 GEMM: one build for all
-    "intrinsic": "gemm",
-    "array": {"rows": 4, "cols": 4, "interconnect": "systolic", "dataflow": "ws"},
-    "scratchpad": {"capacity": 2048, "banks": 4, "accumulator": 1024},
-    "dma": {"bus_bits": 64, "max_burst": 16},
-})
+# the RTL tests' shared 4x4 GEMM (the regression suite's first): one build for all
+CONFIG = REGRESSION_CONFIGS["gemm4x4-systolic-ws"]
 IDEAL = PRESETS["ideal"]
 # The outstanding limits here do not bind (the DMA keeps at most 16 bursts in flight): the
 # reference's limit is a queue depth with a lag, not the same rule (see `DramModel`), so the

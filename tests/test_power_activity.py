@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 from tensorforge.compiler.workload import parse_workload
-from tensorforge.config import AcceleratorConfig
 from tensorforge.fpga.netlist_power import (
     CUT_PORT_PREFIX,
     FlopCell,
@@ -28,13 +27,9 @@ from tensorforge.fpga.netlist_power import (
 from tensorforge.sim.memory_ports import instrument
 from tensorforge.sim.power import annotate_flops
 from tensorforge.sim.register_activity import RegisterActivity, read_toggles
+from tensorforge.sim.rtl_matrix import REGRESSION_CONFIGS
 
-CONFIG = AcceleratorConfig.from_dict({
-    "intrinsic": "gemm",
-    "array": {"rows": 4, "cols": 4, "interconnect": "systolic", "dataflow": "ws"},
-    "scratchpad": {"capacity": 2048, "banks": 4, "accumulator": 1024},
-    "dma": {"bus_bits": 64, "max_burst": 16},
-})
+CONFIG = REGRESSION_CONFIGS["gemm4x4-systolic-ws"]
 GEMM = parse_workload("C[i,j] += A[i,k] * B[k,j]", "i=12,j=10,k=9", name="gemm")
 
 # ------------------------------------------------------------------ pure Python

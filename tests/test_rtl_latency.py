@@ -14,17 +14,12 @@ import pytest
 from tensorforge.compiler.mappers import default_mapping
 from tensorforge.compiler.mapping import random_mapping
 from tensorforge.compiler.workload import parse_workload
-from tensorforge.config import AcceleratorConfig
 from tensorforge.isa import Buffer, Finish, Load, Store
 from tensorforge.memory import MemorySystem
+from tensorforge.sim.rtl_matrix import REGRESSION_CONFIGS
 
-# the configuration of tests/test_rtl_run.py, so both share one Verilator model
-CONFIG = AcceleratorConfig.from_dict({
-    "intrinsic": "gemm",
-    "array": {"rows": 4, "cols": 4, "interconnect": "systolic", "dataflow": "ws"},
-    "scratchpad": {"capacity": 2048, "banks": 4, "accumulator": 1024},
-    "dma": {"bus_bits": 64, "max_burst": 16},
-})
+# the RTL tests' shared 4x4 GEMM (tests/test_rtl_run.py's too): one Verilator model for all
+CONFIG = REGRESSION_CONFIGS["gemm4x4-systolic-ws"]
 LATENCY_32 = MemorySystem.preset("ideal").with_overrides(latency=32)
 WORKLOADS = {
     "gemm_partial": ("C[i,j] += A[i,k] * B[k,j]", "i=12,j=10,k=9"),

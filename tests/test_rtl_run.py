@@ -13,18 +13,13 @@ import numpy as np
 import pytest
 
 from tensorforge.compiler.workload import parse_workload
-from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import SimulationError
 from tensorforge.isa import Buffer, Compute, Finish, Load, Store
 from tensorforge.memory import MemorySystem
 from tensorforge.sim.axi_traffic import bus_traffic, fetch_bytes
+from tensorforge.sim.rtl_matrix import REGRESSION_CONFIGS
 
-CONFIG = AcceleratorConfig.from_dict({
-    "intrinsic": "gemm",
-    "array": {"rows": 4, "cols": 4, "interconnect": "systolic", "dataflow": "ws"},
-    "scratchpad": {"capacity": 2048, "banks": 4, "accumulator": 1024},
-    "dma": {"bus_bits": 64, "max_burst": 16},
-})
+CONFIG = REGRESSION_CONFIGS["gemm4x4-systolic-ws"]
 GEMM = parse_workload("C[i,j] += A[i,k] * B[k,j]", "i=12,j=10,k=9", name="gemm")
 # Timing tests start from the ideal memory and slow one thing down at a time.
 IDEAL = MemorySystem.preset("ideal")
