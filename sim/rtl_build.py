@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,7 @@ def cocotb_runner(public_flat_rw: bool = True) -> Any:
     cocotb builds every model with ``--public-flat-rw`` (every signal reachable through VPI),
     which keeps Verilator from optimizing the design: the 8x8 accelerator simulates ~2.5x
     slower with it. ``public_flat_rw=False`` drops the option (the build then names what is
-    public in a Verilator configuration file, see `build_into_cache`).
+    public in a Verilator configuration file, see `ModelSource`).
     """
     from cocotb_tools.runner import get_runner
 
@@ -129,22 +130,32 @@ def _makeflags(install: VerilatorInstall) -> str:
     return f"{existing} {definitions}".strip()
 
 
-def model_key(
-    verilog_text: str,
-    top: str,
-    build_options: Sequence[str],
-    trace_format: str | None,
-    install: VerilatorInstall,
-    public: str | None = None,
-) -> str:
-    """The cache key of a model: everything that changes the compiled binary, including
-    where cocotb's libraries are: the binary loads them from that path, so a model built in
-    another (since deleted) virtual environment cannot run here."""
-    parts = [_CACHE_FORMAT, verilog_text, top, list(build_options), trace_format,
-             install.version, importlib.metadata.version("cocotb"), str(cocotb_libs())]
-    if public is not None:  # keeps the keys of models built before the option existed
-        parts.append(public)
-    return stable_hash(*parts)
+@dataclass(frozen=True)
+class ModelSource:
+    """What a Verilator model is compiled from.
+
+    ``public`` is None for cocotb's default, every signal public (``--public-flat-rw``), or
+    the text of a Verilator configuration file (``public_flat_rw -module ... -var ...``
+    lines) naming the only signals cocotb may reach: the rest is optimized freely.
+    """
+
+    verilog_text: str
+    top: str
+    build_options: Sequence[str]
+    trace_format: str | None
+    install: VerilatorInstall
+    public: str | None = None
+
+    def key(self) -> str:
+        """The cache key of the model: everything that changes the compiled binary, including
+        where cocotb's libraries are: the binary loads them from that path, so a model built
+        in another (since deleted) virtual environment cannot run here."""
+        parts = [_CACHE_FORMAT, self.verilog_text, self.top, list(self.build_options),
+                 self.trace_format, self.install.version, importlib.metadata.version("cocotb"),
+                 str(cocotb_libs())]
+        if self.public is not None:  # keeps the keys of models built before the option existed
+            parts.append(self.public)
+        return stable_hash(*parts)
 
 
 def cocotb_libs() -> Path:
@@ -154,34 +165,27 @@ def cocotb_libs() -> Path:
     return Path(cocotb.__file__).resolve().parent / "libs"
 
 
-def _compile(
-    staging: Path,
-    verilog_text: str,
-    top: str,
-    build_options: Sequence[str],
-    trace_format: str | None,
-    install: VerilatorInstall,
-    public: str | None = None,
-) -> float:
+def _compile(staging: Path, model: ModelSource) -> float:
     """Run Verilator and make in ``staging``; return the seconds it took."""
+    top = model.top
     source = staging / f"{top}.v"
-    source.write_text(verilog_text)
+    source.write_text(model.verilog_text)
     sources = [source]
-    if public is not None:
+    if model.public is not None:
         sources.append(staging / "public.vlt")
-        sources[-1].write_text(public)
+        sources[-1].write_text(model.public)
     build_log = staging / "build.log"
     # cocotb's runner adds --trace (VCD) for waves=True; --trace-fst switches the format.
-    options = [*build_options, *(["--trace-fst"] if trace_format == "fst" else [])]
+    options = [*model.build_options, *(["--trace-fst"] if model.trace_format == "fst" else [])]
     started = time.perf_counter()
     try:
-        with _environment({"MAKEFLAGS": _makeflags(install)}):
-            cocotb_runner(public_flat_rw=public is None).build(
+        with _environment({"MAKEFLAGS": _makeflags(model.install)}):
+            cocotb_runner(public_flat_rw=model.public is None).build(
                 sources=sources,
                 hdl_toplevel=top,
                 build_args=options,
                 build_dir=staging,
-                waves=trace_format is not None,
+                waves=model.trace_format is not None,
                 timescale=("1ns", "1ps"),
                 log_file=build_log,
             )
@@ -206,22 +210,12 @@ def _prune(staging: Path) -> None:
             path.unlink()
 
 
-def build_into_cache(
-    verilog_text: str,
-    top: str,
-    build_options: Sequence[str],
-    trace_format: str | None,
-    install: VerilatorInstall,
-    public: str | None = None,
-) -> tuple[Path, str, bool]:
-    """The model directory for this design, compiling it unless it is cached.
+def build_into_cache(model: ModelSource) -> tuple[Path, str, bool]:
+    """The directory of ``model``, compiling it unless it is cached.
 
-    ``public`` is None for cocotb's default, every signal public (``--public-flat-rw``), or
-    the text of a Verilator configuration file (``public_flat_rw -module ... -var ...``
-    lines) naming the only signals cocotb may reach: the rest is optimized freely.
     Returns ``(directory, key, was_built)``; the directory holds the ``MANIFEST``.
     """
-    key = model_key(verilog_text, top, build_options, trace_format, install, public)
+    top, key = model.top, model.key()
     cache = cache_subdir("verilator")
     directory = cache / f"{top}-{key}"
     if (directory / MANIFEST).is_file():
@@ -232,16 +226,15 @@ def build_into_cache(
             return directory, key, False
         staging = Path(tempfile.mkdtemp(prefix=f".{top}-{key}.", dir=cache))
         try:
-            seconds = _compile(staging, verilog_text, top, build_options, trace_format, install,
-                               public)
+            seconds = _compile(staging, model)
             manifest = {
                 "top": top,
                 "key": key,
                 "build_seconds": round(seconds, 3),
-                "build_options": list(build_options),
-                "trace_format": trace_format,
-                "public": "all" if public is None else "listed in public.vlt",
-                "verilator": install.version,
+                "build_options": list(model.build_options),
+                "trace_format": model.trace_format,
+                "public": "all" if model.public is None else "listed in public.vlt",
+                "verilator": model.install.version,
             }
             _prune(staging)
             (staging / MANIFEST).write_text(json.dumps(manifest, indent=2))

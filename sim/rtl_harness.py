@@ -62,6 +62,7 @@ from tensorforge.errors import SimulationError
 from tensorforge.sim.bench_support import CONFIG_ENV
 from tensorforge.sim.rtl_build import (
     DEFAULT_BUILD_OPTIONS,
+    ModelSource,
     build_into_cache,
     cocotb_runner,
     read_manifest,
@@ -262,14 +263,14 @@ def build_model(
     ``design`` is an Amaranth ``wiring.Component`` (converted with ``top`` as module name), a
     ``Path`` of a Verilog file, or Verilog text; ``top`` names the top module. ``waves`` (or
     ``$WAVES``) builds a tracing model, cached under its own key. ``public`` limits what cocotb
-    can reach to the signals a Verilator configuration text names (`build_into_cache`); the
+    can reach to the signals a Verilator configuration text names (`ModelSource`); the
     default leaves every signal public.
     """
     install = ensure_verilator_env()
     trace_format = _trace_format(install) if waves_requested(waves) else None
     verilog_text = design_verilog(design, top)
     directory, key, was_built = build_into_cache(
-        verilog_text, top, build_options, trace_format, install, public
+        ModelSource(verilog_text, top, build_options, trace_format, install, public)
     )
     manifest = read_manifest(directory)
     return RtlModel(

@@ -19,7 +19,7 @@ import pytest
 from tensorforge.errors import SimulationError, ToolError
 from tensorforge.hw.mac import MultiplyAccumulate
 from tensorforge.sim import objcache, verilator_env
-from tensorforge.sim.rtl_build import DEFAULT_BUILD_OPTIONS, model_key
+from tensorforge.sim.rtl_build import DEFAULT_BUILD_OPTIONS, ModelSource
 from tensorforge.sim.rtl_harness import RtlModel, build_model, design_verilog
 from tensorforge.sim.rtl_results import RtlResults, parse_results
 
@@ -197,9 +197,9 @@ def test_second_build_of_the_same_design_does_not_rebuild() -> None:
     assert again.executable.stat().st_mtime_ns == executable_mtime
     install = verilator_env.ensure_verilator_env()
     other_width = design_verilog(MultiplyAccumulate(8, 24), "mac")
-    assert model_key(other_width, "mac", DEFAULT_BUILD_OPTIONS, None, install) != first.key
+    assert ModelSource(other_width, "mac", DEFAULT_BUILD_OPTIONS, None, install).key() != first.key
     same = design_verilog(MultiplyAccumulate(8, 32), "mac")
-    assert model_key(same, "mac", DEFAULT_BUILD_OPTIONS, None, install) == first.key
+    assert ModelSource(same, "mac", DEFAULT_BUILD_OPTIONS, None, install).key() == first.key
 
 
 @pytest.mark.rtl
