@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,16 @@ def isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     cache = tmp_path / "tensorforge-cache"
     monkeypatch.setenv("TENSORFORGE_CACHE", str(cache))
     return cache
+
+
+@pytest.fixture(scope="module")
+def module_workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A folder of the test module's own whose ``cache`` is the tensorforge cache while the
+    module runs: the synthesis tests' module-scoped fixtures run each flow once into it."""
+    root = tmp_path_factory.mktemp("module")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TENSORFORGE_CACHE", str(root / "cache"))
+        yield root
 
 
 SEED_ENV = "TENSORFORGE_TEST_SEED"

@@ -22,22 +22,14 @@ SYNTAX_ERROR = "module broken(input a, output y);\n  assign y = a &;\nendmodule\
 
 
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory):
-    root = tmp_path_factory.mktemp("synth-cli")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TENSORFORGE_CACHE", str(root / "cache"))
-        yield root
-
-
-@pytest.fixture(scope="module")
-def mac_file(workspace):
-    path = workspace / "mac.v"
+def mac_file(module_workspace):
+    path = module_workspace / "mac.v"
     path.write_text(amaranth_verilog.convert(MultiplyAccumulate(), name="mac"))
     return path
 
 
 @pytest.fixture
-def store(workspace, tmp_path):
+def store(module_workspace, tmp_path):
     """A fresh store per error test; a failed synthesis must leave it empty."""
     store = ResultStore(tmp_path / "errors.sqlite")
     yield store
@@ -50,9 +42,9 @@ def _synth(capsys, *args: str) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
-def test_cli_json_ecp5_has_the_contract_keys(workspace, mac_file, capsys):
+def test_cli_json_ecp5_has_the_contract_keys(module_workspace, mac_file, capsys):
     code, out, _ = _synth(capsys, mac_file, "--top", "mac", "--flow", "ecp5", "--json",
-                          "--store", workspace / "s.sqlite")
+                          "--store", module_workspace / "s.sqlite")
     assert code == 0
     result = json.loads(out)
     assert ECP5_KEYS <= result.keys()
@@ -60,9 +52,9 @@ def test_cli_json_ecp5_has_the_contract_keys(workspace, mac_file, capsys):
     assert result["dsps"] >= 1 and result["fmax_mhz"] > 0
 
 
-def test_cli_json_asic_has_the_contract_keys(workspace, mac_file, capsys):
+def test_cli_json_asic_has_the_contract_keys(module_workspace, mac_file, capsys):
     code, out, _ = _synth(capsys, mac_file, "--top", "mac", "--flow", "asic", "--json",
-                          "--activity", "0.2", "--store", workspace / "s.sqlite")
+                          "--activity", "0.2", "--store", module_workspace / "s.sqlite")
     assert code == 0
     result = json.loads(out)
     assert ASIC_KEYS <= result.keys()
@@ -71,8 +63,8 @@ def test_cli_json_asic_has_the_contract_keys(workspace, mac_file, capsys):
     assert result["activity"] == 0.2
 
 
-def test_cli_table_and_store_reuse(workspace, mac_file, capsys):
-    store = workspace / "table.sqlite"
+def test_cli_table_and_store_reuse(module_workspace, mac_file, capsys):
+    store = module_workspace / "table.sqlite"
     _synth(capsys, mac_file, "--top", "mac", "--flow", "asic", "--store", store)
     code, out, _ = _synth(capsys, mac_file, "--top", "mac", "--flow", "asic", "--store", store)
     assert code == 0
@@ -81,10 +73,11 @@ def test_cli_table_and_store_reuse(workspace, mac_file, capsys):
     assert len(ResultStore(store).keys("synth_asic")) == 1
 
 
-def test_cli_reports_tool_errors_without_traceback(workspace, capsys):
-    source = workspace / "broken.v"
+def test_cli_reports_tool_errors_without_traceback(module_workspace, capsys):
+    source = module_workspace / "broken.v"
     source.write_text(SYNTAX_ERROR)
-    code, out, err = _synth(capsys, source, "--top", "broken", "--store", workspace / "s.sqlite")
+    code, out, err = _synth(capsys, source, "--top", "broken",
+                            "--store", module_workspace / "s.sqlite")
     assert code == 1
     assert out == ""
     assert err.startswith("error: yosys:")
@@ -92,8 +85,8 @@ def test_cli_reports_tool_errors_without_traceback(workspace, capsys):
     assert "Traceback" not in err
 
 
-def test_cli_missing_file_is_a_clear_error(workspace, capsys):
-    code, _, err = _synth(capsys, workspace / "absent.v", "--top", "x")
+def test_cli_missing_file_is_a_clear_error(module_workspace, capsys):
+    code, _, err = _synth(capsys, module_workspace / "absent.v", "--top", "x")
     assert code == 1
     assert "cannot read the Verilog file" in err
 

@@ -36,12 +36,9 @@ endmodule
 
 
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory):
-    """A private cache directory and result store for this module's synthesis runs."""
-    root = tmp_path_factory.mktemp("synth")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TENSORFORGE_CACHE", str(root / "cache"))
-        yield ResultStore(root / "results.sqlite")
+def workspace(module_workspace):
+    """A result store beside this module's private cache, for its synthesis runs."""
+    return ResultStore(module_workspace / "results.sqlite")
 
 
 @pytest.fixture(scope="module")

@@ -72,11 +72,9 @@ class MemoryBlock(wiring.Component):
 
 
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory):
-    root = tmp_path_factory.mktemp("synth")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TENSORFORGE_CACHE", str(root / "cache"))
-        yield ResultStore(root / "results.sqlite")
+def workspace(module_workspace):
+    """A result store beside this module's private cache, for its synthesis runs."""
+    return ResultStore(module_workspace / "results.sqlite")
 
 
 def memory_verilog(depth: int) -> str:

@@ -43,11 +43,9 @@ AREA_1024X32_2P = 264167.2813
 
 
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory):
-    root = tmp_path_factory.mktemp("synth-ihp")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TENSORFORGE_CACHE", str(root / "cache"))
-        yield ResultStore(root / "results.sqlite")
+def workspace(module_workspace):
+    """A result store beside this module's private cache, for its synthesis runs."""
+    return ResultStore(module_workspace / "results.sqlite")
 
 
 @pytest.fixture(scope="module")
