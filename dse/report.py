@@ -308,8 +308,9 @@ def _synthesis_section(rows: Sequence[SynthesisRow]) -> list[str]:
         "*sweep model*: the sweep's hardware model (its power is the workload's average power);",
         "*calibrated model*: `SynthesisAreaPower`, calibrated on IHP SG13G2 130 nm synthesis",
         "(memories exact), its power the peak (everything toggling); *ASIC*: the whole",
-        "accelerator through the IHP flow (memories as SRAM macros, 100 MHz, input activity",
-        "0.1); *ECP5*: Yosys + nextpnr.",
+        "accelerator through the IHP flow (memories as SRAM macros, at the sweep model's clock,",
+        "input activity 0.1), its MHz 1 / (clock - slack), setup included; *ECP5*: Yosys +",
+        "nextpnr (out of context).",
         "",
     ]
     table = []

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from tensorforge.fpga.ecp5 import (
     map_within_dsp_budget,
     nextpnr_device_flag,
 )
-from tensorforge.fpga.progress import StageProgress
+from tensorforge.fpga.progress import YOSYS_PHASES, StageProgress
 from tensorforge.fpga.tools import ECPPACK, NEXTPNR_ECP5, run_tool
 from tensorforge.fpga.ulx3s import PACKAGE, PARTS, Ulx3sTop, check_clock, platform_for
 from tensorforge.hw.board.host_protocol import config_digest
@@ -37,11 +36,6 @@ TOP = "top"  # the name amaranth's platform gives the board top
 BITSTREAM = "accelerator.bit"
 SUMMARY = "build.json"
 #: Yosys log lines that open the phases worth reporting.
-YOSYS_PHASES = (("flatten", re.compile(r"Executing FLATTEN")),
-                ("synth_ecp5", re.compile(r"Executing SYNTH_ECP5")),
-                ("abc", re.compile(r"Executing ABC")),
-                ("stat", re.compile(r"Printing statistics")))
-
 
 @dataclass(frozen=True)
 class BoardBuild:

@@ -6,11 +6,17 @@ and when it ends, with elapsed time, and while a tool runs it follows the tool's
 prints each new phase it recognizes (nextpnr: pack, place, route), and once a minute within
 a phase the log's latest line. On a terminal a rich spinner shows the running time as well.
 Everything goes to stderr, so ``--json`` output on stdout stays clean.
+
+Flows report without knowing who listens: a command wraps its work in `reporting`, and every
+tool run inside it (`tensorforge.fpga.tools.run_tool`: Yosys, nextpnr, OpenSTA) becomes a
+stage of that reporter with the tool's phases. Library callers (tests, sweeps) set none and
+stay silent.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import re
 import sys
 import threading
@@ -28,6 +34,21 @@ NEXTPNR_PHASES = (
     ("route", re.compile(r"Routing|router1|router2")),
     ("timing", re.compile(r"Max frequency for clock")),
 )
+#: Yosys log lines that open the phases of both flows' scripts, in order.
+YOSYS_PHASES = (("read", re.compile(r"Executing Verilog-2005 frontend|Executing RTLIL frontend")),
+                ("flatten", re.compile(r"Executing FLATTEN")),
+                ("synth", re.compile(r"Executing SYNTH(_ECP5)? pass")),
+                ("memory", re.compile(r"Executing MEMORY pass")),
+                ("techmap", re.compile(r"Executing TECHMAP pass")),
+                ("dfflibmap", re.compile(r"Executing DFFLIBMAP pass")),
+                ("abc", re.compile(r"Executing ABC9? pass")),
+                ("stat", re.compile(r"Printing statistics")),
+                ("write", re.compile(r"Executing Verilog backend|Executing JSON backend")))
+#: OpenSTA prints little while it works; its reports are the phases a user waits for.
+STA_PHASES = (("timing", re.compile(r"report_checks|Startpoint:")),
+              ("power", re.compile(r"Group\s+Internal")))
+#: Phases by tool name (`tensorforge.fpga.tools.ToolSpec.name`).
+TOOL_PHASES = {"yosys": YOSYS_PHASES, "nextpnr-ecp5": NEXTPNR_PHASES, "sta": STA_PHASES}
 POLL_S = 1.0
 HEARTBEAT_S = 60.0  # within a phase, a line at least this often with the log's latest
 
@@ -41,6 +62,26 @@ def log_phase(text: str, phases=NEXTPNR_PHASES) -> str | None:
             if match.start() > position:
                 latest, position = name, match.start()
     return latest
+
+
+_REPORTER: contextvars.ContextVar[StageProgress | None] = contextvars.ContextVar(
+    "tensorforge_progress", default=None)
+
+
+@contextlib.contextmanager
+def reporting(progress: StageProgress) -> Iterator[StageProgress]:
+    """Within this block, every tool run (`tensorforge.fpga.tools.run_tool`) reports as a
+    stage of ``progress``."""
+    token = _REPORTER.set(progress)
+    try:
+        yield progress
+    finally:
+        _REPORTER.reset(token)
+
+
+def current_reporter() -> StageProgress | None:
+    """The `reporting` block's reporter, or None (tool runs stay silent)."""
+    return _REPORTER.get()
 
 
 class StageProgress:

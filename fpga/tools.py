@@ -169,7 +169,27 @@ def run_tool(
 
     Raises `ToolError` (with the last log lines) when the tool exits non-zero or runs past
     ``timeout_s``; on a timeout the whole process group is killed so no orphan keeps a core.
+
+    Inside `tensorforge.fpga.progress.reporting` the run is a stage of that reporter, named
+    after its log, with the tool's phases as they appear in the log.
     """
+    from tensorforge.fpga.progress import TOOL_PHASES, current_reporter
+
+    reporter = current_reporter()
+    if reporter is None:
+        return _run_tool(spec, args, cwd=cwd, log_name=log_name, timeout_s=timeout_s,
+                         own_log=own_log)
+    log = Path(own_log or log_name)
+    return reporter.run_tool(
+        log.name.removesuffix(".log"),
+        lambda: _run_tool(spec, args, cwd=cwd, log_name=log_name, timeout_s=timeout_s,
+                          own_log=own_log),
+        cwd / log, TOOL_PHASES.get(spec.name, ()))
+
+
+def _run_tool(spec: ToolSpec, args: list[str], *, cwd: Path, log_name: str, timeout_s: float,
+              own_log: str | None) -> ToolRun:
+    """`run_tool` without progress."""
     executable = find_tool(spec)
     tool_version(spec)
     argv = [str(executable), *args]

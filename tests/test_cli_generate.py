@@ -33,7 +33,13 @@ def test_generate_writes_verilog_config_and_ports(tmp_path, capsys):
     ports = (out / "ports.md").read_text()
     for text in ("m_axi__araddr", "| output | 32 |", "s_axil__wdata", "insn_count", "0x2c"):
         assert text in ports, text
-    assert "accelerator.v" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert "accelerator.v" in printed.out and "elaborate" not in printed.out
+    # the stages, with elapsed time, go to stderr (a 32x32 array converts for minutes)
+    stages = [line for line in printed.err.splitlines() if line.startswith("[generate")]
+    assert [line.split("] ")[1].split(" ")[0] for line in stages] == [
+        "elaborate", "elaborate", "write", "write"]
+    assert stages[-1].split("] ")[1].startswith("write Verilog done in")
 
 
 def test_generate_reads_a_toml_config(tmp_path):

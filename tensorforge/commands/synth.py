@@ -60,8 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tensorforge.fpga.asic import synthesize_asic
-    from tensorforge.fpga.ecp5 import synthesize_ecp5
+    from tensorforge.fpga.progress import StageProgress, reporting
     from tensorforge.store import ResultStore
 
     try:
@@ -72,23 +71,32 @@ def run(args: argparse.Namespace) -> int:
         ) from None
     store = ResultStore(args.store)
     common = {"timeout_s": args.timeout, "store": store, "use_cache": not args.no_cache}
-    if args.flow == "ecp5":
-        report = synthesize_ecp5(
-            verilog, args.top, part=args.part, package=args.package, clock_ns=args.clock_ns,
-            out_of_context=args.out_of_context, max_dsps=args.max_dsps,
-            router=args.router, **common,
-        )
-    else:
-        report = synthesize_asic(
-            verilog, args.top, tech=args.tech, clock_ns=args.clock_ns, activity=args.activity,
-            clock_port=args.clock_port, **common,
-        )
+    # each tool's stage, phases and elapsed time on stderr (a whole accelerator maps for
+    # minutes to hours); stdout keeps only the table or the JSON
+    with reporting(StageProgress(f"synth {args.flow}")):
+        report = _synthesize(args, verilog, common)
     summary = report.summary()
     if args.json:
         print(json.dumps(summary, sort_keys=False))
     else:
         _print_table(summary, args.verilog)
     return 0
+
+
+def _synthesize(args: argparse.Namespace, verilog: str, common: dict[str, Any]) -> Any:
+    from tensorforge.fpga.asic import synthesize_asic
+    from tensorforge.fpga.ecp5 import synthesize_ecp5
+
+    if args.flow == "ecp5":
+        return synthesize_ecp5(
+            verilog, args.top, part=args.part, package=args.package, clock_ns=args.clock_ns,
+            out_of_context=args.out_of_context, max_dsps=args.max_dsps,
+            router=args.router, **common,
+        )
+    return synthesize_asic(
+        verilog, args.top, tech=args.tech, clock_ns=args.clock_ns, activity=args.activity,
+        clock_port=args.clock_port, **common,
+    )
 
 
 def _print_table(summary: dict[str, Any], source: Path) -> None:
