@@ -317,6 +317,18 @@ def compute_model(config: AcceleratorConfig):
     return build_model(ComputeUnit(config), top="compute_unit")
 
 
+def run_random_programs_on_rtl(config: AcceleratorConfig, tmp_path: Path, seed: int,
+                               instructions: int) -> None:
+    """The cocotb bench's random COMPUTE programs on the unit's Verilator model, with random
+    stalls on every port; the bench checks them against the golden model."""
+    compute_model(config).run(
+        BENCHES / "bench_compute_unit.py",
+        test_dir=tmp_path,
+        seed=seed,
+        config={"accelerator": config.to_dict(), "instructions": instructions, "stall": 0.3},
+    )
+
+
 RTL_GRID = list(grid([(2, 3)])) + [
     (Intrinsic.GEMM, Dataflow.WEIGHT_STATIONARY, Interconnect.SYSTOLIC, rows, cols)
     for rows, cols in [(4, 4), (2, 8), (3, 5)]
@@ -327,12 +339,7 @@ RTL_GRID = list(grid([(2, 3)])) + [
 @pytest.mark.parametrize("intrinsic,dataflow,interconnect,rows,cols", RTL_GRID)
 def test_rtl_random_programs_match_numpy(intrinsic, dataflow, interconnect, rows, cols, tmp_path):
     config = make_config(intrinsic, dataflow, interconnect, rows, cols)
-    compute_model(config).run(
-        BENCHES / "bench_compute_unit.py",
-        test_dir=tmp_path,
-        seed=rows * 1000 + cols,
-        config={"accelerator": config.to_dict(), "instructions": 6, "stall": 0.3},
-    )
+    run_random_programs_on_rtl(config, tmp_path, seed=rows * 1000 + cols, instructions=6)
 
 
 @pytest.mark.rtl
@@ -342,9 +349,4 @@ def test_rtl_random_programs_match_numpy(intrinsic, dataflow, interconnect, rows
 )
 def test_rtl_random_programs_big_grid(intrinsic, dataflow, interconnect, rows, cols, tmp_path):
     config = make_config(intrinsic, dataflow, interconnect, rows, cols)
-    compute_model(config).run(
-        BENCHES / "bench_compute_unit.py",
-        test_dir=tmp_path,
-        seed=rows * 7 + cols,
-        config={"accelerator": config.to_dict(), "instructions": 10, "stall": 0.3},
-    )
+    run_random_programs_on_rtl(config, tmp_path, seed=rows * 7 + cols, instructions=10)
