@@ -62,6 +62,7 @@ class Geometry:
             self.total_blocks = (self.count - 1) * self.full_blocks + self.rem_blocks
         self.legal = np.all((self.tile % block == 0) | (self.tile == sizes), axis=1)
         self.sizes, self.block = sizes, block
+        self._flat, self._cols = {}, {}
 
     def take(self, rows: np.ndarray) -> Geometry:
         """The geometry of mappings ``rows`` only."""
@@ -71,11 +72,23 @@ class Geometry:
                      "legal", "sizes", "block"):
             setattr(out, name, np.take(getattr(self, name), rows, axis=0))
         out.offset = np.arange(len(rows)) * self.tile.shape[1]
+        out._flat, out._cols = {}, {}
         return out
 
     def col(self, name: str, positions: np.ndarray) -> np.ndarray:
-        """Quantity ``name`` of each mapping's index at ``positions`` (an ``n``-vector)."""
-        return np.take(getattr(self, name).reshape(-1), self.offset + positions)
+        """Quantity ``name`` of each mapping's index at ``positions`` (an ``n``-vector; read
+        only: it is kept for the next caller). Each is gathered once, with the flat indices
+        of a ``positions`` vector: the model reads several quantities at the same positions,
+        some twice, and each numpy call counts on small batches."""
+        known = self._cols.get((name, id(positions)))
+        if known is not None and known[0] is positions:
+            return known[1]
+        flat = self._flat.get(id(positions))
+        if flat is None or flat[0] is not positions:
+            flat = self._flat[id(positions)] = (positions, self.offset + positions)
+        value = getattr(self, name).reshape(-1).take(flat[1])
+        self._cols[(name, id(positions))] = (positions, value)
+        return value
 
 
 def tile_lines(g: Geometry, spec: OperandRows) -> np.ndarray:
@@ -109,41 +122,47 @@ def _row_sums(g: Geometry, per_row, position: np.ndarray, size: np.ndarray) -> n
 def sweep_sums(g: Geometry, spec: OperandRows, elem_bytes: int, bus_bytes: int
                ) -> dict[str, np.ndarray]:
     """Totals over one pass through every distinct tile of the operand: DRAM elements, data
-    rows, beats and buffer lines (pad lines included)."""
-    n = g.tile.shape[0]
-    others = {k: np.ones(n, dtype=I64) for k in ("elements", "rows", "lines")}
+    rows, beats and buffer lines (pad lines included). Integer products, in any order."""
+    elements = rows = lines = 1  # until a dimension multiplies them
     elem_rows = elem_beats = None
     for dim in spec.dims:
         p = dim.positions[0]
         if dim.kind == GROUP:
             sizes = g.col("sizes", p)
-            for k in others:
-                others[k] = others[k] * sizes
+            elements, rows, lines = elements * sizes, rows * sizes, lines * sizes
         elif dim.kind == ELEM:
-            others["elements"] = others["elements"] * g.col("sizes", p)
+            elements = elements * g.col("sizes", p)
             size = dim.sizes[0]
-            elem_rows = _row_sums(g, np.ones_like, p, size)
+            elem_rows = _row_sums(g, lambda v: 1, p, size)
             elem_beats = _row_sums(g, lambda v: ceil_div(v * elem_bytes, bus_bytes), p, size)
-            others["lines"] = others["lines"] * g.col("total_blocks", p)
+            lines = lines * g.col("total_blocks", p)
         else:
-            counts = [g.col("count", q) for q in dim.positions]
-            sizes = [g.col("sizes", q) for q in dim.positions]
-            blocks = [g.col("total_blocks", q) for q in dim.positions]
-            keys = np.prod(counts, axis=0)
-            data = sum(sizes[e] * keys // counts[e] for e in range(len(counts)))
-            data = data - (len(counts) - 1) * keys
-            need = sum(dim.sizes[e] * blocks[e] * keys // counts[e] for e in range(len(counts)))
-            need = need - (len(counts) - 1) * keys
-            others["elements"] = others["elements"] * data
-            others["rows"] = others["rows"] * data
-            others["lines"] = others["lines"] * need
+            data, need = _window_sums(g, dim)
+            elements, rows, lines = elements * data, rows * data, lines * need
+    n = g.tile.shape[0]
+    elements, rows, lines = (np.full(n, v, dtype=I64) if isinstance(v, int) else v
+                             for v in (elements, rows, lines))
     if elem_rows is None:  # one element per line: every data row is one beat
-        rows = others["rows"]
-        return {"elements": others["elements"], "rows": rows, "beats": rows,
-                "lines": others["lines"]}
-    rows = others["rows"]
-    return {"elements": others["elements"], "rows": rows * elem_rows,
-            "beats": rows * elem_beats, "lines": others["lines"]}
+        return {"elements": elements, "rows": rows, "beats": rows, "lines": lines}
+    return {"elements": elements, "rows": rows * elem_rows, "beats": rows * elem_beats,
+            "lines": lines}
+
+
+def _window_sums(g: Geometry, dim) -> tuple[np.ndarray, np.ndarray]:
+    """Data rows and buffer lines of a sliding-window dimension (``x+r``) over every
+    distinct tile: each tile of the window's indices spans their extents less the overlap;
+    one tile per index (a tile step on its own) where ``g.single``."""
+    overlap = len(dim.positions) - 1
+    sizes = [g.col("sizes", q) for q in dim.positions]
+    blocks = [g.col("total_blocks", q) for q in dim.positions]
+    if g.single:  # every count is 1
+        return (sum(sizes) - overlap,
+                sum(s * b for s, b in zip(dim.sizes, blocks, strict=True)) - overlap)
+    counts = [g.col("count", q) for q in dim.positions]
+    keys = np.prod(counts, axis=0)
+    data = sum(sizes[e] * keys // counts[e] for e in range(len(counts)))
+    need = sum(dim.sizes[e] * blocks[e] * keys // counts[e] for e in range(len(counts)))
+    return data - overlap * keys, need - overlap * keys
 
 
 def reload_periods(g: Geometry, rows: SpaceRows, order: np.ndarray,
@@ -192,6 +211,8 @@ def transfers(g: Geometry, spec: OperandRows, lines: np.ndarray, padded: bool
     if len(last.positions) != 1 or not used:  # a sliding window: one run per line extent
         return runs
     full = per_tile([g.col("tile", q) for q in used])
+    if g.single:  # one tile, its own remainder: the mean below is ``runs * full``
+        return runs * full
     partial = per_tile([g.col("rem", q) for q in used])
     count = g.col("count", used[0])
     return runs * ((count - 1) * full + partial) / count

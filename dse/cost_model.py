@@ -77,6 +77,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -98,13 +99,20 @@ from tensorforge.dse.cost_holds import (
     take_held,
     widen_held,
 )
-from tensorforge.dse.cost_rows import OperandRows, SpaceRows, gather
+from tensorforge.dse.cost_rows import OperandRows, SpaceRows, gathers
 from tensorforge.dse.cost_space import (
     LayerSpace,
     StepPlan,
     movement_hops,
 )
-from tensorforge.dse.cost_steps import Middle, Schedule, boundary_schedule, pressure, timeline
+from tensorforge.dse.cost_steps import (
+    BoundaryPlan,
+    Middle,
+    boundary_plan,
+    boundary_schedule,
+    pressure,
+    timeline,
+)
 from tensorforge.dse.cost_transfers import COUNTS
 from tensorforge.dse.evaluate import TECH_45NM, Technology
 from tensorforge.hw.controller import Controller
@@ -268,10 +276,12 @@ def _micro_loops(blocks: np.ndarray, rows: SpaceRows) -> _MicroLoops:
     rest[every, inner_at] = big
     outer_at = np.argmin(rest, axis=1)
     has_outer = rest.min(axis=1) < big
-    inner = np.where(has_inner, gather(blocks, inner_at), 1)
-    outer = np.where(has_outer, gather(blocks, outer_at), 1)
-    s_inner, s_outer = has_inner & gather(s_uses, inner_at), has_outer & gather(s_uses, outer_at)
-    c_inner, c_outer = has_inner & gather(c_uses, inner_at), has_outer & gather(c_uses, outer_at)
+    at_inner = gathers([blocks, s_uses, c_uses], inner_at)
+    at_outer = gathers([blocks, s_uses, c_uses], outer_at)
+    inner = np.where(has_inner, at_inner[0], 1)
+    outer = np.where(has_outer, at_outer[0], 1)
+    s_inner, s_outer = has_inner & at_inner[1], has_outer & at_outer[1]
+    c_inner, c_outer = has_inner & at_inner[2], has_outer & at_outer[2]
     run = np.where(s_inner, 1, np.where(s_outer, inner, inner * outer))
     # a C line comes back each outer pass when only the inner loop moves C; where C stays
     # from step to step, os arrays add in the PEs, the others read-modify-write every step
@@ -337,6 +347,22 @@ class _Periodic:
     compute_pressure: np.ndarray
     store_pressure: np.ndarray
     fetch: list[np.ndarray]
+
+    def take(self, rows: np.ndarray) -> _Periodic:
+        return _Periodic(*([v[rows] for v in f] if isinstance(f, list) else f[rows]
+                           for f in self._fields()))
+
+    @staticmethod
+    def concat(parts: list[_Periodic]) -> _Periodic:
+        """The mappings of ``parts`` one after the other."""
+        if len(parts) == 1:
+            return parts[0]
+        return _Periodic(*([np.concatenate(v) for v in zip(*f, strict=True)]
+                           if isinstance(f[0], list) else np.concatenate(f)
+                           for f in zip(*(p._fields() for p in parts), strict=True)))
+
+    def _fields(self) -> list:
+        return [getattr(self, name) for name in self.__dataclass_fields__]
 
 
 def _overlapped(steps: np.ndarray, t: _Periodic) -> np.ndarray:
@@ -416,19 +442,41 @@ def evaluate_rows(rows: SpaceRows, tiles: np.ndarray, order: np.ndarray,
     energy and counts are the same, but their unit cycles (``compute_cycles``,
     ``load_cycles``, ``store_cycles``) and instruction counts are NaN (not priced).
     ``held``: None, or ``(A, B)`` bool ``n x W`` matrices of held indices (`cost_holds`)."""
-    energy = energy or energy_table(rows.config)
-    if len(tiles) <= SLICE_ROWS:
-        return _evaluate(rows, tiles, order, parameters, energy, exact, legal_only, held)
-    return _concatenate([_evaluate(rows.take(np.arange(at, min(at + SLICE_ROWS, len(tiles)))),
-                                   tiles[at:at + SLICE_ROWS], order[at:at + SLICE_ROWS],
-                                   parameters, energy, exact, legal_only,
-                                   take_held(held, np.arange(at, min(at + SLICE_ROWS,
-                                                                     len(tiles)))))
-                         for at in range(0, len(tiles), SLICE_ROWS)])
+    return evaluate_stacks([(rows, tiles, order, held)], parameters, energy, exact=exact,
+                           legal_only=legal_only)[0]
+
+
+def evaluate_stacks(batches: list[tuple[SpaceRows, np.ndarray, np.ndarray, tuple | None]],
+                    parameters: CostParameters = CostParameters(),
+                    energy: EnergyTable | None = None, *, exact: bool = False,
+                    legal_only: bool = False) -> list[CostBatch]:
+    """`evaluate_rows` of each ``(rows, tiles, order, held)`` (a search's batch split by
+    `cost_rows.SpaceStack`), their boundary steps laid out, run through `timeline` and
+    their periodic overlap priced together (`_lay_out_boundaries`): those take as many
+    numpy calls for a few mappings as for a thousand, and a stack's share of a search's
+    batch is a few hundred. Same figures, bit for bit, as one `evaluate_rows` each."""
+    pending = []
+    for rows, tiles, order, held in batches:
+        table = energy or energy_table(rows.config)
+        if len(tiles) <= SLICE_ROWS:
+            pending.append([_price(rows, tiles, order, parameters, table, exact, legal_only,
+                                   held)])
+            continue
+        spans = [np.arange(at, min(at + SLICE_ROWS, len(tiles)))
+                 for at in range(0, len(tiles), SLICE_ROWS)]
+        pending.append([_price(rows.take(s), tiles[s], order[s], parameters, table, exact,
+                               legal_only, take_held(held, s)) for s in spans])
+    priced = iter(_lay_out_boundaries([s for part in pending for s in part], parameters))
+    return [_concatenate([next(priced) for _ in part]) if len(part) > 1 else next(priced)
+            for part in pending]
 
 
 #: Mappings evaluated at once; larger batches run slower (their temporaries leave the cache).
 SLICE_ROWS = 16384
+#: Boundary steps laid out together (`_lay_out_boundaries`): enough mappings that a numpy
+#: call's fixed cost no longer counts, few enough that padding the batches' steps to the
+#: longest one's does not either.
+JOINT_ROWS = 1024
 
 
 def _concatenate(parts: list[CostBatch]) -> CostBatch:
@@ -439,11 +487,54 @@ def _concatenate(parts: list[CostBatch]) -> CostBatch:
                             for k in parts[0].extra})
 
 
-def _evaluate(rows: SpaceRows, tiles: np.ndarray, order: np.ndarray,
-              parameters: CostParameters, energy: EnergyTable, exact: bool,
-              legal_only: bool = False, held=None) -> CostBatch:
-    """`evaluate_rows` on one slice of mappings; a held operand's tile spans its held
-    indices whole (``geo``) and reloads only along the others (`cost_holds`)."""
+@dataclass(frozen=True)
+class _Pending:
+    """A slice priced up to its boundary steps (``plan``; None where none is priced) and
+    the periodic overlap of its priced mappings' tile steps (``periodic``):
+    ``finish(added, ends, overlapped)`` makes its `CostBatch` from what the split steps
+    add to the steps unsplit (`cost_steps.boundary_schedule`), the cycles until `timeline`
+    ends and `_overlapped` (None, None, None without a plan)."""
+
+    config: AcceleratorConfig
+    plan: BoundaryPlan | None
+    periodic: _Periodic | None
+    finish: Callable[[dict[str, np.ndarray] | None, np.ndarray | None, np.ndarray | None],
+                     CostBatch]
+
+
+def _lay_out_boundaries(pending: list[_Pending], p: CostParameters) -> list[CostBatch]:
+    """Each slice's `CostBatch`: the boundary steps of one accelerator's slices laid out
+    and run through `timeline` together (up to `JOINT_ROWS` mappings at a time), and
+    their periodic overlap priced together."""
+    done: dict[int, CostBatch] = {}
+    todo = [s for s in pending if s.plan is not None]
+    while todo:
+        config, joint, width = todo[0].config, [], 0
+        for s in todo:
+            if s.config == config and (not joint or width + len(s.plan.steps) <= JOINT_ROWS):
+                joint.append(s)
+                width += len(s.plan.steps)
+        todo = [s for s in todo if not any(s is j for j in joint)]
+        groups, added = boundary_schedule([s.plan for s in joint])
+        ends = timeline(groups, dispatch_window(config), p.gate_cycles, fetch_cycles(config, p),
+                        p.dram_latency_cycles)
+        overlapped = _overlapped(np.concatenate([s.plan.steps for s in joint]),
+                                 _Periodic.concat([s.periodic for s in joint]))
+        at = 0
+        for s, extra in zip(joint, added, strict=True):
+            end = at + len(s.plan.steps)
+            done[id(s)] = s.finish(extra, ends[at:end], overlapped[at:end])
+            at = end
+    return [done[id(s)] if s.plan is not None else s.finish(None, None, None)
+            for s in pending]
+
+
+def _price(rows: SpaceRows, tiles: np.ndarray, order: np.ndarray,
+           parameters: CostParameters, energy: EnergyTable, exact: bool,
+           legal_only: bool = False, held=None) -> _Pending:
+    """`evaluate_rows` on one slice of mappings up to its boundary steps' layout, which
+    `_lay_out_boundaries` does with other slices' (`_Pending`); a held operand's tile spans
+    its held indices whole (``geo``) and reloads only along the others (`cost_holds`)."""
     config, step, p = rows.config, rows.step, parameters
     g = Geometry(rows, tiles)
     n = len(tiles)
@@ -451,7 +542,8 @@ def _evaluate(rows: SpaceRows, tiles: np.ndarray, order: np.ndarray,
     if held is not None:
         geo["A"], geo["B"] = (held_geometry(rows, tiles, h, g) for h in held)
     lines = {s.role: tile_lines(geo[s.role], s) for s in rows.operands}
-    slots = {s.role: np.where(_keys(geo[s.role], s) > 1, 2, 1) for s in rows.operands}
+    tile_keys = {s.role: _keys(geo[s.role], s) for s in rows.operands}
+    slots = {role: np.where(keys > 1, 2, 1) for role, keys in tile_keys.items()}
     spad_lines = lines["A"] * slots["A"] + lines["B"] * slots["B"]
     acc_lines = lines["C"] * slots["C"]
     legal = g.legal & (spad_lines <= config.spad_lines) & (acc_lines <= config.acc_lines)
@@ -463,8 +555,9 @@ def _evaluate(rows: SpaceRows, tiles: np.ndarray, order: np.ndarray,
     load_instructions = []  # per LOAD event of A, B
     beats = np.zeros(n)
     for row, spec in enumerate(rows.operands[:2]):
-        sums = _sweep_counts(rows, geo[spec.role], spec, g.tile, legal, exact, held)
-        keys = _keys(geo[spec.role], spec)
+        keys = tile_keys[spec.role]
+        sums = _sweep_counts(rows, geo[spec.role], spec, g.tile, legal, exact, held,
+                             (keys, lines[spec.role]))
         count = steps // periods[row]
         sweeps = count // keys
         runs = sums["instructions"] / keys
@@ -476,7 +569,8 @@ def _evaluate(rows: SpaceRows, tiles: np.ndarray, order: np.ndarray,
         read_bytes = read_bytes + program["elements"] * in_bytes
         beats = beats + program["beats"]
         spad_written = spad_written + program["lines"] * config.spad_line_bytes
-    out = _sweep_counts(rows, g, rows.operands[2], g.tile, legal, exact, held)
+    out = _sweep_counts(rows, g, rows.operands[2], g.tile, legal, exact, held,
+                        (tile_keys["C"], lines["C"]))
     stores = steps // periods[2]
     store_instructions = out["instructions"] / np.maximum(stores, 1)
     store_cycles = _unit_time(out, stores, p, store=True)
@@ -514,34 +608,11 @@ def _evaluate(rows: SpaceRows, tiles: np.ndarray, order: np.ndarray,
     # a LOAD/STORE unit's time per event: its busy cycles and the gate's gap per command
     load_time = [c + gate * k for c, k in zip(per_load, load_instructions, strict=True)]
     store_time = per_store + gate * store_instructions
-    overlapped = _overlapped(steps, _Periodic(
+    periodic = _Periodic(
         per_step_compute, load_time, [np.maximum(k - 1, 0) for k in loads], store_time,
         np.maximum(stores - 1, 0), pressure(per_step_compute, step_instructions, window),
         _store_pressure(store_time, store_instructions, window, held),
-        [fetch * k for k in (step_instructions, *load_instructions, store_instructions)]))
-    # the first and last tile steps as the code generator cuts them, the steps near them one
-    # by one, the rest at the mean step cost of the periodic overlap; only the legal
-    # mappings where ``legal_only`` (the others' cycles are infinite in any case)
-    priced = np.flatnonzero(legal) if legal_only else np.arange(n)
-    host_cycles = rows.host_bytes / bus
-    cycles = np.full(n, np.inf)
-    added = {k: np.full(n, np.nan) for k in ("load", "compute", "store", "macs", "transfers")}
-    if len(priced):
-        middle = Middle(np.array(periods).T, per_load, load_instructions, per_step_compute,
-                        step_instructions, per_store, store_instructions)
-        schedule, ends = _boundary_timeline(rows.take(priced), g.take(priced), steps[priced],
-                                            middle.take(priced), reload_step[priced],
-                                            residue[priced], p, exact,
-                                            take_held(held, priced))
-        for k, values in schedule.extra.items():
-            added[k][priced] = values
-        cycles[priced] = np.where(legal[priced], np.ceil(
-            ends + schedule.skipped * overlapped[priced] / steps[priced]
-            + step.array_latency + host_cycles[priced]), np.inf)
-    load_cycles[0] = load_cycles[0] + added["load"]
-    compute_cycles = compute_cycles + added["compute"]
-    store_cycles = store_cycles + added["store"]
-
+        [fetch * k for k in (step_instructions, *load_instructions, store_instructions)])
     executed = mac_steps * config.macs_per_step
     line_bytes = config.spad_line_bytes
     stationary_reads = mac_steps * reload_share * step.stationary_lines + (
@@ -554,23 +625,54 @@ def _evaluate(rows: SpaceRows, tiles: np.ndarray, order: np.ndarray,
                  + acc_bytes_moved * energy.acc_pj_per_byte
                  + (read_bytes + write_bytes + rows.host_bytes) * energy.dram_pj_per_byte
                  + hop_bytes * energy.hop_pj_per_byte)
-    useful = rows.useful
-    transfer_instructions = (loads[0] * load_instructions[0] + loads[1] * load_instructions[1]
-                             + stores * store_instructions + added["transfers"])
-    events = _events(rows, mac_steps, np.maximum(mac_steps * reload_share, mac_instructions),
-                     spad_written / line_bytes, overwritten_lines, out,
-                     beats + out["beats"], read_bytes + write_bytes,
-                     mac_instructions + added["macs"] + transfer_instructions)
-    return CostBatch(
-        legal=legal, cycles=cycles, energy_pj=energy_pj, compute_cycles=compute_cycles,
-        load_cycles=load_cycles[0] + load_cycles[1], store_cycles=store_cycles,
-        host_cycles=host_cycles, mac_steps=mac_steps, zero_steps=zero_steps,
-        dram_read_bytes=read_bytes, dram_write_bytes=write_bytes, spad_lines=spad_lines,
-        acc_lines=acc_lines, utilization=useful / executed,
-        extra={"mac_instructions": mac_instructions + added["macs"],
-               "tile_steps": steps,
-               "loads_A": loads[0], "loads_B": loads[1], "stores": stores,
-               "transfer_instructions": transfer_instructions} | events)
+    # the first and last tile steps as the code generator cuts them, the steps near them one
+    # by one, the rest at the mean step cost of the periodic overlap; only the legal
+    # mappings where ``legal_only`` (the others' cycles are infinite in any case)
+    priced = np.flatnonzero(legal) if legal_only else np.arange(n)
+    plan = priced_periodic = None
+    if len(priced):
+        priced_periodic = periodic.take(priced)
+        middle = Middle(np.array(periods).T, per_load, load_instructions, per_step_compute,
+                        step_instructions, per_store, store_instructions)
+        plan = _boundary_plan(rows.take(priced), g.take(priced), steps[priced],
+                              middle.take(priced), reload_step[priced], residue[priced], p,
+                              exact, take_held(held, priced))
+
+    def finish(extra: dict[str, np.ndarray] | None, ends: np.ndarray | None,
+               overlapped: np.ndarray | None) -> CostBatch:
+        """The figures once the boundary steps are laid out (`_lay_out_boundaries`):
+        ``extra`` what they add to the steps unsplit, ``ends`` the cycles until `timeline`
+        ends them, ``overlapped`` (`_overlapped`) what the tile steps cost overlapped."""
+        host_cycles = rows.host_bytes / bus
+        cycles = np.full(n, np.inf)
+        added = {k: np.full(n, np.nan)
+                 for k in ("load", "compute", "store", "macs", "transfers")}
+        if plan is not None:
+            for k, values in extra.items():
+                added[k][priced] = values
+            cycles[priced] = np.where(legal[priced], np.ceil(
+                ends + plan.skipped * overlapped / steps[priced]
+                + step.array_latency + host_cycles[priced]), np.inf)
+        transfer_instructions = (loads[0] * load_instructions[0]
+                                 + loads[1] * load_instructions[1]
+                                 + stores * store_instructions + added["transfers"])
+        events = _events(rows, mac_steps, np.maximum(mac_steps * reload_share, mac_instructions),
+                         spad_written / line_bytes, overwritten_lines, out,
+                         beats + out["beats"], read_bytes + write_bytes,
+                         mac_instructions + added["macs"] + transfer_instructions)
+        return CostBatch(
+            legal=legal, cycles=cycles, energy_pj=energy_pj,
+            compute_cycles=compute_cycles + added["compute"],
+            load_cycles=load_cycles[0] + added["load"] + load_cycles[1],
+            store_cycles=store_cycles + added["store"], host_cycles=host_cycles,
+            mac_steps=mac_steps, zero_steps=zero_steps, dram_read_bytes=read_bytes,
+            dram_write_bytes=write_bytes, spad_lines=spad_lines, acc_lines=acc_lines,
+            utilization=rows.useful / executed,
+            extra={"mac_instructions": mac_instructions + added["macs"], "tile_steps": steps,
+                   "loads_A": loads[0], "loads_B": loads[1], "stores": stores,
+                   "transfer_instructions": transfer_instructions} | events)
+
+    return _Pending(config, plan, priced_periodic, finish)
 
 
 def _events(rows: SpaceRows, mac_steps: np.ndarray, stationary_runs: np.ndarray,
@@ -608,12 +710,12 @@ def _store_pressure(store_time: np.ndarray, store_instructions: np.ndarray, wind
     return np.where(held[0].any(axis=1) | held[1].any(axis=1), 0.0, out)
 
 
-def _boundary_timeline(rows: SpaceRows, g: Geometry, steps: np.ndarray, middle: Middle,
-                       reload_step: np.ndarray, residue: np.ndarray, p: CostParameters,
-                       exact: bool, held=None) -> tuple[Schedule, np.ndarray]:
-    """The boundary steps' `Schedule` and the cycles until `timeline` ends its groups;
-    ``residue`` decides ``reload_step`` (the bank residue of the stationary block). The
-    code generator cuts no step along a held index (`codegen._Walker._chunkable`)."""
+def _boundary_plan(rows: SpaceRows, g: Geometry, steps: np.ndarray, middle: Middle,
+                   reload_step: np.ndarray, residue: np.ndarray, p: CostParameters,
+                   exact: bool, held=None) -> BoundaryPlan:
+    """The boundary steps' `cost_steps.BoundaryPlan`; ``residue`` decides ``reload_step``
+    (the bank residue of the stationary block). The code generator cuts no step along a
+    held index (`codegen._Walker._chunkable`)."""
     def tile_costs(valid: np.ndarray, owners: np.ndarray
                    ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         return _distinct_tile_costs(rows.take(owners), p, valid, g.tile[owners],
@@ -621,11 +723,8 @@ def _boundary_timeline(rows: SpaceRows, g: Geometry, steps: np.ndarray, middle: 
                                     take_held(held, owners))
 
     chunkable = rows.chunkable if held is None else rows.chunkable & ~(held[0] | held[1])
-    schedule = boundary_schedule(rows, g, steps, middle, tile_costs,
-                                 rows.step.isolated_step + p.issue_cycles, chunkable)
-    ends = timeline(schedule.groups, dispatch_window(rows.config), p.gate_cycles,
-                    fetch_cycles(rows.config, p), p.dram_latency_cycles)
-    return schedule, ends
+    return boundary_plan(rows, g, steps, middle, tile_costs,
+                         rows.step.isolated_step + p.issue_cycles, chunkable)
 
 
 def _keys(g: Geometry, spec: OperandRows) -> np.ndarray:
@@ -634,14 +733,17 @@ def _keys(g: Geometry, spec: OperandRows) -> np.ndarray:
 
 
 def _sweep_counts(rows: SpaceRows, g: Geometry, spec: OperandRows, tiles: np.ndarray,
-                  legal: np.ndarray, exact: bool, held=None) -> dict[str, np.ndarray]:
+                  legal: np.ndarray, exact: bool, held=None,
+                  known: tuple[np.ndarray, np.ndarray] | None = None
+                  ) -> dict[str, np.ndarray]:
     """`cost_transfers.COUNTS` summed over one pass through every distinct tile of the
     operand: per index its full tiles and its remainder, each combination weighted by how
     often it occurs, each measured on the code generator (`LayerSpace.transfer_counter`,
     per distinct pattern of ``held``, `cost_holds`); or, not ``exact``, the closed-form
-    geometry's (`_closed_form_counts`). A held operand's ``g`` is its held geometry."""
+    geometry's (`_closed_form_counts`). A held operand's ``g`` is its held geometry;
+    ``known``: its `_keys` and `tile_lines` where the caller has them."""
     if not exact:
-        return _closed_form_counts(rows, g, spec)
+        return _closed_form_counts(rows, g, spec, known)
     space = rows.single()
     uses = space.operand(spec.role).indices
     tiles = tiles[:, : space.dims]
@@ -665,7 +767,8 @@ def _sweep_counts(rows: SpaceRows, g: Geometry, spec: OperandRows, tiles: np.nda
     return total
 
 
-def _closed_form_counts(rows: SpaceRows, g: Geometry, spec: OperandRows
+def _closed_form_counts(rows: SpaceRows, g: Geometry, spec: OperandRows,
+                        known: tuple[np.ndarray, np.ndarray] | None = None
                         ) -> dict[str, np.ndarray]:
     """The counts of `_sweep_counts` by the closed-form geometry: LOAD/STORE instructions
     per run of a tile's innermost lines (`cost_geometry.transfers`), rows, beats and lines
@@ -673,8 +776,8 @@ def _closed_form_counts(rows: SpaceRows, g: Geometry, spec: OperandRows
     config, store = rows.config, spec.role == "C"
     elem_bytes = config.precision.acc_bytes if store else config.precision.in_bytes
     sums = sweep_sums(g, spec, elem_bytes, config.dma.bus_bytes)
-    keys = _keys(g, spec)
-    runs = transfers(g, spec, tile_lines(g, spec), padded=not store)
+    keys, lines = known or (_keys(g, spec), tile_lines(g, spec))
+    runs = transfers(g, spec, lines, padded=not store)
     return {"instructions": keys * runs, "elements": sums["elements"], "beats": sums["beats"],
             "bursts": sums["rows"], "rows": sums["rows"],
             "lines": sums["rows"] if store else sums["lines"]}

@@ -35,6 +35,14 @@ def gather(matrix: np.ndarray, columns: np.ndarray) -> np.ndarray:
                                                   else offset[:, None]))
 
 
+def gathers(matrices: list[np.ndarray], columns: np.ndarray) -> list[np.ndarray]:
+    """`gather` of several ``n x W`` matrices at the same ``columns`` (an ``n``-vector),
+    the flat indices worked out once."""
+    n, width = matrices[0].shape
+    flat = columns + np.arange(n) * width
+    return [np.reshape(m, -1).take(flat) for m in matrices]
+
+
 def signature(space: LayerSpace) -> tuple:
     """What must agree for spaces to stack: per operand, its non-group tile dimensions' kinds
     and which of their entries a workload index runs along; and the accelerator."""
@@ -112,12 +120,14 @@ class SpaceRows:
 
     @cached_property
     def operands(self) -> tuple[OperandRows, OperandRows, OperandRows]:
-        return tuple(
-            OperandRows(role, tuple(
-                DimRows(kind, tuple(np.take(positions, self.space, axis=1)),
-                        tuple(np.take(sizes, self.space, axis=1)), present)
-                for kind, present, positions, sizes in dims), self._rows(uses))
-            for role, (uses, dims) in zip(ROLES, self.stack.operand_tables, strict=True))
+        out = []
+        for role, (uses, dims, entries) in zip(ROLES, self.stack.operand_tables, strict=True):
+            gathered = iter(np.take(entries, self.space, axis=1))  # one gather per operand
+            out.append(OperandRows(role, tuple(
+                DimRows(kind, tuple(next(gathered) for _ in present),
+                        tuple(next(gathered) for _ in present), present)
+                for kind, present in dims), self._rows(uses)))
+        return tuple(out)
 
     @property
     def config(self):
@@ -179,9 +189,10 @@ class SpaceStack:
         self.useful = np.array([float(np.prod(s.sizes.astype(float))) for s in spaces])
         self.operand_tables = [self._operand_tables(r, pad) for r in range(len(ROLES))]
 
-    def _operand_tables(self, role: int, pad: int) -> tuple[np.ndarray, list]:
-        """``(uses table, dims)``; each dim ``(kind, present, positions table, sizes table)``,
-        the tables with a row per entry and a column per space."""
+    def _operand_tables(self, role: int, pad: int) -> tuple[np.ndarray, list, np.ndarray]:
+        """``(uses table, dims, entries)``; each dim ``(kind, present)``, ``entries`` a row
+        per entry of each dim's positions, then of its sizes (dim by dim), a column per
+        space."""
         specs: list[OperandSpec] = [s.operands[role] for s in self.spaces]
         groups = max(sum(d.kind == GROUP for d in spec.dims) for spec in specs)
         uses = np.zeros((len(specs), self.width), dtype=bool)
@@ -193,12 +204,12 @@ class SpaceStack:
             padded.append(neutral + [(d.kind, tuple(p if p >= 0 else pad for p in d.positions),
                                       d.sizes, tuple(p >= 0 for p in d.positions))
                                      for d in spec.dims])
-        dims = []
+        dims, entries = [], [np.zeros((0, len(specs)), dtype=I64)]
         for at, (kind, _, _, present) in enumerate(padded[0]):
-            dims.append((kind, present,  # entries x spaces, gathered by column
-                         np.array([row[at][1] for row in padded], dtype=I64).T.copy(),
-                         np.array([row[at][2] for row in padded], dtype=I64).T.copy()))
-        return uses, dims
+            dims.append((kind, present))
+            entries.append(np.array([row[at][1] for row in padded], dtype=I64).T)
+            entries.append(np.array([row[at][2] for row in padded], dtype=I64).T)
+        return uses, dims, np.concatenate(entries)
 
     def rows(self, which: np.ndarray) -> SpaceRows:
         """The constants of space ``which[i]`` (an index into this stack) for row ``i``."""

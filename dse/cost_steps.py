@@ -18,6 +18,11 @@ Two things the per-step overlap of `cost_model` cannot see, both from the progra
 
 `timeline` runs the resulting group-level recurrence (a max-plus recurrence of start and
 end times per unit, one iteration per tile step or chunk, not per instruction).
+
+A batch's boundary steps are cut and priced on their own (`boundary_plan`: the prices depend
+on its tensorize choices), then laid out with those of the batch's other stacks of choices
+(`boundary_schedule`) and run by one `timeline`: each numpy call of the layout and the
+recurrence serves them all, and a stack's share of a search's batch is a few hundred.
 """
 
 from __future__ import annotations
@@ -27,20 +32,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tensorforge.dse.cost_rows import gather
+from tensorforge.dse.cost_rows import gather, gathers
 
 I64 = np.int64
 
 
 @dataclass(frozen=True)
-class Group:
-    """One tile step or chunk of the program, per mapping (each an ``n``-vector).
+class Groups:
+    """Tile steps or chunks of the program in program order, each field a ``groups x n``
+    array (a row per group, a column per mapping): a stacked form, so that building them
+    and `timeline`'s set-up take a few numpy calls, not a few per group.
 
-    ``loads``, ``computes``, ``stores`` count instructions (0: the unit has nothing in this
-    group); ``reloads`` (``n x 2``) marks A/B loads into the other half of their double
-    buffer (they wait for the compute that last read that half); ``new_c`` marks the first
-    compute of a C tile (it waits for the store of the tile two before, the other half);
-    ``ends_c`` the group whose store completes a C tile.
+    ``loads``, ``computes``, ``stores`` count instructions (0: the unit has nothing in that
+    group); ``reloads`` (``groups x n x 2``) marks A/B loads into the other half of their
+    double buffer (they wait for the compute that last read that half); ``new_c`` marks the
+    first compute of a C tile (it waits for the store of the tile two before, the other
+    half); ``ends_c`` the group whose store completes a C tile. A group that is empty for a
+    mapping changes nothing in `timeline` for it.
     """
 
     load: np.ndarray
@@ -53,6 +61,17 @@ class Group:
     new_c: np.ndarray
     ends_c: np.ndarray
 
+    def __len__(self) -> int:
+        return len(self.load)
+
+    def _fields(self) -> list[np.ndarray]:
+        return [getattr(self, name) for name in self.__dataclass_fields__]
+
+    @staticmethod
+    def chain(parts: list[Groups]) -> Groups:
+        """The groups of ``parts`` one after the other (same mappings)."""
+        return Groups(*(np.concatenate(f) for f in zip(*(p._fields() for p in parts), strict=True)))
+
 
 def pressure(cycles: np.ndarray, count: np.ndarray, window: int) -> np.ndarray:
     """Cycles from a unit's first instruction of a group until dispatch can move past its
@@ -61,7 +80,7 @@ def pressure(cycles: np.ndarray, count: np.ndarray, window: int) -> np.ndarray:
     return np.maximum(count - window, 0) * cycles / np.maximum(count, 1)
 
 
-def timeline(groups: list[Group], window: int, gate: float, fetch: float,
+def timeline(groups: Groups, window: int, gate: float, fetch: float,
              latency: float = 0.0) -> np.ndarray:
     """Cycles until the last unit finishes, running ``groups`` in program order.
 
@@ -78,33 +97,40 @@ def timeline(groups: list[Group], window: int, gate: float, fetch: float,
     dispatch moves past it no earlier than all of it is fetched. A LOAD's data arrives
     ``latency`` cycles after its unit has streamed it (the unit goes on meanwhile), and the
     program ends ``latency`` after its last STORE's data left (its response).
+
+    Times are never negative, so a wait that no mapping of a group has (no reload, no new
+    C tile, no unit's part) is left out of its maximum instead of taken as 0.
     """
-    n = len(groups[0].load)
+    n = groups.load.shape[1]
     zero = np.zeros(n)
     load_end, compute_end, store_end, dispatch, loaded = zero, zero, zero, zero, zero
     half_free = np.zeros((n, 2))  # per operand: end of the compute that last read the other half
     c_stores = [zero, zero]  # store ends of the last two C tiles, older first
-    stacked = {name: np.stack([getattr(g, name) for g in groups])
-               for name in ("load", "loads", "compute", "computes", "store", "stores")}
-    loads = _Unit(stacked["load"] + gate * stacked["loads"], stacked["loads"], window, fetch)
-    computes = _Unit(stacked["compute"], stacked["computes"], window, fetch)
-    stores = _Unit(stacked["store"] + gate * stacked["stores"], stacked["stores"], window,
-                   fetch)
-    for i, g in enumerate(groups):
-        wait = np.maximum(np.where(g.reloads[:, 0], half_free[:, 0], 0.0),
-                          np.where(g.reloads[:, 1], half_free[:, 1], 0.0))
-        half_free = np.where(g.reloads, compute_end[:, None], half_free)
-        start = _latest(load_end, dispatch + fetch, wait)
-        load_end, dispatch = loads.run(i, start, load_end, dispatch)
+    loads = _Unit(groups.load + gate * groups.loads, groups.loads, window, fetch)
+    computes = _Unit(groups.compute, groups.computes, window, fetch)
+    stores = _Unit(groups.store + gate * groups.stores, groups.stores, window, fetch)
+    reloading = groups.reloads.any(axis=(1, 2))
+    new_c, ends_c = groups.new_c.any(axis=1), groups.ends_c.any(axis=1)
+    for i in range(len(groups)):
+        if reloading[i]:
+            reloads = groups.reloads[i]
+            wait = np.maximum(np.where(reloads[:, 0], half_free[:, 0], 0.0),
+                              np.where(reloads[:, 1], half_free[:, 1], 0.0))
+            half_free = np.where(reloads, compute_end[:, None], half_free)
         if loads.some[i]:
+            start = _latest(load_end, dispatch + fetch, *([wait] if reloading[i] else []))
+            load_end, dispatch = loads.run(i, start, load_end, dispatch)
             loaded = np.where(loads.present[i], load_end + latency, loaded)
-        start = _latest(compute_end, loaded, dispatch + fetch,
-                        np.where(g.new_c, c_stores[0], 0.0))
-        compute_end, dispatch = computes.run(i, start, compute_end, dispatch)
-        start = _latest(store_end, compute_end, dispatch + fetch)
-        store_end, dispatch = stores.run(i, start, store_end, dispatch)
-        c_stores = [np.where(g.ends_c, c_stores[1], c_stores[0]),
-                    np.where(g.ends_c, store_end, c_stores[1])]
+        if computes.some[i]:
+            waits = [np.where(groups.new_c[i], c_stores[0], 0.0)] if new_c[i] else []
+            start = _latest(compute_end, loaded, dispatch + fetch, *waits)
+            compute_end, dispatch = computes.run(i, start, compute_end, dispatch)
+        if stores.some[i]:
+            start = _latest(store_end, compute_end, dispatch + fetch)
+            store_end, dispatch = stores.run(i, start, store_end, dispatch)
+        if ends_c[i]:
+            c_stores = [np.where(groups.ends_c[i], c_stores[1], c_stores[0]),
+                        np.where(groups.ends_c[i], store_end, c_stores[1])]
     return _latest(load_end, compute_end, np.where(store_end > 0, store_end + latency, 0.0))
 
 
@@ -130,12 +156,10 @@ class _Unit:
 
     def run(self, i: int, start: np.ndarray, end: np.ndarray, dispatch: np.ndarray
             ) -> tuple[np.ndarray, np.ndarray]:
-        """Group ``i``'s part from ``start``: its end and where dispatch stands after it
-        (unchanged where it is not present). Dispatch moves on once the part is fetched,
-        and where it has more instructions than the window only ``pressure`` after it
-        starts."""
-        if not self.some[i]:
-            return end, dispatch
+        """Group ``i``'s part from ``start`` (some mapping has one): its end and where
+        dispatch stands after it (unchanged where it is not present). Dispatch moves on
+        once the part is fetched, and where it has more instructions than the window only
+        ``pressure`` after it starts."""
         fetched = dispatch + self.fetch[i]
         finish = np.maximum(start + self.cycles[i], fetched + self.mean[i])
         moved = fetched  # dispatch never falls below 0, so max(fetched, 0.0) is fetched
@@ -161,13 +185,10 @@ def split_index(blocks: np.ndarray, candidates: np.ndarray, rank: np.ndarray,
 
 
 def chunk_count(blocks: np.ndarray) -> np.ndarray:
-    """Chunks of ``blocks`` blocks: 1, 1, 2, 4, ... (``_chunks``): 1 + ceil(log2(blocks))."""
-    count = np.ones_like(blocks)
-    start = np.ones_like(blocks)
-    while np.any(start < blocks):
-        count = count + (start < blocks)
-        start = start * 2
-    return count
+    """Chunks of ``blocks`` blocks: 1, 1, 2, 4, ... (``_chunks``): 1 + ceil(log2(blocks)),
+    the bit length of ``blocks - 1`` (`np.frexp`'s exponent, exact below 2**53); 1 for
+    fewer than two blocks."""
+    return (1 + np.frexp(np.maximum(blocks - 1, 0))[1]).astype(blocks.dtype)
 
 
 def chunk_extents(blocks: np.ndarray, count: np.ndarray, chunk: int, growing: bool
@@ -180,7 +201,7 @@ def chunk_extents(blocks: np.ndarray, count: np.ndarray, chunk: int, growing: bo
     """
     k = chunk if growing else count - 1 - chunk
     k = np.maximum(k, 0)
-    start = np.where(k == 0, 0, 2 ** np.maximum(k - 1, 0))
+    start = np.where(k == 0, 0, np.left_shift(1, np.maximum(k - 1, 0)))  # 2 ** (k - 1)
     size = np.minimum(np.maximum(1, start), blocks - start)
     exists = (chunk < count) & (size > 0)
     first = start if growing else blocks - start - size
@@ -206,17 +227,20 @@ class Middle:
                       [v[rows] for v in self.loads], self.compute[rows], self.computes[rows],
                       self.store[rows], self.stores[rows])
 
+    @staticmethod
+    def concat(parts: list[Middle]) -> Middle:
+        """The mappings of ``parts`` one after the other."""
+        def joined(field: str) -> np.ndarray:
+            return _joined([getattr(m, field) for m in parts])
 
-@dataclass(frozen=True)
-class Schedule:
-    """The groups `timeline` runs, the tile steps it leaves to the periodic overlap (the
-    middle of long programs), and what the split steps add to the same steps unsplit: cycles
-    per unit (``load``, ``compute``, ``store``), LOAD/STORE instructions (``transfers``) and
-    MAC instructions (``macs``)."""
+        return Middle(joined("periods"), [_joined([m.load[r] for m in parts]) for r in (0, 1)],
+                      [_joined([m.loads[r] for m in parts]) for r in (0, 1)],
+                      joined("compute"), joined("computes"), joined("store"), joined("stores"))
 
-    groups: list[Group]
-    skipped: np.ndarray
-    extra: dict[str, np.ndarray]
+
+def _joined(arrays: list[np.ndarray]) -> np.ndarray:
+    """``arrays`` one after the other (the one itself, not a copy, where there is one)."""
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
 
 #: Unsplit tile steps next to the first and last that `timeline` runs one by one (half on
@@ -224,53 +248,91 @@ class Schedule:
 NEAR_STEPS = 16
 
 
-def boundary_schedule(rows, g, steps: np.ndarray, middle: Middle, tile_costs,
-                      first_wait: float, chunkable: np.ndarray | None = None) -> Schedule:
-    """The first tile step, up to `NEAR_STEPS` unsplit steps and the last tile step as
-    `Group`s, the boundary steps cut as the code generator cuts them.
+@dataclass(frozen=True)
+class BoundaryPlan:
+    """One batch's first and last tile steps as the code generator cuts them (`_split_plan`)
+    with their parts priced (``costs``: per unit ``(cycles, instructions)`` of the first
+    step's parts, then the last's), and what `boundary_schedule` needs besides: the tile
+    steps, the unsplit steps' costs (``middle``) and what a C tile's first MAC waits for
+    the array to drain (``first_wait``)."""
+
+    first: _SplitPlan
+    last: _SplitPlan
+    costs: dict[str, tuple[np.ndarray, np.ndarray]]
+    steps: np.ndarray
+    middle: Middle
+    first_wait: float
+
+    @property
+    def skipped(self) -> np.ndarray:
+        """Tile steps `timeline` leaves to the periodic overlap (the middle of long
+        programs)."""
+        return np.maximum(self.steps - 2 - NEAR_STEPS, 0)
+
+
+def boundary_plan(rows, g, steps: np.ndarray, middle: Middle, tile_costs, first_wait: float,
+                  chunkable: np.ndarray | None = None) -> BoundaryPlan:
+    """The first and last tile steps cut as the code generator cuts them, their parts
+    priced in one call.
 
     ``rows``: the batch's `cost_rows.SpaceRows`; ``g``: its `cost_geometry.Geometry`;
-    ``tile_costs(valid, owners)``: ``(cycles,
-    instructions)`` per unit of tile steps of ``valid`` (``m x D``) elements per index, row
-    ``i`` a step of mapping ``owners[i]`` (only the mappings that have a chunk are priced);
-    ``first_wait``: what a C tile's first MAC waits for the array to drain; ``chunkable``:
-    the indices a step may be cut along (``rows.chunkable`` by default).
+    ``tile_costs(valid, owners)``: ``(cycles, instructions)`` per unit of tile steps of
+    ``valid`` (``m x D``) elements per index, row ``i`` a step of mapping ``owners[i]``
+    (only the mappings that have a chunk are priced); ``first_wait``: what a C tile's first
+    MAC waits for the array to drain; ``chunkable``: the indices a step may be cut along
+    (``rows.chunkable`` by default).
     """
-    n = len(steps)
     uses = [rows.uses(r) for r in range(3)]
     chunkable = rows.chunkable if chunkable is None else chunkable
     many = steps > 1
-    everywhere = np.ones(n, dtype=bool)
     # first step: every operand loads; cut along a reduction index both use
     allowed = ~uses[2] & chunkable & uses[0] & uses[1]
     cut = np.where(many, split_index(g.full_blocks, allowed, rows.rank), -1)
     cuts = _with_inner_cut(cut, g.full_blocks, uses[2] & chunkable & (uses[0] | uses[1]),
                            rows.rank)
-    first_plan = _split_plan(rows, g.tile, cuts, True, everywhere)
+    first = _split_plan(rows, g.tile, cuts, True, np.ones(len(steps), dtype=bool))
     # last step: the operands whose innermost loop moves reload; cut along an output index,
     # one the stationary operand uses if it can
     allowed = uses[2] & chunkable
     stationary = uses["AB".index(rows.step.stationary_role)]
     cut = np.where(many, split_index(g.rem_blocks, allowed, rows.rank, stationary), -1)
     cuts = _with_inner_cut(cut, g.rem_blocks, allowed, rows.rank)
-    last_plan = _split_plan(rows, g.rem, cuts, False, many)
-    # both steps' parts priced in one call
-    plans = (first_plan, last_plan)
-    owners = [o for plan in plans for o in plan.owners]
-    costs = _spread(tile_costs(np.concatenate([v for plan in plans for v in plan.parts]),
-                               np.concatenate(owners)), owners, n)
-    parts = len(first_plan.owners)
-    first = _split_step(first_plan, {k: (c[:parts], m[:parts]) for k, (c, m) in costs.items()},
-                        np.ones((n, 2), dtype=bool), middle.periods[:, 2] == 1, everywhere,
-                        everywhere, first_wait)
+    last = _split_plan(rows, g.rem, cuts, False, many)
+    costs = tile_costs(np.concatenate([first.parts, last.parts]),
+                       np.concatenate([first.owners, last.owners]))
+    return BoundaryPlan(first, last, costs, steps, middle, first_wait)
+
+
+def boundary_schedule(plans: list[BoundaryPlan]) -> tuple[Groups, list[dict[str, np.ndarray]]]:
+    """The first tile step, up to `NEAR_STEPS` unsplit steps and the last tile step of
+    every mapping of ``plans`` (side by side, so that each numpy call serves them all) as
+    the `Groups` `timeline` runs; and per plan what the split steps add to the same steps
+    unsplit: cycles per unit (``load``, ``compute``, ``store``), LOAD/STORE instructions
+    (``transfers``) and MAC instructions (``macs``)."""
+    offsets = np.cumsum([0, *(len(p.steps) for p in plans)])
+    n = int(offsets[-1])
+    steps = _joined([p.steps for p in plans])
+    middle = Middle.concat([p.middle for p in plans])
+    first_wait = np.repeat([float(p.first_wait) for p in plans], np.diff(offsets))
+    many = steps > 1
+    everywhere = np.ones(n, dtype=bool)
+    cut = [len(p.first.owners) for p in plans]
+    laid, every = _side_by_side([p.first for p in plans],
+                                [{k: (c[:at], m[:at]) for k, (c, m) in p.costs.items()}
+                                 for p, at in zip(plans, cut, strict=True)], offsets)
+    first = _split_step(laid, every, np.ones((n, 2), dtype=bool), middle.periods[:, 2] == 1,
+                        everywhere, everywhere, first_wait)
     loaded = (middle.periods[:, :2] == 1) & many[:, None]
     new_c = (steps - 1) % middle.periods[:, 2] == 0
-    last = _split_step(last_plan, {k: (c[parts:], m[parts:]) for k, (c, m) in costs.items()},
-                       loaded, everywhere, new_c, many, first_wait)
+    laid, every = _side_by_side([p.last for p in plans],
+                                [{k: (c[at:], m[at:]) for k, (c, m) in p.costs.items()}
+                                 for p, at in zip(plans, cut, strict=True)], offsets)
+    last = _split_step(laid, every, loaded, everywhere, new_c, many, first_wait)
     near = _unsplit_steps(middle, steps)
     extra = {k: first[1][k] + last[1][k] for k in first[1]}
-    skipped = np.maximum(steps - 2 - NEAR_STEPS, 0)
-    return Schedule(first[0] + near + last[0], skipped, extra)
+    return (Groups.chain([first[0], near, last[0]]),
+            [{k: v[a:b] for k, v in extra.items()}
+             for a, b in zip(offsets[:-1], offsets[1:], strict=True)])
 
 
 def _with_inner_cut(cut: np.ndarray, blocks: np.ndarray, allowed: np.ndarray,
@@ -283,7 +345,7 @@ def _with_inner_cut(cut: np.ndarray, blocks: np.ndarray, allowed: np.ndarray,
     return cut, np.where(cut >= 0, inner, -1)
 
 
-def _unsplit_steps(middle: Middle, steps: np.ndarray) -> list[Group]:
+def _unsplit_steps(middle: Middle, steps: np.ndarray) -> Groups:
     """The `NEAR_STEPS` slots of the unsplit steps run one by one: steps 1, 2, ... in the
     first half, ..., T - 3, T - 2 in the second (a slot that falls outside 1..T-2 or on a
     step the first half holds is empty); all slots at once, as ``slots x n`` arrays."""
@@ -302,38 +364,73 @@ def _unsplit_steps(middle: Middle, steps: np.ndarray) -> list[Group]:
     computes = np.where(exists, middle.computes, 0.0)
     store, stores = np.where(stored, middle.store, 0.0), np.where(stored, middle.stores, 0.0)
     new_c = exists & (step % periods[:, 2] == 0)
-    return [Group(load[k], loads[k], compute[k], computes[k], store[k], stores[k], reloads[k],
-                  new_c[k], stored[k]) for k in range(NEAR_STEPS)]
-
-
-def _spread(costs: dict[str, tuple[np.ndarray, np.ndarray]], owners: list[np.ndarray],
-            n: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Costs of the concatenated parts ``owners[0]``, ``owners[1]``, ... (mappings each) as
-    ``len(owners) x n`` arrays (0 where a mapping has no such part)."""
-    at = np.concatenate([i * n + o for i, o in enumerate(owners)])
-    out = {}
-    for k, pair in costs.items():
-        spread = []
-        for values in pair:
-            full = np.zeros(len(owners) * n, dtype=values.dtype)
-            full[at] = values
-            spread.append(full.reshape(len(owners), n))
-        out[k] = (spread[0], spread[1])
-    return out
+    return Groups(load, loads, compute, computes, store, stores, reloads, new_c, stored)
 
 
 @dataclass(frozen=True)
-class _Piece:
-    """A chunk of a boundary step, or a chunk of its boundary chunk (``sub``), per mapping:
-    where it exists, its elements per index (``n x D``) and its place among the chunks."""
+class _Laid:
+    """The pieces of one boundary step of several batches side by side (`_side_by_side`),
+    a row per piece in program order, a column per mapping: where a mapping has it
+    (``exists``), whether it is a chunk of the boundary chunk (``sub``) and the first such
+    (``edge``); per cut level and operand whether the operand uses the cut (``chunked``);
+    and where the step is not cut (``uncut``, per mapping)."""
+
+    exists: np.ndarray
+    sub: np.ndarray
+    edge: np.ndarray
+    chunked: list[list[np.ndarray]]
+    uncut: np.ndarray
+
+
+def _side_by_side(plans: list[_SplitPlan], costs: list[dict[str, tuple[np.ndarray, np.ndarray]]],
+                  offsets: np.ndarray) -> tuple[_Laid, dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """One boundary step of several batches (mappings ``offsets[i]`` on of plan ``i``) as
+    one `_Laid`, each plan's pieces padded with pieces no mapping has (they add nothing),
+    and the costs of their parts (``costs[i]``, the parts of ``plans[i]`` in order) as
+    ``slots x n`` arrays per unit: slot 0 the whole step, 1 its whole boundary chunk,
+    2 + i piece i (0 where a mapping has no such part)."""
+    n, count = int(offsets[-1]), max(len(p.pieces.sub) for p in plans)
+    if len(plans) == 1:  # a piece's rows broadcast over the mappings
+        plan = plans[0]
+        exists, sub = plan.pieces.exists, plan.pieces.sub[:, None]
+        edge = (np.arange(count) == plan.edge)[:, None]
+    else:
+        exists, sub, edge = (np.zeros((count, n), dtype=bool) for _ in range(3))
+        for plan, at, end in zip(plans, offsets[:-1], offsets[1:], strict=True):
+            pieces = len(plan.pieces.sub)
+            exists[:pieces, at:end] = plan.pieces.exists
+            sub[:pieces, at:end] = plan.pieces.sub[:, None]
+            if plan.edge >= 0:
+                edge[plan.edge, at:end] = True
+    at = _joined([p.slot * n + offset + p.owners
+                  for p, offset in zip(plans, offsets[:-1], strict=True)])
+    every = {}
+    for k in costs[0]:
+        spread = []
+        for j in (0, 1):
+            values = _joined([c[k][j] for c in costs])
+            full = np.zeros((count + 2) * n, dtype=values.dtype)
+            full[at] = values
+            spread.append(full.reshape(count + 2, n))
+        every[k] = (spread[0], spread[1])
+    chunked = [[_joined([p.chunked[level][r] for p in plans]) for r in range(3)]
+               for level in (0, 1)]
+    uncut = _joined([p.cuts[0] < 0 for p in plans])
+    return _Laid(exists, sub, edge, chunked, uncut), every
+
+
+@dataclass(frozen=True)
+class _Pieces:
+    """The chunks of a boundary step and the chunks of its boundary chunk (``sub``), a row
+    per piece in program order: where a mapping has it (``exists``, ``pieces x n``) and its
+    elements per index (``valid``, ``pieces x n x D``)."""
 
     exists: np.ndarray
     valid: np.ndarray
-    chunk: int
-    sub: bool
+    sub: np.ndarray
 
 
-def _pieces(rows, valid, cuts, growing, active) -> list[_Piece]:
+def _pieces(rows, valid, cuts, growing, active) -> _Pieces:
     """The chunks of one boundary step in program order (`codegen._Walker._split_step`):
     along ``cuts[0]``, the boundary chunk (the first of a growing cut, the last of a
     shrinking one) cut again along ``cuts[1]`` where that is not -1. The sub-chunks of the
@@ -342,9 +439,9 @@ def _pieces(rows, valid, cuts, growing, active) -> list[_Piece]:
     n = len(valid)
     blocks, counts, onehots, sizes = [], [], [], []
     for cut in cuts:
-        at = np.maximum(cut, 0)
-        sizes.append(gather(rows.block, at))
-        blocks.append(np.where(cut >= 0, -(-gather(valid, at) // sizes[-1]), 1))
+        size, extent = gathers([rows.block, valid], np.maximum(cut, 0))
+        sizes.append(size)
+        blocks.append(np.where(cut >= 0, -(-extent // size), 1))
         counts.append(chunk_count(blocks[-1]))
         onehots.append((np.arange(valid.shape[1])[None, :] == cut[:, None])
                        & (cut >= 0)[:, None])
@@ -362,7 +459,7 @@ def _pieces(rows, valid, cuts, growing, active) -> list[_Piece]:
     boundary = np.zeros(n, dtype=int) if growing else counts[0] - 1
     chunk, exists, part = narrowed(valid, 0)
     exists = exists & active & ~(split & (boundary == chunk))
-    pieces = [_Piece(exists[c], part[c], c, False) for c in range(len(chunk))]
+    chunks = (exists, part, np.zeros(len(chunk), dtype=bool))
     if growing:
         edge = part[0]
     else:  # each mapping's last chunk: one block
@@ -370,23 +467,27 @@ def _pieces(rows, valid, cuts, growing, active) -> list[_Piece]:
         elems = gather(valid, at) - (blocks[0] - 1) * sizes[0]
         edge = np.where(onehots[0], elems[:, None], valid)
     chunk, exists, part = narrowed(edge, 1)
-    exists = exists & (active & split)
-    subs = [_Piece(exists[c], part[c], 0 if growing else -1, True) for c in range(len(chunk))]
-    return subs + pieces if growing else pieces + subs
+    subs = (exists & (active & split), part, np.ones(len(chunk), dtype=bool))
+    ordered = (subs, chunks) if growing else (chunks, subs)
+    return _Pieces(*(np.concatenate(field) for field in zip(*ordered, strict=True)))
 
 
 @dataclass(frozen=True)
 class _SplitPlan:
     """One boundary step's pieces (`_pieces`), where each operand's loads and the store
     follow the cuts (``chunked[level][role]``), the first sub-chunk's place (``edge``, -1:
-    none), and the parts to price (`_split_plan`) with their mappings (``owners``)."""
+    none), and the parts to price (`_split_plan`, ``m x D``) with their mappings
+    (``owners``) and slots (``slot``: 0 the whole step, 1 its whole boundary chunk, 2 + i
+    piece i; ``slots`` of them)."""
 
     cuts: tuple[np.ndarray, np.ndarray]
-    pieces: list[_Piece]
+    pieces: _Pieces
     chunked: list[list[np.ndarray]]
     edge: int
-    parts: list[np.ndarray]
-    owners: list[np.ndarray]
+    parts: np.ndarray
+    owners: np.ndarray
+    slot: np.ndarray
+    slots: int
 
 
 def _split_plan(space_rows, valid, cuts, growing, active) -> _SplitPlan:
@@ -397,41 +498,41 @@ def _split_plan(space_rows, valid, cuts, growing, active) -> _SplitPlan:
     n, dims = valid.shape
     rows = np.arange(n)
     pieces = _pieces(space_rows, valid, cuts, growing, active)
-    chunked = [[(cut >= 0) & gather(space_rows.uses(r), np.maximum(cut, 0)) for r in range(3)]
+    uses = [space_rows.uses(r) for r in range(3)]
+    chunked = [[(cut >= 0) & used for used in gathers(uses, np.maximum(cut, 0))]
                for cut in cuts]
-    edge = next((i for i, p in enumerate(pieces) if p.sub), -1)
+    subs = np.flatnonzero(pieces.sub)
+    edge = int(subs[0]) if len(subs) else -1
     whole_chunk = valid
     if edge >= 0:
         at = np.maximum(cuts[1], 0)
         whole_chunk = np.where((np.arange(dims)[None, :] == at[:, None]) & (cuts[1] >= 0)[:, None],
-                               gather(valid, at)[:, None], pieces[edge].valid)
-    owners = [rows, rows[(cuts[1] >= 0) & active]]
-    parts = [valid, whole_chunk[owners[1]]]
-    for piece in pieces:
-        owner = rows[piece.exists & (cuts[0] >= 0)]
-        parts.append(piece.valid[owner])
-        owners.append(owner)
-    return _SplitPlan(cuts, pieces, chunked, edge, parts, owners)
+                               gather(valid, at)[:, None], pieces.valid[edge])
+    chunk_owners = rows[(cuts[1] >= 0) & active]
+    piece, owner = np.nonzero(pieces.exists & (cuts[0] >= 0))  # piece by piece, as priced
+    return _SplitPlan(
+        cuts, pieces, chunked, edge,
+        np.concatenate([valid, whole_chunk[chunk_owners], pieces.valid[piece, owner]]),
+        np.concatenate([rows, chunk_owners, owner]),
+        np.concatenate([np.zeros(n, dtype=I64), np.ones(len(chunk_owners), dtype=I64),
+                        piece + 2]), len(pieces.sub) + 2)
 
 
-def _split_step(plan: _SplitPlan, every, loaded, stored, new_c, active, first_wait
-                ) -> tuple[list[Group], dict[str, np.ndarray]]:
-    """The pieces of one boundary step as `Group`s, and the cycles per unit they add to the
-    step unsplit. ``every``: the `_spread` costs of the plan's parts; ``loaded``
+def _split_step(laid: _Laid, every, loaded, stored, new_c, active, first_wait
+                ) -> tuple[Groups, dict[str, np.ndarray]]:
+    """The pieces of one boundary step as `Groups`, and the cycles per unit they add to the
+    step unsplit. ``every``: the `_side_by_side` costs of the pieces' parts; ``loaded``
     (``n x 2``) whether A, B load in the step; an operand loads whole before the first
     piece if it does not use the first cut, per chunk if it uses only that, per piece if it
     uses both; the store is per piece where C uses the cuts, else after the last piece.
     """
-    pieces, chunked, edge, cuts = plan.pieces, plan.chunked, plan.edge, plan.cuts
+    chunked, uncut, is_edge = laid.chunked, laid.uncut, laid.edge
     n = len(loaded)
     whole = {k: (c[0], m[0]) for k, (c, m) in every.items()}
     boundary_chunk = {k: (c[1], m[1]) for k, (c, m) in every.items()}
     # the pieces' groups at once: ``count x n`` arrays, a row per piece in program order
-    count = len(pieces)
-    exists = np.stack([p.exists for p in pieces])
-    sub = np.array([p.sub for p in pieces])[:, None]
-    is_edge = (np.arange(count) == edge)[:, None]
-    uncut = cuts[0] < 0
+    exists, sub = laid.exists, laid.sub
+    count = len(exists)
     costs = {k: (np.where(uncut, whole[k][0], c[2:]), np.where(uncut, whole[k][1], m[2:]))
              for k, (c, m) in every.items()}
     started = np.logical_or.accumulate(exists, axis=0)
@@ -459,15 +560,14 @@ def _split_step(plan: _SplitPlan, every, loaded, stored, new_c, active, first_wa
     store_count = np.where(stores_here, part[1], 0.0)
     reloads = loaded[None, :, :] & first[:, :, None]
     new_cs, ends_c = first & new_c, stored & last
-    groups = [Group(group_load[i], group_loads[i], compute[i], computes[i], store[i],
-                    store_count[i], reloads[i], new_cs[i], ends_c[i]) for i in range(count)]
-    added = {"load": 0.0, "compute": 0.0, "store": 0.0, "transfers": 0.0, "macs": 0.0}
-    for i in range(count):  # in program order, one piece at a time (the sums' rounding)
-        added["load"] = added["load"] + group_load[i]
-        added["compute"] = added["compute"] + macs[i]
-        added["store"] = added["store"] + store[i]
-        added["transfers"] = added["transfers"] + group_loads[i] + store_count[i]
-        added["macs"] = added["macs"] + computes[i]
+    groups = Groups(group_load, group_loads, compute, computes, store, store_count, reloads,
+                    new_cs, ends_c)
+    # in program order, one piece at a time (the sums' rounding): an accumulate runs
+    # left to right, where a sum may pair terms up
+    transfers = np.stack([group_loads, store_count], axis=1).reshape(2 * count, n)
+    added = {k: np.add.accumulate(v, axis=0)[-1] for k, v in (
+        ("load", group_load), ("compute", macs), ("store", store), ("transfers", transfers),
+        ("macs", computes))}
     unsplit = {"load": sum(np.where(loaded[:, r], whole[role][0], 0.0)
                            for r, role in enumerate("AB")),
                "compute": whole["MAC"][0], "store": np.where(stored, whole["C"][0], 0.0),

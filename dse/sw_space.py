@@ -41,7 +41,7 @@ import numpy as np
 from tensorforge.compiler.mapping import Mapping
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
-from tensorforge.dse.cost_model import CostBatch, CostParameters, evaluate, evaluate_rows
+from tensorforge.dse.cost_model import CostBatch, CostParameters, evaluate, evaluate_stacks
 from tensorforge.dse.cost_rows import SpaceStack, stack_classes
 from tensorforge.dse.cost_space import LayerSpace, layer_spaces
 from tensorforge.errors import MappingError
@@ -231,21 +231,23 @@ class SoftwareSpace:
     def evaluate_all(self, batch: Candidates, *, legal_only: bool = False
                      ) -> list[tuple[np.ndarray, CostBatch]]:
         """The batch model's figures of every candidate, one pass per stack of tensorize
-        choices (`cost_rows`; usually one for the whole batch): ``(rows, CostBatch)`` pairs;
-        ``legal_only`` as in `cost_model.evaluate_rows`."""
+        choices (`cost_rows`; usually one for the whole batch) and one boundary timeline
+        for all (`cost_model.evaluate_stacks`): ``(rows, CostBatch)`` pairs; ``legal_only``
+        as in `cost_model.evaluate_rows`."""
         levels = np.maximum(batch.levels, 0)
         tiles = self.tile_table[batch.space[:, None], np.arange(MAX_DIMS)[None, :], levels]
-        out = []
+        parts, stacked = [], []
         for stack, members in self.stacks:
             rows = (np.arange(len(batch)) if len(self.stacks) == 1
                     else np.flatnonzero(np.isin(batch.space, members)))
             if not len(rows):
                 continue
             which = self.stack_row[batch.space[rows]]
-            wide = stack.widen(which, tiles[rows], batch.order[rows])
-            out.append((rows, evaluate_rows(stack.rows(which), *wide, self.parameters,
-                                            legal_only=legal_only)))
-        return out
+            parts.append(rows)
+            stacked.append((stack.rows(which),
+                            *stack.widen(which, tiles[rows], batch.order[rows]), None))
+        return list(zip(parts, evaluate_stacks(stacked, self.parameters, legal_only=legal_only),
+                        strict=True))
 
     def cost(self, batch: Candidates, row: int) -> CostBatch:
         s = int(batch.space[row])
