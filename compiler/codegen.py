@@ -46,6 +46,7 @@ from tensorforge.compiler.layout import (
 from tensorforge.compiler.lowering import Lowering
 from tensorforge.compiler.mapping import Mapping
 from tensorforge.compiler.output_stage import OutputStage, ParamBlocks, ParamRegion
+from tensorforge.compiler.param_reload import TileParams
 from tensorforge.compiler.program import Program
 from tensorforge.compiler.tiling import ROLES, OperandTile, Tiling, build_tiling
 from tensorforge.compiler.tokens import COMPUTE, LOAD, STORE, Emitter
@@ -75,7 +76,8 @@ MAX_EXTENT = LIMITS[(Opcode.COMPUTE, "inner")]
 def generate(workload: Workload, mapping: Mapping, config: AcceleratorConfig, *,
              overwrite: bool = True, tile_major: bool = True,
              output: OutputStage | None = None,
-             output_layout: DramLayout | None = None) -> Program:
+             output_layout: DramLayout | None = None,
+             reload_params: bool | None = None) -> Program:
     """The program that runs ``workload`` as ``mapping`` says on ``config``.
 
     ``overwrite`` (the default) clears each C tile with the MAC ``overwrite`` bit of the
@@ -86,7 +88,9 @@ def generate(workload: Workload, mapping: Mapping, config: AcceleratorConfig, *,
     moves as long bursts; ``tile_major=False`` keeps plain row-major regions.
     ``output`` (an accelerator with the output pipeline) adds the layer's bias,
     requantization and activation at STORE, which then writes ``in_bits`` elements: the
-    parameter blocks (`output_stage`) are LOADed into the accumulator past the C tiles first.
+    parameter blocks (`output_stage`) are LOADed into the accumulator past the C tiles first,
+    or, where they do not all fit there (or ``reload_params``), each output tile's ahead of
+    it (`param_reload`).
     ``output_layout`` writes the output in that dense layout (its base ignored) instead of the
     unpadded one, e.g. the next layer's padded input (`tensorforge.compiler.network`): it
     must share the unpadded one's innermost dimension and cover the tensor
@@ -107,11 +111,18 @@ def generate(workload: Workload, mapping: Mapping, config: AcceleratorConfig, *,
                                         config)
         # a first walk finds the blocks the STOREs use; they are LOADed before anything else
         _Walker(device, tiling, layouts, config, Emitter(), overwrite, params).run(mapping.order)
+        if reload_params or (reload_params is None and not params.fits):
+            params = TileParams(params, dict(tiling.slots)["C"])
+            _Walker(device, tiling, layouts, config, Emitter(), overwrite, params).run(
+                mapping.order)
+            params.place()
         params.check_room()
-        region = ParamRegion.of(params, end)
-        _load_params(emitter, region)
+        region = params.region(end)
+        if params.transfer_before(0) is not None:
+            _load_params(emitter, region, params.transfer_before(0))
         end = aligned(region.end)
-    _Walker(device, tiling, layouts, config, emitter, overwrite, params).run(mapping.order)
+    _Walker(device, tiling, layouts, config, emitter, overwrite, params, region).run(
+        mapping.order)
     emitter.add(COMPUTE, Finish)
     instructions = emitter.build()
     check_addressable([*layouts.values(), *extras])
@@ -132,14 +143,16 @@ def region_layouts(workload: Workload, mapping: Mapping, config: AcceleratorConf
     return {layout.tensor: layout for layout in layouts.values()}
 
 
-def _load_params(emit: Emitter, region: ParamRegion) -> None:
-    """LOADs of the parameter lines into the accumulator, the program's first task: the
-    first COMPUTE waits for a later LOAD, and every STORE for a COMPUTE, so no STORE reads
-    them before they are in (the functional simulator's hazard check confirms it)."""
+def _load_params(emit: Emitter, region: ParamRegion, transfer: int, slot: int = 0,
+                 after: list[int] = ()) -> None:
+    """LOADs of a transfer of parameter lines into the accumulator. At the start, the
+    program's first task: the first COMPUTE waits for a later LOAD, and every STORE for a
+    COMPUTE, so no STORE reads them before they are in (the functional simulator's hazard
+    check confirms it); per tile, see `param_reload`."""
     emit.begin(LOAD)
-    for fields in region.loads():
+    for fields in region.loads(transfer):
         emit.add(LOAD, Load, **fields)
-    emit.end(writes=[("P", 0)])
+    emit.end(writes=[("P", slot)], after=after)
 
 
 def _layouts(lowering: Lowering, tiling: Tiling, config: AcceleratorConfig, tile_major: bool,
@@ -203,10 +216,13 @@ class _Walker:
 
     def __init__(self, device: Workload, tiling: Tiling, layouts: dict[str, DramLayout],
                  config: AcceleratorConfig, emitter: Emitter, overwrite: bool,
-                 params: ParamBlocks | None = None) -> None:
+                 params: ParamBlocks | TileParams | None = None,
+                 region: ParamRegion | None = None) -> None:
         self.device, self.tiling, self.config, self.emit = device, tiling, config, emitter
         self.overwrite = overwrite
         self.params = params  # None: STOREs write acc_bits elements
+        self.region = region  # where per-tile parameter LOADs read (None: a first walk)
+        self.tile_numbers: dict[tuple, int] = {}  # C tile -> its number in walk order
         self.sizes = device.sizes
         self.tiles = dict(tiling.tiles)
         self.block = dict(tiling.block)
@@ -237,6 +253,7 @@ class _Walker:
         current = {"A": None, "B": None, "C": None}
         slot = {"A": -1, "B": -1, "C": -1}
         plans = []
+        self.tile_numbers.clear()
         for position, step in enumerate(steps):
             origin = {n: step[n] * self.tiles[n] for n in order}
             valid = {n: min(self.tiles[n], self.sizes[n] - origin[n]) for n in order}
@@ -249,6 +266,8 @@ class _Walker:
                     if role != "C":
                         loads.append(role)
             new_c = position == 0 or self._key(steps[position - 1]) != current["C"]
+            if new_c:
+                self.tile_numbers[self._key(step)] = len(self.tile_numbers)
             last_c = (position == len(steps) - 1
                       or self._key(steps[position + 1]) != current["C"])
             cuts = ()
@@ -503,15 +522,15 @@ class _Walker:
         emit.begin(STORE)
         base = self.bases["C"][slot] + offset
         runs = _coalesce(self._runs(tile, origin, valid, False), self._widen_to("C"))
+        params = None if self.params is None else self.params.for_tile(self._tile(origin))
         for line, address, rows, row_len, stride, _ in runs:
             if address is None or not rows:
                 continue
-            if self.params is None:
+            if params is None:
                 _rows(emit, Store, base + line, self.layouts["C"], address, rows, row_len,
                       stride, 0)
                 continue
-            for first, count, fields in self.params.store_groups(address, rows, row_len,
-                                                                 stride):
+            for first, count, fields in params.store_groups(address, rows, row_len, stride):
                 _rows(emit, Store, base + line + first, self.layouts["C"],
                       address + first * stride, count, row_len, stride, 0, fields)
         emit.end(reads=[_region("C", slot, part)])
@@ -552,8 +571,18 @@ class _Walker:
         for (acc, a, b, loop), overwrite in zip(plan, overwrites, strict=True):
             emit.add(COMPUTE, Compute, mode=ComputeMode.MAC, acc_base=acc_base + acc,
                      a_base=a_base + a, b_base=b_base + b, overwrite=overwrite, **loop)
-        emit.end(reads=[_region(r, slot[r], parts.get(r)) for r in ("A", "B")],
-                 writes=[_region("C", slot["C"], parts.get("C"))])
+        reads = [_region(r, slot[r], parts.get(r)) for r in ("A", "B")]
+        tile = self._tile(origin) if new_tile and self.params is not None else None
+        if tile is not None and self.params.slot(tile) is not None:
+            reads.append(("P", self.params.slot(tile)))  # the tile's blocks are in
+        task = emit.end(reads=reads, writes=[_region("C", slot["C"], parts.get("C"))])
+        if tile is not None and self.params.transfer_before(tile + 1) is not None:
+            _load_params(emit, self.region, self.params.transfer_before(tile + 1),
+                         self.params.slot(tile + 1), after=[task])
+
+    def _tile(self, origin: dict) -> int:
+        """The number of the C tile a step (or chunk) at ``origin`` belongs to."""
+        return self.tile_numbers[tuple(origin[n] // self.tiles[n] for n in self.uses["C"])]
 
     def _held_offset(self, role: str, origin: dict) -> int:
         """Lines from ``role``'s held tile to the step's block of its held indices."""

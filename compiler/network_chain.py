@@ -22,18 +22,18 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tensorforge.compiler.codegen import generate, region_layouts
+from tensorforge.compiler.codegen import region_layouts
 from tensorforge.compiler.layout import DramLayout
 from tensorforge.compiler.mappers import choice_mappings, default_mapping
 from tensorforge.compiler.mapping import Mapping
-from tensorforge.compiler.output_stage import OutputStage, ParamRoomError, reserve_accumulator
+from tensorforge.compiler.output_room import generate_with_room
+from tensorforge.compiler.output_stage import OutputStage, first_reserve, reserve_accumulator
 from tensorforge.compiler.program import Program
 from tensorforge.compiler.quantize import QuantLayer
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import MappingError
 from tensorforge.memory import MemorySystem
-from tensorforge.requant import PARAM_LINES
 
 BREAK_COST = 1e15  # a host re-layout outweighs any cycles a better mapping saves
 
@@ -58,8 +58,8 @@ def stage(layer: QuantLayer) -> OutputStage:
 
 
 def _reserve(layer: QuantLayer, config: AcceleratorConfig) -> int:
-    """Accumulator lines a line's worth of channels per parameter block needs."""
-    return PARAM_LINES * -(-layer.workload.sizes[layer.channel] // config.acc_line_elems)
+    """Accumulator lines to leave the parameter blocks (`output_stage.first_reserve`)."""
+    return first_reserve(layer.workload.sizes[layer.channel], config)
 
 
 def _candidates(layer: QuantLayer, config: AcceleratorConfig, memory: MemorySystem
@@ -88,20 +88,16 @@ def _generate(layer: QuantLayer, candidate: _Candidate, config: AcceleratorConfi
               memory: MemorySystem, output_layout: DramLayout | None) -> Program:
     """The candidate's program; where its parameter blocks turn out not to fit, the same
     tensorize choice mapped again with the room they need (its layouts do not change)."""
-    mapping = candidate.mapping
-    for _ in range(3):
-        try:
-            return generate(layer.workload, mapping, config, output=stage(layer),
-                            tile_major=candidate.tile_major, output_layout=output_layout)
-        except ParamRoomError as error:
-            room = reserve_accumulator(config, error.lines)
-            again = [m for _, m in choice_mappings(layer.workload, room, mapping.groups, memory)
-                     if m.choice == mapping.choice]
-            if not again:
-                raise
-            mapping = again[0]
-    raise MappingError(f"{layer.name}: the output stage's parameters do not fit beside its "
-                       "tiles; use a larger accumulator")
+    def remap(room: AcceleratorConfig) -> Mapping:
+        again = [m for _, m in choice_mappings(layer.workload, room, candidate.mapping.groups,
+                                               memory) if m.choice == candidate.mapping.choice]
+        if not again:
+            raise MappingError(f"{layer.name}: the output stage's parameters do not fit "
+                               "beside its tiles; use a larger accumulator")
+        return again[0]
+
+    return generate_with_room(layer.workload, candidate.mapping, config, stage(layer), remap,
+                              tile_major=candidate.tile_major, output_layout=output_layout)
 
 
 def input_offsets(produced: tuple[int, ...], read: tuple[int, ...]) -> tuple[int, ...] | None:

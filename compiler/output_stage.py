@@ -174,9 +174,27 @@ class ParamBlocks:
                 groups.append((r, 1, {"requant": True, "params": line}))
         return groups
 
+    def for_tile(self, tile: int) -> ParamBlocks:
+        """The blocks output tile ``tile``'s STOREs use: all of them, here."""
+        return self
+
+    def slot(self, tile: int) -> None:
+        """No parameter slot a COMPUTE waits for: the blocks are LOADed before anything."""
+
+    def transfer_before(self, tile: int) -> int | None:
+        """The `ParamRegion` transfer LOADed ahead of tile ``tile``: the one, at the start."""
+        return 0 if tile == 0 else None
+
+    def region(self, base: int) -> ParamRegion:
+        return ParamRegion.of(self, base)
+
     @property
     def lines(self) -> int:
         return len(self.blocks) * PARAM_LINES
+
+    @property
+    def fits(self) -> bool:
+        return self.first_line + self.lines <= self.config.acc_lines
 
     def check_room(self) -> None:
         end = self.first_line + self.lines
@@ -204,6 +222,17 @@ class ParamRoomError(MappingError):
         self.lines = lines
 
 
+def first_reserve(channels: int, config: AcceleratorConfig) -> int:
+    """Accumulator lines to map a layer of ``channels`` output channels with, before its
+    blocks are known: a block per line's worth of channels, all LOADed at the start; where
+    those leave no room for a C block, a quarter of the accumulator, for blocks reloaded
+    per output tile (`param_reload`; the caller maps again with what they need)."""
+    whole = PARAM_LINES * -(-channels // config.acc_line_elems)
+    if whole <= config.acc_lines - config.blocks["C"].lines:
+        return whole
+    return config.acc_lines // 4
+
+
 def reserve_accumulator(config: AcceleratorConfig, lines: int) -> AcceleratorConfig:
     """``config`` with ``lines`` fewer accumulator lines: a mapper given it leaves them free
     for the parameter blocks (its tiles fit the real accumulator too)."""
@@ -221,36 +250,43 @@ def reserve_accumulator(config: AcceleratorConfig, lines: int) -> AcceleratorCon
 
 @dataclass(frozen=True)
 class ParamRegion:
-    """The parameter lines' DRAM region (``acc_bytes`` elements), LOADed at program start."""
+    """The parameter lines' DRAM region (``acc_bytes`` elements) and its transfers: each
+    ``(accumulator line, first line of the region, lines)`` is LOADed as one set, the first
+    at program start (the only one where all blocks fit: `ParamBlocks`), the others ahead of
+    the output tile that needs them (`tensorforge.compiler.param_reload`)."""
 
     base: int
     data: bytes
-    lines: int
-    accumulator_line: int
+    transfers: tuple[tuple[int, int, int], ...]
     line_elems: int
     elem_bytes: int
 
     @classmethod
     def of(cls, blocks: ParamBlocks, base: int) -> ParamRegion:
-        """The region at ``base`` of ``blocks`` (whose image is then fixed)."""
-        config = blocks.config
-        image = np.ascontiguousarray(blocks.image())
-        data = image.astype(f"<i{config.precision.acc_bytes}").tobytes()
-        return cls(base, data, blocks.lines, blocks.first_line, config.acc_line_elems,
-                   config.precision.acc_bytes)
+        """The region at ``base`` of ``blocks`` (whose image is then fixed), one transfer."""
+        return cls.of_image(blocks.image(), base, ((blocks.first_line, 0, blocks.lines),),
+                            blocks.config)
+
+    @classmethod
+    def of_image(cls, image: np.ndarray, base: int, transfers: tuple[tuple[int, int, int], ...],
+                 config: AcceleratorConfig) -> ParamRegion:
+        data = np.ascontiguousarray(image).astype(f"<i{config.precision.acc_bytes}").tobytes()
+        return cls(base, data, transfers, config.acc_line_elems, config.precision.acc_bytes)
 
     @property
     def end(self) -> int:
         return self.base + len(self.data)
 
-    def loads(self) -> list[dict]:
-        """The fields of the LOADs (into the accumulator) that bring the lines in."""
+    def loads(self, transfer: int = 0) -> list[dict]:
+        """The fields of the LOADs (into the accumulator) that bring transfer ``transfer``'s
+        lines in."""
         width = self.line_elems
+        accumulator_line, first, lines = self.transfers[transfer]
         fields = []
-        for start in range(0, self.lines, _MAX_ROWS):
-            rows = min(_MAX_ROWS, self.lines - start)
-            fields.append({"buffer": Buffer.ACC, "line": self.accumulator_line + start,
-                           "dram_addr": self.base + start * width * self.elem_bytes,
+        for start in range(0, lines, _MAX_ROWS):
+            rows = min(_MAX_ROWS, lines - start)
+            fields.append({"buffer": Buffer.ACC, "line": accumulator_line + start,
+                           "dram_addr": self.base + (first + start) * width * self.elem_bytes,
                            "rows": rows, "row_len": width, "stride": width if rows > 1 else 0})
         return fields
 

@@ -49,18 +49,22 @@ class Emitter:
         self.kinds.append(kind)
         self.fields.append(values)
 
-    def end(self, reads: list[tuple] = (), writes: list[tuple] = ()) -> None:
-        """Close the open task: wait for the tasks it conflicts with, then record its regions."""
+    def end(self, reads: list[tuple] = (), writes: list[tuple] = (),
+            after: list[int | None] = ()) -> int | None:
+        """Close the open task: wait for the tasks it conflicts with (and the tasks ``after``
+        names, of a neighbouring unit), then record its regions. Returns the task's number
+        (None if it is empty)."""
         gid = self.open_group
         self.open_group = None
         group = self.groups[gid]
         group.last = len(self.fields) - 1
         if group.last < group.first:
-            return
+            return None
         producers = [self.writer[r] for region in reads for r in self._related(region)
                      if r in self.writer]
         producers += [table[r] for region in writes for r in self._related(region)
                       for table in (self.reader, self.writer) if r in table]
+        producers += [task for task in after if task is not None]
         newest: dict[int, int] = {}  # one wait per unit: its newest conflicting task
         for producer in producers:
             unit = self.groups[producer].unit
@@ -74,6 +78,7 @@ class Emitter:
         for region in (*reads, *writes):
             if len(region) > 2:
                 self.parts.setdefault(region[:2], set()).add(region)
+        return gid
 
     def _related(self, region: tuple) -> list[tuple]:
         """The regions that overlap ``region``: itself, its whole buffer half if it is a part

@@ -5,13 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from tensorforge.compiler.mapping import Mapping
-from tensorforge.compiler.output_stage import OutputStage, ParamRoomError, reserve_accumulator
+from tensorforge.compiler.output_stage import OutputStage, first_reserve, reserve_accumulator
 from tensorforge.compiler.program import Program
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import MappingError
 from tensorforge.memory import DEFAULT_MEMORY, MemorySystem
-from tensorforge.requant import PARAM_LINES
 
 MAPPERS = ("default", "library")
 
@@ -48,23 +47,19 @@ def compile_workload(
     `resolve_mapping`; ``output``: the layer's bias, requantization and activation, done at
     STORE (an accelerator with ``output_pipeline``; `tensorforge.compiler.output_stage`)."""
     from tensorforge.compiler.codegen import generate
+    from tensorforge.compiler.output_room import generate_with_room
 
     if output is None or isinstance(mapping, Mapping):
         return generate(workload, resolve_mapping(workload, config, mapping, memory), config,
                         output=output)
     # a mapper fills the accumulator with C tiles: map for one with room for the parameter
-    # blocks, a line's worth of channels per block to start with, then what they turned out
-    # to need
-    lanes = config.acc_line_elems
-    reserve = PARAM_LINES * -(-workload.sizes[output.channel] // lanes)
-    for _ in range(3):
-        mapped = resolve_mapping(workload, reserve_accumulator(config, reserve), mapping,
-                                 memory)
-        try:
-            return generate(workload, mapped, config, output=output)
-        except ParamRoomError as error:
-            last, reserve = error, error.lines
-    raise last
+    # blocks, then with what they turn out to need (`output_room`)
+    def remap(room: AcceleratorConfig) -> Mapping:
+        return resolve_mapping(workload, room, mapping, memory)
+
+    reserve = first_reserve(workload.sizes[output.channel], config)
+    return generate_with_room(workload, remap(reserve_accumulator(config, reserve)), config,
+                              output, remap)
 
 
 def generate_verilog(config: AcceleratorConfig, target: str = "generic") -> str:

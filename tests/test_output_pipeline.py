@@ -21,11 +21,12 @@ from tensorforge import requant as rq
 from tensorforge.compiler.codegen import generate
 from tensorforge.compiler.mappers import default_mapping, device_choices, library_mapping
 from tensorforge.compiler.mapping import random_mapping
-from tensorforge.compiler.output_stage import OutputStage
+from tensorforge.compiler.output_stage import OutputStage, ParamRoomError
+from tensorforge.compiler.tiling import build_tiling
 from tensorforge.compiler.workload import parse_workload
 from tensorforge.config import AcceleratorConfig, ArrayConfig, PrecisionConfig, ScratchpadConfig
 from tensorforge.errors import ConfigError, MappingError, SimulationError
-from tensorforge.isa import Finish, Store, decode
+from tensorforge.isa import Buffer, Finish, Load, Store, decode
 from tensorforge.sim.functional import run_program
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
@@ -298,7 +299,6 @@ def test_compile_leaves_room_for_the_parameters():
     """The default mapper fills this accumulator with C tiles; compile_workload maps for one
     with the parameter blocks' lines set aside."""
     from tensorforge.api import compile_workload
-    from tensorforge.compiler.output_stage import ParamRoomError
 
     config = AcceleratorConfig(
         array=ArrayConfig(rows=4, cols=4),
@@ -344,6 +344,95 @@ def test_random_mappings_and_channels_are_exact(kind):
         result = program.run_functional(case.inputs, garbage=np.random.default_rng(case.seed))
         assert np.array_equal(result, program.expected_output(case.inputs)), (
             case.seed, case.sizes, channel, case.choice.describe(), case.mapping.to_json())
+
+
+# layers with more channels than the 128-line accumulator of PIPELINE_4x4 holds parameter
+# blocks for (a block of 3 lines per 4 channels along a line, per channel across lines):
+# their blocks are LOADed per output tile (`param_reload`)
+WIDE_LAYERS = [
+    ("C[i,j] += A[i,k] * B[k,j]", "i=20,j=200,k=8", "j"),  # channel along the line
+    ("C[i,j] += A[i,k] * B[k,j]", "i=200,j=12,k=8", "i"),  # across lines
+    ("C[k,x,y] += A[k,x+r,y+s] * B[k,r,s]", "k=96,x=6,y=6,r=3,s=3", "k"),  # depthwise
+]
+
+
+def _wide_program(text: str, sizes: str, channel: str, seed: int):
+    from tensorforge.api import compile_workload
+
+    workload = parse_workload(text, sizes)
+    rng = np.random.default_rng(seed)
+    program = compile_workload(workload, PIPELINE_4x4, output=_stage(workload, channel, rng))
+    return program, workload.random_inputs(rng)
+
+
+@pytest.mark.parametrize("text, sizes, channel", WIDE_LAYERS)
+def test_wide_layers_reload_parameters_per_tile(text, sizes, channel):
+    """The blocks do not fit beside the tiles all at once: each output tile's are LOADed
+    ahead of it into a rotating slot (a tile whose blocks are resident loads none), past
+    the C tiles, and the program is exact from garbage buffers with every line ordered."""
+    program, inputs = _wide_program(text, sizes, channel, seed=2)
+    with pytest.raises(ParamRoomError):  # all at the start, they do not fit
+        generate(program.workload, program.mapping, PIPELINE_4x4,
+                 output=program.output_stage, reload_params=False)
+    transfers = program.params.transfers
+    assert len(transfers) > 1
+    parameter_loads = [i for i in program.instructions
+                       if isinstance(i, Load) and i.buffer is Buffer.ACC]
+    assert len(parameter_loads) == len(transfers)  # real LOADs: the cost model sees them
+    tiling = build_tiling(program.lowering.device, program.mapping.choice,
+                          program.mapping.tile_sizes, PIPELINE_4x4, program.mapping.holds)
+    assert min(line for line, _, _ in transfers) >= tiling.acc_lines()  # past the C tiles
+    assert max(line + lines for line, _, lines in transfers) <= PIPELINE_4x4.acc_lines
+    got = program.run_functional(inputs, garbage=np.random.default_rng(1))
+    np.testing.assert_array_equal(got, program.expected_output(inputs))
+
+
+@pytest.mark.parametrize("kind", sorted(RANDOM_KINDS))
+def test_parameters_reloaded_per_tile_are_exact(kind):
+    """Random mappings, every tensorize choice and channel, with the blocks LOADed per
+    output tile even where they would all fit (``reload_params=True``)."""
+    text, indices, config = RANDOM_KINDS[kind]
+    for case in random_cases(text, indices, config, seeds=range(6, 12), largest=12):
+        workload, rng = case.workload, case.rng
+        channel = workload.output.indices[rng.integers(len(workload.output.indices))]
+        try:
+            program = generate(workload, case.mapping, config,
+                               output=_stage(workload, channel, rng), reload_params=True)
+        except MappingError as error:  # the C tiles fill the accumulator
+            assert "parameter" in str(error)
+            continue
+        result = program.run_functional(case.inputs, garbage=np.random.default_rng(case.seed))
+        assert np.array_equal(result, program.expected_output(case.inputs)), (
+            case.seed, case.sizes, channel, case.choice.describe(), case.mapping.to_json())
+
+
+def test_blocks_that_fit_are_loaded_once_at_the_start():
+    """Where they fit beside the tiles, the blocks stay one LOAD at the start (the program
+    as before per-tile reloading)."""
+    program = generate(GEMM, default_mapping(GEMM, PIPELINE_4x4), PIPELINE_4x4,
+                       output=_stage(GEMM, "j", np.random.default_rng(0)))
+    assert len(program.params.transfers) == 1
+    assert isinstance(program.instructions[0], Load)
+    assert program.instructions[0].buffer is Buffer.ACC
+    assert sum(isinstance(i, Load) and i.buffer is Buffer.ACC
+               for i in program.instructions) == 1
+
+
+@pytest.mark.rtl
+def test_rtl_reloads_parameters_per_tile(random_seed):
+    """Wide layers whose blocks are LOADed per output tile, on the RTL, bit for bit."""
+    from tensorforge.sim.rtl_run import RtlCase, RunOptions, run_programs_on_rtl
+
+    cases = []
+    for text, sizes, channel in WIDE_LAYERS[:2] + [
+            ("C[k,x,y] += A[k,x+r,y+s] * B[k,r,s]", "k=48,x=4,y=4,r=3,s=3", "k")]:
+        program, _ = _wide_program(text, sizes, channel, seed=random_seed)
+        assert len(program.params.transfers) > 1
+        cases.append(RtlCase(program.workload, program=program, seed=random_seed))
+    results = run_programs_on_rtl(PIPELINE_4x4, cases, RunOptions(seed=random_seed))
+    for case, result in zip(cases, results, strict=True):
+        assert result.match, (case.workload, result.mismatches)
+        assert result.dram_bytes_written == result.expected_traffic.written
 
 
 @pytest.mark.amaranth_sim
