@@ -205,6 +205,32 @@ def test_small_cnn_on_the_rtl():
     _close_to_float(result)
 
 
+def wide_depthwise_cnn(seed: int) -> tuple[nn.Module, tuple[torch.Tensor]]:
+    """A 48-channel depthwise layer between pointwise ones: its channel is an outer loop, a
+    3-line parameter block per channel, 144 lines, more than PIPELINE_4x4's 128."""
+    torch.manual_seed(seed)
+    net = nn.Sequential(nn.Conv2d(3, 48, 1), nn.ReLU(),
+                        nn.Conv2d(48, 48, 3, padding=1, groups=48), nn.ReLU6(),
+                        nn.Conv2d(48, 8, 1))
+    return net, (torch.randn(1, 3, 6, 6),)
+
+
+@pytest.mark.parametrize("backend", ["functional", pytest.param("rtl", marks=pytest.mark.rtl)])
+def test_wide_depthwise_layer_reloads_its_parameters(backend):
+    """The depthwise layer's parameter blocks are LOADed per output tile, and the network is
+    still one program, exact."""
+    net, inputs = wide_depthwise_cnn(seed=5)
+    program = compile_network(quantize_model(net, inputs), PIPELINE_4x4)
+    (segment,) = program.segments
+    transfers = [len(layer_program.params.transfers) for layer_program in segment.programs]
+    assert transfers[0] == transfers[2] == 1 and transfers[1] > 1
+    with torch.no_grad():
+        float_output = net(*inputs).numpy()
+    result = check_network(program, inputs[0], float_output, backend, seed=5)
+    assert result.match, (result.output, result.expected)
+    _close_to_float(result)
+
+
 def test_compile_a_zoo_model_as_one_program(tmp_path, capsys):
     """`compile --workload dqn`: both strided convolutions in one program (the first STOREs
     into the second's input region), checked on the functional simulator."""
