@@ -313,3 +313,42 @@ def stale_reasons(measured: dict) -> list[str]:
     if measured.get("model_digest") != source_digest(*MODEL_MODULES):
         reasons.append("the cost model changed since it was measured")
     return reasons
+
+
+def restamped_summary(measured: dict, cases: Sequence[FidelityCase]) -> dict:
+    """``measured`` (the shipped summary) under today's model code, with no simulator run:
+    allowed only when the RTL is unchanged and today's model gives every program, and so
+    every set's agreement, exactly the figures the summary holds (a refactor, not a model
+    change). Otherwise `SimulationError` says to run ``tensorforge validate --write``."""
+    import json
+
+    from tensorforge.sim.rtl_identity import rtl_changed
+
+    def redo(why: str) -> SimulationError:
+        return SimulationError(f"the fidelity summary cannot be restamped: {why}; run "
+                               "`tensorforge validate --write` to measure it again")
+
+    if rtl_changed(measured.get("hardware_digest", ""), measured.get("reference_rtl", [])):
+        raise redo("the RTL changed since it was measured")
+    stored = measured["programs"]
+    if sorted(stored) != sorted(case.name for case in cases):
+        raise redo("the fidelity programs are not the ones it measured")
+    outcomes = []
+    for case in cases:
+        program = _prepare(case).program
+        model = model_prediction(case.workload(), program.mapping, case.config, case.memory())
+        # only the cycles enter the summary; the rest of a measurement is not kept in it
+        rtl = RtlMeasurement(cycles=stored[case.name]["rtl_cycles"], match=True, load_busy=0,
+                             compute_busy=0, store_busy=0, instructions=0, sim_seconds=0.0)
+        outcomes.append(CaseOutcome(case, rtl, model, cached=True))
+    fresh = summary(outcomes, commit=measured["rtl_commit"])
+    figures = ("programs", "sets", "search_model")
+    changed = [name for name in stored if stored[name] != fresh["programs"][name]]
+    if changed:
+        raise redo(f"the model now gives other cycles for {len(changed)} programs "
+                   f"({', '.join(changed[:3])}{', ...' if len(changed) > 3 else ''})")
+    if any(json.dumps(measured[k], sort_keys=True) != json.dumps(fresh[k], sort_keys=True)
+           for k in figures):
+        raise redo("the model's figures changed")
+    return {**measured, "model_digest": fresh["model_digest"]}
+

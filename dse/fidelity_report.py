@@ -155,7 +155,12 @@ def write_summary(outcomes: Sequence[CaseOutcome], *, commit: str) -> Path:
     """Write `SUMMARY_FILE` beside the package's other data (a source checkout's dse/data)."""
     import json
 
-    path = Path(__file__).resolve().parent / "data" / SUMMARY_FILE
+    path = summary_path()
     path.write_text(json.dumps(summary(outcomes, commit=commit), indent=1, sort_keys=True)
                     + "\n")
     return path
+
+
+def summary_path() -> Path:
+    """Where `SUMMARY_FILE` lives in a source checkout (the package's dse/data)."""
+    return Path(__file__).resolve().parent / "data" / SUMMARY_FILE

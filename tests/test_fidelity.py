@@ -161,3 +161,58 @@ def test_a_summary_made_with_other_hardware_or_model_code_is_flagged_stale():
         {**summary, "hardware_digest": "0" * 16, "reference_rtl": other_rtl})
     assert "the cost model changed since it was measured" in stale_reasons(
         {**summary, "model_digest": "0" * 12})
+
+
+def test_shipped_fidelity_summary_is_not_stale():
+    """A sweep report quotes the summary's held-out error as current only when it was made
+    with today's RTL and model code; an edit of the model's code that keeps its figures is
+    recorded with `tensorforge validate --restamp` (no RTL run), any other change with
+    `tensorforge validate --write`."""
+    from tensorforge.dse.fidelity import load_summary, stale_reasons
+
+    assert stale_reasons(load_summary()) == [], (
+        "run `tensorforge validate --restamp` (model code edited, figures the same) or "
+        "`tensorforge validate --write`")
+
+
+def _summary_of(cases) -> dict:
+    """A summary of ``cases`` as `validate --write` makes it, from the shipped RTL cycles."""
+    from tensorforge.dse.fidelity import load_summary, summary
+    from tensorforge.sim.rtl_identity import reference_rtl
+
+    shipped = load_summary()["programs"]
+    outcomes = []
+    for case in cases:
+        rtl = RtlMeasurement(cycles=shipped[case.name]["rtl_cycles"], match=True, load_busy=0,
+                             compute_busy=0, store_busy=0, instructions=0, sim_seconds=0.0)
+        model = model_prediction(case.workload(), case.resolve_mapping(), case.config,
+                                 case.memory())
+        outcomes.append(CaseOutcome(case, rtl, model, cached=True))
+    made = summary(outcomes, commit="0000000")
+    assert made["reference_rtl"] == reference_rtl(case.config for case in cases)
+    return made
+
+
+def test_restamp_records_new_model_code_only_when_every_figure_is_the_same():
+    from tensorforge.dse.fidelity import restamped_summary
+    from tensorforge.errors import SimulationError
+
+    cases = list(ci_sample())[:3]
+    measured = {**_summary_of(cases), "model_digest": "0" * 12}
+    restamped = restamped_summary(measured, cases)
+    assert restamped["model_digest"] != measured["model_digest"]
+    assert {k: v for k, v in restamped.items() if k != "model_digest"} == {
+        k: v for k, v in measured.items() if k != "model_digest"}
+
+    name = cases[1].name
+    moved = {**measured, "programs": {**measured["programs"], name: {
+        **measured["programs"][name], "model_cycles": measured["programs"][name]["model_cycles"]
+        + 1}}}
+    with pytest.raises(SimulationError, match=f"other cycles for 1 programs \\({name}"):
+        restamped_summary(moved, cases)
+    with pytest.raises(SimulationError, match="not the ones it measured"):
+        restamped_summary(measured, cases[:2])
+    other_rtl = [[config, "f" * 16] for config, _ in measured["reference_rtl"]]
+    with pytest.raises(SimulationError, match="RTL changed"):
+        restamped_summary({**measured, "hardware_digest": "0" * 16, "reference_rtl": other_rtl},
+                          cases)
