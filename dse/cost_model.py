@@ -897,4 +897,5 @@ def evaluate_mapping(workload, mapping, config: AcceleratorConfig,
         events = program_events(program.instructions, config, space.step)
         events["dram_bytes"] += space.host_bytes
         row.update(events)
+        row["instructions"] = float(len(program.instructions))
     return row

@@ -219,13 +219,15 @@ def render_markdown(
         if trial.status == OK:
             lines += [f"MACs: {_coverage(spec.layers, trial).describe()}.", ""]
         lines += ["```json", json.dumps(trial.config, indent=1, sort_keys=True), "```", ""]
+        # instructions: the layer's program (an evaluator that generates none leaves "—")
         lines += _markdown_table(
-            ["layer", "count", "cycles", "energy µJ", "mapping"],
+            ["layer", "count", "cycles", "instructions", "energy µJ", "mapping"],
             [
                 [
                     la["name"],
                     la["count"],
                     la.get("cycles", ""),
+                    _count(la.get("details", {}).get("instructions")),
                     la.get("energy_pj", 0.0) * 1e-6,
                     json.dumps(la.get("mapping", {})),
                 ]
@@ -336,6 +338,10 @@ def _synthesis_section(rows: Sequence[SynthesisRow]) -> list[str]:
     header += ["ECP5 Fmax MHz", "LUTs", "DSPs", "notes"]
     lines += _markdown_table(header, table)
     return [*lines, ""]
+
+
+def _count(value: float | None) -> str:
+    return "—" if value is None else f"{int(value):,}"
 
 
 def _number(value: Any) -> str:

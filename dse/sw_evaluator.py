@@ -45,6 +45,7 @@ DETAILS = (
     "dram_read_bytes",
     "dram_write_bytes",
     "utilization",
+    "instructions",  # the program's, FINISH included (reports show them per layer)
 )
 
 

@@ -9,6 +9,8 @@ from dse_evaluators import FailOnRows
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tensorforge.compiler.codegen import generate
+from tensorforge.compiler.mapping import Mapping
 from tensorforge.compiler.workload import parse_workload
 from tensorforge.config import AcceleratorConfig
 from tensorforge.dse.codesign import (
@@ -23,7 +25,7 @@ from tensorforge.dse.cost_model import evaluate_mapping, rtl_parameters
 from tensorforge.dse.evaluate import FirstOrderAreaPower
 from tensorforge.dse.evaluate_first_order import FirstOrderEvaluator
 from tensorforge.dse.hwspace import HardwareSpace
-from tensorforge.dse.report import headline
+from tensorforge.dse.report import headline, write_reports
 from tensorforge.dse.scenarios import Scenario
 from tensorforge.dse.sw_evaluator import SoftwareSearchEvaluator
 from tensorforge.dse.sw_search import SEARCHES, library
@@ -203,6 +205,12 @@ def test_software_search_objectives_are_its_layer_results(tmp_path) -> None:
         alone = evaluator(GEMM, config, layer_seed(spec.seed, layers[0]))
         assert trial.metrics["latency_cycles"] == 2 * alone.cycles
         assert trial.layers[0]["mapping"] == alone.mapping and alone.mapping["choice"]
+        # the layer's program, counted: what the report's per-layer "instructions" shows
+        program = generate(GEMM, Mapping.from_dict(alone.mapping, GEMM), config)
+        assert alone.details["instructions"] == len(program.instructions)
+    write_reports(result, tmp_path / "out", plots=False)
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert f"| {ok[0].layers[0]['details']['instructions']:,.0f} |" in report
 
 
 @pytest.mark.parametrize("budget", [1, 60])
