@@ -67,7 +67,7 @@ TERMS = [
     "streams (hw/load_unit.py, hw/store_unit.py); the fixed costs fitted by `--dram` on the "
     "calibration programs' cycles |",
     "| DRAM latency | `dram_latency_cycles` as a delay: a LOAD's data arrives that long after "
-    "its stream, the program ends that long after its last STORE (`cost_steps.timeline`); "
+    "its stream, the program ends that long after its last STORE (`cost_timeline.timeline`); "
     "here the simulated DRAM's (`--latency`), in a sweep the `MemorySystem`'s | the units "
     "keep bursts in flight across instructions, so the latency is not their work |",
     "| MAC step | streamed beats; a stationary change costs max(beats, stationary lines) | "
@@ -94,7 +94,7 @@ TERMS = [
     "full and remainder tiles | equal to the compiled programs' on every fidelity program; "
     "the search ranks with the closed form (`cost_geometry.transfers`, row-major runs) and "
     "re-prices its choice exactly |",
-    "| split first / last tile step (`cost_steps`) | chunks of 1, 1, 2, 4, ... blocks (the "
+    "| split first / last tile step (`cost_split`) | chunks of 1, 1, 2, 4, ... blocks (the "
     "last step's reversed) along the index the code generator picks, each priced as a tile "
     "step of its own (`_tile_costs`: its LOADs, micro-loop, STOREs) | `codegen._Walker."
     "_split_step`, `_chunks`; the MAC instruction counts equal the programs' on 6 of 7 "
@@ -121,7 +121,7 @@ TERMS = [
     "im2col layout is built before the run starts, so the RTL does not count it; the DSE "
     "still charges it (a serial DRAM copy at full bus rate) |",
     "",
-    "The timeline (`cost_steps.timeline`) runs the units as a max-plus recurrence over the",
+    "The timeline (`cost_timeline.timeline`) runs the units as a max-plus recurrence over the",
     "chunks of the first and last tile steps and up to `NEAR_STEPS` = 16 unsplit steps next",
     "to them, each unit starting when its tokens, its predecessor on the unit, dispatch and",
     "fetch allow; the steps between (long programs) are summed by the periodic overlap",

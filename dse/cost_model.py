@@ -40,19 +40,19 @@ What is counted (following the code generator, `tensorforge.compiler.codegen`, s
   advances; its program dispatches STOREs after the next step's COMPUTEs and LOADs, so they
   hold nothing back (`codegen._Walker._pipelined`), and no boundary step is cut along a
   held index.
-* **split steps** (`cost_steps`): the code generator cuts the first tile step into chunks
-  along a reduction index and the last along an output index; each chunk is priced as a tile
-  step of its own (its LOADs, its micro-loop, its STOREs, `_tile_costs`), and the per-unit
-  cycles are those of the program with the chunks.
+* **split steps** (`cost_split`, laid out by `cost_boundary`): the code generator cuts the
+  first tile step into chunks along a reduction index and the last along an output index;
+  each chunk is priced as a tile step of its own (its LOADs, its micro-loop, its STOREs,
+  `_tile_costs`), and the per-unit cycles are those of the program with the chunks.
 * **overlap** (the VTA dependency tokens of the generated program and the controller that
   runs it): A, B and C are double-buffered, so the load of the next tile, the compute of this
   one and the store of the previous one run concurrently, as far as the controller lets
   them: it fetches one instruction at a time (`fetch_cycles`) and dispatches in program order
   into per-unit queues, so a step with more STOREs than a queue and gate hold
   (`dispatch_window`) holds back the next step's LOADs until its STOREs run; the load and
-  store units idle ``gate_cycles`` between commands. `cost_steps.timeline` runs this as a
+  store units idle ``gate_cycles`` between commands. `cost_timeline.timeline` runs this as a
   max-plus recurrence over the chunks of the first and last steps and up to
-  `cost_steps.NEAR_STEPS` steps next to them; the steps between (long programs) cost the
+  `cost_boundary.NEAR_STEPS` steps next to them; the steps between (long programs) cost the
   slowest of the three units or of the dispatch chain per step, whose event streams are
   periodic with nested periods (suffix products of the loop counts), so their sum is exact
   without enumerating them (`_overlapped`). Host-side fusion (im2col/col2im) or gathered
@@ -83,6 +83,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tensorforge.config import AcceleratorConfig
+from tensorforge.dse.cost_boundary import BoundaryPlan, Middle, boundary_plan, boundary_schedule
 from tensorforge.dse.cost_geometry import (
     Geometry,
     distinct_rows,
@@ -105,14 +106,7 @@ from tensorforge.dse.cost_space import (
     StepPlan,
     movement_hops,
 )
-from tensorforge.dse.cost_steps import (
-    BoundaryPlan,
-    Middle,
-    boundary_plan,
-    boundary_schedule,
-    pressure,
-    timeline,
-)
+from tensorforge.dse.cost_timeline import pressure, timeline
 from tensorforge.dse.cost_transfers import COUNTS
 from tensorforge.dse.evaluate import TECH_45NM, Technology
 from tensorforge.hw.controller import Controller
@@ -129,7 +123,7 @@ class CostParameters:
     latency is an assumption about the memory outside the accelerator."""
 
     dram_latency_cycles: int = 8  # a burst's address to its first data beat: a delay where
-    # something waits for the data, not the DMA units' work (`cost_steps.timeline`)
+    # something waits for the data, not the DMA units' work (`cost_timeline.timeline`)
     load_fixed_cycles: int = 5  # a LOAD's cost beyond its stream (command, planning, last line)
     store_fixed_cycles: int = 5  # a STORE's cost beyond its stream (StoreUnit.fixed_cycles - 1)
     reload_conflict_share: float = 0.0  # of a reloading step's bank conflicts (the RTL reads
@@ -370,7 +364,7 @@ def _overlapped(steps: np.ndarray, t: _Periodic) -> np.ndarray:
     dispatch chain, the fetch of the step's instructions): dispatch reaches the next step's
     LOADs only ``compute_pressure`` after this step's COMPUTEs start and ``store_pressure``
     after its STOREs start (which wait for its COMPUTEs), so a step costs at least that plus
-    those LOADs (`cost_steps.pressure`); and fetch brings one instruction at a time.
+    those LOADs (`cost_timeline.pressure`); and fetch brings one instruction at a time.
 
     Event streams have nested periods, so sorting them by frequency, the steps with the j most
     frequent events are ``events[j-1] - events[j]`` (``events[-1]`` = all steps).
@@ -492,7 +486,7 @@ class _Pending:
     """A slice priced up to its boundary steps (``plan``; None where none is priced) and
     the periodic overlap of its priced mappings' tile steps (``periodic``):
     ``finish(added, ends, overlapped)`` makes its `CostBatch` from what the split steps
-    add to the steps unsplit (`cost_steps.boundary_schedule`), the cycles until `timeline`
+    add to the steps unsplit (`cost_boundary.boundary_schedule`), the cycles until `timeline`
     ends and `_overlapped` (None, None, None without a plan)."""
 
     config: AcceleratorConfig
@@ -702,7 +696,7 @@ def _events(rows: SpaceRows, mac_steps: np.ndarray, stationary_runs: np.ndarray,
 
 def _store_pressure(store_time: np.ndarray, store_instructions: np.ndarray, window: int,
                     held) -> np.ndarray:
-    """`cost_steps.pressure` of a step's STOREs; none in a held operand's program, whose
+    """`cost_timeline.pressure` of a step's STOREs; none in a held operand's program, whose
     STOREs dispatch after the next step's COMPUTEs and LOADs (`codegen._Walker._pipelined`)."""
     out = pressure(store_time, store_instructions, window)
     if held is None:
@@ -713,7 +707,7 @@ def _store_pressure(store_time: np.ndarray, store_instructions: np.ndarray, wind
 def _boundary_plan(rows: SpaceRows, g: Geometry, steps: np.ndarray, middle: Middle,
                    reload_step: np.ndarray, residue: np.ndarray, p: CostParameters,
                    exact: bool, held=None) -> BoundaryPlan:
-    """The boundary steps' `cost_steps.BoundaryPlan`; ``residue`` decides ``reload_step``
+    """The boundary steps' `cost_boundary.BoundaryPlan`; ``residue`` decides ``reload_step``
     (the bank residue of the stationary block). The code generator cuts no step along a
     held index (`codegen._Walker._chunkable`)."""
     def tile_costs(valid: np.ndarray, owners: np.ndarray
@@ -800,7 +794,7 @@ def _stream(c: dict[str, np.ndarray], p: CostParameters, *, store: bool) -> np.n
     or, when the DRAM's latency outlasts the bursts in flight, one burst every
     `CostParameters.burst_cycles`; and a cycle for each zero line a LOAD makes.
     The latency itself is a delay, not work: the units keep bursts in flight across
-    instructions (`hw.load_unit`, `hw.store_unit`), so `cost_steps.timeline` adds it where
+    instructions (`hw.load_unit`, `hw.store_unit`), so `cost_timeline.timeline` adds it where
     something waits for the data."""
     stream = np.maximum(np.maximum(c["beats"] * p.beat_cycles, c["rows"]),
                         c["bursts"] * p.burst_cycles())

@@ -44,7 +44,8 @@ STORE_KIND = "fidelity_rtl"
 #: package so sweep reports can quote it without running the RTL.
 SUMMARY_FILE = "fidelity_summary.json"
 #: The modules whose code decides the model's cycles: a summary made with other code is stale.
-MODEL_MODULES = ("tensorforge.dse.cost_model", "tensorforge.dse.cost_steps",
+MODEL_MODULES = ("tensorforge.dse.cost_model", "tensorforge.dse.cost_boundary",
+                 "tensorforge.dse.cost_split", "tensorforge.dse.cost_timeline",
                  "tensorforge.dse.cost_geometry", "tensorforge.dse.cost_space",
                  "tensorforge.dse.cost_rows", "tensorforge.dse.cost_transfers",
                  "tensorforge.dse.cost_trace", "tensorforge.dse.cost_holds")

@@ -124,7 +124,7 @@ def hasco_batch_evaluator() -> BatchPricedSearchEvaluator:
 
 
 def _model_digest() -> str:
-    names = ("sw_evaluator_batch", "cost_model", "cost_space", "cost_rows", "cost_steps",
-             "cost_geometry", "cost_transfers", "sw_space", "sw_search", "sw_dqn",
-             "sw_search_bo", "gp_lcb")
+    names = ("sw_evaluator_batch", "cost_model", "cost_space", "cost_rows", "cost_boundary",
+             "cost_split", "cost_timeline", "cost_geometry", "cost_transfers", "sw_space",
+             "sw_search", "sw_dqn", "sw_search_bo", "gp_lcb")
     return source_digest(*(f"tensorforge.dse.{name}" for name in names))
