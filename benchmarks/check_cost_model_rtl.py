@@ -25,7 +25,8 @@ from tensorforge.compiler.codegen import generate
 from tensorforge.compiler.mappers import default_mapping
 from tensorforge.compiler.workload import parse_workload
 from tensorforge.config import AcceleratorConfig
-from tensorforge.dse.cost_model import evaluate_mapping, fetch_cycles, rtl_parameters
+from tensorforge.dse.cost_model import evaluate_mapping, rtl_parameters
+from tensorforge.dse.cost_parameters import fetch_cycles
 from tensorforge.dse.cost_trace import TraceTerms, trace_cycles
 from tensorforge.dse.fidelity_cases import (
     CALIBRATION_CONFIGS,
@@ -60,7 +61,7 @@ TERMS = [
     "spaced by (latency + round trip) / bursts in flight; + a cycle per zero line | the DMA "
     "units' contracts (hw/load_unit.py, hw/store_unit.py); bursts in flight = "
     "`dma.outstanding` (and the memory's limit); the round trip `burst_round_trip_cycles` "
-    "fitted by `--dram` (`cost_model.RTL_FITTED_TERMS`) |",
+    "fitted by `--dram` (`cost_parameters.RTL_FITTED_TERMS`) |",
     "| LOAD / STORE: per instruction | `load_fixed_cycles` / `store_fixed_cycles` + "
     "`issue_cycles` 1, hidden under the stream but for a transfer's first instruction "
     "(`_unit_time`) | the retiring units take the next instruction while the last one's data "
@@ -96,8 +97,9 @@ TERMS = [
     "re-prices its choice exactly |",
     "| split first / last tile step (`cost_split`) | chunks of 1, 1, 2, 4, ... blocks (the "
     "last step's reversed) along the index the code generator picks, each priced as a tile "
-    "step of its own (`_tile_costs`: its LOADs, micro-loop, STOREs) | `codegen._Walker."
-    "_split_step`, `_chunks`; the MAC instruction counts equal the programs' on 6 of 7 "
+    "step of its own (`cost_tile_step.tile_costs`: its LOADs, micro-loop, STOREs) | "
+    "`codegen._Walker._split_step`, `_chunks`; the MAC instruction counts equal the "
+    "programs' on 6 of 7 "
     "(`tests/test_cost_model.py` checks the output-stationary gemm 16x16x16 ones) |",
     "| gate gap | `gate_cycles` (fitted by `--dram`; `Controller.gate_latency` + 1 = 4) "
     "idle cycles before each "
@@ -338,7 +340,7 @@ def write_section(lines: list[str]) -> None:
     REPORT.write_text(text)
 
 
-#: Values tried for the terms of `cost_model.RTL_FITTED_TERMS`.
+#: Values tried for the terms of `cost_parameters.RTL_FITTED_TERMS`.
 FIT_GRID = {"burst_round_trip_cycles": (0.0, 4.0, 16.0, 32.0), "gate_cycles": (0, 1, 2, 4),
             "load_fixed_cycles": (0, 1, 2, 5), "store_fixed_cycles": (0, 2, 5)}
 
@@ -354,7 +356,7 @@ def _cycle_error(outcomes, mappings, terms: dict) -> float:
 
 
 def fit_terms(jobs: int = 1) -> dict[str, float]:
-    """`cost_model.RTL_FITTED_TERMS`: the `FIT_GRID` values whose program cycles have the
+    """`cost_parameters.RTL_FITTED_TERMS`: the `FIT_GRID` values whose program cycles have the
     least mean relative error over the calibration programs at every latency (stored RTL
     results are reused). Program cycles, not the units' busy counters: a retiring unit is
     busy while its data is in flight, which the model prices as a delay, not as work."""
@@ -416,7 +418,7 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=(),
                         help="only the configurations whose name contains one of these")
     parser.add_argument("--dram", action="store_true",
-                        help="fit the terms of cost_model.RTL_FITTED_TERMS and stop")
+                        help="fit the terms of cost_parameters.RTL_FITTED_TERMS and stop")
     parser.add_argument("--trace", action="store_true",
                         help="fit the offsets of cost_trace.TraceTerms on the calibration "
                         "programs, print them and stop (a check: nothing is written)")

@@ -254,18 +254,18 @@ class _Computes:
 
 
 def _mac_step_cycles(step, c: Compute) -> float:
-    """Mean cycles of one step of ``c``'s micro-loop: `cost_model._step_cycles` on the run of
+    """Mean cycles of one step of ``c``'s micro-loop: `cost_micro_loop.step_cycles` on the run of
     steps each stationary block serves and the steps between two writes of one C line, read
-    off the instruction's strides (as `cost_model._micro_loops` derives them from a tiling)."""
-    from tensorforge.dse.cost_model import _MicroLoops, _step_cycles
+    off the instruction's strides (as `cost_micro_loop.micro_loops` derives them from a tiling)."""
+    from tensorforge.dse.cost_micro_loop import MicroLoops, step_cycles
 
     run = stationary_run(step, c)
     c_moves_inner, c_moves_outer = c.acc_inner != 0, c.acc_outer != 0
     per_pass = c.inner if c_moves_inner and not c_moves_outer and c.outer > 1 else 0
     same_c = not c_moves_inner and (c.inner > 1 or (not c_moves_outer and c.outer > 1))
     revisit = per_pass if step.groups_span_steps or not same_c else 1
-    loops = _MicroLoops(instructions=1, inner=c.inner, run=run, revisit=revisit)
-    return float(_step_cycles(step, loops, max(step.beats, step.stationary_lines)))
+    loops = MicroLoops(instructions=1, inner=c.inner, run=run, revisit=revisit)
+    return float(step_cycles(step, loops, max(step.beats, step.stationary_lines)))
 
 
 def stationary_run(step, c: Compute) -> int:

@@ -44,7 +44,10 @@ STORE_KIND = "fidelity_rtl"
 #: package so sweep reports can quote it without running the RTL.
 SUMMARY_FILE = "fidelity_summary.json"
 #: The modules whose code decides the model's cycles: a summary made with other code is stale.
-MODEL_MODULES = ("tensorforge.dse.cost_model", "tensorforge.dse.cost_boundary",
+MODEL_MODULES = ("tensorforge.dse.cost_model", "tensorforge.dse.cost_parameters",
+                 "tensorforge.dse.cost_batch", "tensorforge.dse.cost_mapping",
+                 "tensorforge.dse.cost_micro_loop", "tensorforge.dse.cost_tile_step",
+                 "tensorforge.dse.cost_overlap", "tensorforge.dse.cost_boundary",
                  "tensorforge.dse.cost_split", "tensorforge.dse.cost_timeline",
                  "tensorforge.dse.cost_geometry", "tensorforge.dse.cost_space",
                  "tensorforge.dse.cost_rows", "tensorforge.dse.cost_transfers",

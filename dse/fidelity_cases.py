@@ -4,7 +4,7 @@ A *program* here is the unit of agreement between the cost model and the RTL: a 
 a workload, a mapping and the DRAM timing it runs under. Two sets:
 
 * the **calibration set** (`calibration_cases`): the programs whose per-unit busy counters
-  the terms of `dse.cost_model.CostParameters` were measured and regressed on
+  the terms of `dse.cost_parameters.CostParameters` were measured and regressed on
   (``benchmarks/check_cost_model_rtl.py`` prints the fit). Agreement here is fit, not
   prediction.
 * the **held-out set** (`held_out_cases`): programs the model never saw. Its configurations
@@ -130,7 +130,7 @@ CALIBRATION_PROGRAMS = {
 
 
 #: The unit terms are measured on ideal DRAM; the bursts in flight and round trips of the
-#: memory system and the units (`cost_model.RTL_FITTED_TERMS`) on the same programs at these
+#: memory system and the units (`cost_parameters.RTL_FITTED_TERMS`) on the same programs at these
 #: latencies.
 CALIBRATION_LATENCIES = (0, 16, 32, 48)
 

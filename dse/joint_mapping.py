@@ -230,7 +230,8 @@ def _metrics(mapping: Mapping, numbers: dict, extra: dict[str, float]) -> LayerM
 
 def _model_digest() -> str:
     """The source of the code that prices a mapping: a stored trial resumes only under it."""
-    names = ("joint_mapping", "sw_evaluator_batch", "cost_model", "cost_space", "cost_rows",
-             "cost_boundary", "cost_split", "cost_timeline", "cost_geometry", "cost_transfers",
-             "sw_space")
+    names = ("joint_mapping", "sw_evaluator_batch", "cost_model", "cost_parameters",
+             "cost_batch", "cost_mapping", "cost_holds", "cost_space", "cost_rows",
+             "cost_micro_loop", "cost_tile_step", "cost_overlap", "cost_boundary", "cost_split",
+             "cost_timeline", "cost_geometry", "cost_transfers", "sw_space")
     return source_digest(*(f"tensorforge.dse.{name}" for name in names))

@@ -16,7 +16,8 @@ from typing import ClassVar
 from tensorforge.compiler.mappers import library_mapping
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
-from tensorforge.dse.cost_model import batch_cycles, evaluate_mapping, rtl_parameters
+from tensorforge.dse.cost_mapping import batch_cycles
+from tensorforge.dse.cost_model import evaluate_mapping, rtl_parameters
 from tensorforge.dse.energy import EVENTS
 from tensorforge.dse.evaluate import LayerMetrics
 from tensorforge.dse.sw_search import SEARCHES, SearchResult
@@ -26,9 +27,11 @@ from tensorforge.hashing import source_digest
 from tensorforge.memory import DEFAULT_MEMORY, MemorySystem
 
 # the modules whose code decides a layer's result: their source is part of the version
-MODEL_MODULES = ("cost_model", "cost_holds", "cost_space", "cost_rows", "cost_boundary",
-                 "cost_split", "cost_timeline", "cost_geometry", "cost_transfers", "cost_trace",
-                 "program_events", "sw_space", "sw_search", "sw_dqn", "sw_search_bo", "gp_lcb")
+MODEL_MODULES = ("cost_model", "cost_parameters", "cost_batch", "cost_mapping", "cost_holds",
+                 "cost_space", "cost_rows", "cost_micro_loop", "cost_tile_step", "cost_overlap",
+                 "cost_boundary", "cost_split", "cost_timeline", "cost_geometry", "cost_transfers",
+                 "cost_trace", "program_events", "sw_space", "sw_search", "sw_dqn",
+                 "sw_search_bo", "gp_lcb")
 #: The batch model's largest |cycle error| on the held-out programs (docs/fidelity.md: 41.6%),
 #: rounded up. A candidate it prices slower than the best by more than
 #: ``(1 + e) / (1 - e)`` (2.45x) cannot be faster on the timeline, so its program is not

@@ -10,7 +10,7 @@ the code generator's exact transfer counts (`cost_model.evaluate(..., exact=True
 figure the timeline starts from (``batch_cycles`` in `cost_model.evaluate_mapping`). What that
 leaves out is the timeline's cycles (a few percent apart, see docs/fidelity.md). The program's
 event counts, which the hardware model's per-event energies price (`evaluate.layer_energy_pj`),
-come from the batch model's own counts (`cost_model._events`), within 1% of the program's
+come from the batch model's own counts (`cost_batch.batch_events`), within 1% of the program's
 dynamic energy (`tests/test_sw_evaluator_batch.py`); ``energy_pj`` stays the batch model's
 45 nm figure, used only by a hardware model without per-event energies.
 
@@ -26,7 +26,8 @@ from typing import ClassVar
 from tensorforge.compiler.mappers import library_mapping
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
-from tensorforge.dse.cost_model import CostParameters, evaluate, mapping_arrays, rtl_parameters
+from tensorforge.dse.cost_mapping import mapping_arrays
+from tensorforge.dse.cost_model import CostParameters, evaluate, rtl_parameters
 from tensorforge.dse.cost_space import build_space
 from tensorforge.dse.energy import EVENTS
 from tensorforge.dse.evaluate import LayerMetrics
@@ -124,7 +125,9 @@ def hasco_batch_evaluator() -> BatchPricedSearchEvaluator:
 
 
 def _model_digest() -> str:
-    names = ("sw_evaluator_batch", "cost_model", "cost_space", "cost_rows", "cost_boundary",
-             "cost_split", "cost_timeline", "cost_geometry", "cost_transfers", "sw_space",
-             "sw_search", "sw_dqn", "sw_search_bo", "gp_lcb")
+    names = ("sw_evaluator_batch", "cost_model", "cost_parameters", "cost_batch",
+             "cost_mapping", "cost_holds", "cost_space", "cost_rows", "cost_micro_loop",
+             "cost_tile_step", "cost_overlap", "cost_boundary", "cost_split", "cost_timeline",
+             "cost_geometry", "cost_transfers", "sw_space", "sw_search", "sw_dqn",
+             "sw_search_bo", "gp_lcb")
     return source_digest(*(f"tensorforge.dse.{name}" for name in names))

@@ -41,7 +41,8 @@ import numpy as np
 from tensorforge.compiler.mapping import Mapping
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
-from tensorforge.dse.cost_model import CostBatch, CostParameters, evaluate, evaluate_stacks
+from tensorforge.dse.cost_batch import CostBatch
+from tensorforge.dse.cost_model import CostParameters, evaluate, evaluate_stacks
 from tensorforge.dse.cost_rows import SpaceStack, stack_classes
 from tensorforge.dse.cost_space import LayerSpace, layer_spaces
 from tensorforge.errors import MappingError

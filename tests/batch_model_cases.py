@@ -14,7 +14,8 @@ import numpy as np
 
 from tensorforge.compiler.workload import parse_workload
 from tensorforge.config import AcceleratorConfig
-from tensorforge.dse.cost_model import CostBatch, CostParameters, evaluate, rtl_parameters
+from tensorforge.dse.cost_batch import CostBatch
+from tensorforge.dse.cost_model import CostParameters, evaluate, rtl_parameters
 from tensorforge.dse.sw_space import MAX_DIMS, Candidates, SoftwareSpace
 from tensorforge.memory import DEFAULT_MEMORY
 

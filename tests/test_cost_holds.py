@@ -14,13 +14,8 @@ from tensorforge.compiler.mapping import Mapping
 from tensorforge.compiler.tiling import build_tiling
 from tensorforge.compiler.workload import parse_workload
 from tensorforge.config import AcceleratorConfig, ArrayConfig, ScratchpadConfig
-from tensorforge.dse.cost_model import (
-    CostParameters,
-    batch_cycles,
-    evaluate,
-    evaluate_rows,
-    mapping_arrays,
-)
+from tensorforge.dse.cost_mapping import batch_cycles, mapping_arrays
+from tensorforge.dse.cost_model import CostParameters, evaluate, evaluate_rows
 from tensorforge.dse.cost_space import build_space
 from tensorforge.dse.cost_trace import trace_cycles
 from tensorforge.errors import MappingError

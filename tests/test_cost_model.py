@@ -10,12 +10,9 @@ from tensorforge.compiler.mapping import Mapping, check_mapping, output_first_or
 from tensorforge.compiler.matching import tensorize_choices
 from tensorforge.compiler.workload import parse_workload
 from tensorforge.config import AcceleratorConfig
-from tensorforge.dse.cost_model import (
-    CostParameters,
-    evaluate,
-    fetch_cycles,
-    mapping_arrays,
-)
+from tensorforge.dse.cost_mapping import mapping_arrays
+from tensorforge.dse.cost_model import CostParameters, evaluate
+from tensorforge.dse.cost_parameters import fetch_cycles
 from tensorforge.dse.cost_space import build_space
 from tensorforge.errors import MappingError
 from tensorforge.hw.compute_unit import step_latency
@@ -292,7 +289,7 @@ def test_split_steps_follow_the_program(config):
 def test_pricing_distinct_rows_once_changes_nothing():
     """Boundary-step chunks are priced once per distinct row: the same numbers as pricing
     every row (rows drawn with many repeats, as the chunks of a batch have)."""
-    from tensorforge.dse import cost_model
+    from tensorforge.dse import cost_tile_step
 
     workload = parse_workload(CONV, "k=16,c=8,x=10,y=12,r=3,s=3")
     layer = build_space(workload, tensorize_choices(workload, "gemm")[0], small())
@@ -305,8 +302,8 @@ def test_pricing_distinct_rows_once_changes_nothing():
     rows = layer.stack.rows(which)
     valid, _ = layer.stack.widen(which, valid, np.argsort(valid, axis=1))
     tiles, _ = layer.stack.widen(which, tiles, np.argsort(tiles, axis=1))
-    once = cost_model._distinct_tile_costs(rows, CostParameters(), valid, tiles, reload_step)
-    every = cost_model._tile_costs(rows, CostParameters(), valid, tiles, reload_step)
+    once = cost_tile_step.distinct_tile_costs(rows, CostParameters(), valid, tiles, reload_step)
+    every = cost_tile_step.tile_costs(rows, CostParameters(), valid, tiles, reload_step)
     assert once.keys() == every.keys()
     for role in every:
         for got, want in zip(once[role], every[role], strict=True):

@@ -14,7 +14,8 @@ from tensorforge.compiler.mapping import Mapping, check_mapping
 from tensorforge.compiler.tiling import build_tiling
 from tensorforge.compiler.workload import parse_workload
 from tensorforge.config import AcceleratorConfig, ArrayConfig, ScratchpadConfig
-from tensorforge.dse.cost_model import evaluate, mapping_arrays
+from tensorforge.dse.cost_mapping import mapping_arrays
+from tensorforge.dse.cost_model import evaluate
 from tensorforge.dse.cost_space import build_space
 from tensorforge.errors import MappingError
 from tensorforge.isa import Load

@@ -250,7 +250,8 @@ def test_candidates_the_batch_model_prices_far_slower_are_not_generated():
     more than `PRUNE_RATIO` slower than the best: on a narrow DOT array the library's im2col
     mapping of a 3x3 conv is many times slower, and its timeline agrees that it loses."""
     from tensorforge.compiler.mappers import library_mapping
-    from tensorforge.dse.cost_model import batch_cycles, evaluate_mapping, rtl_parameters
+    from tensorforge.dse.cost_mapping import batch_cycles
+    from tensorforge.dse.cost_model import evaluate_mapping, rtl_parameters
     from tensorforge.dse.sw_evaluator import PRUNE_RATIO, within_reach
     from tensorforge.memory import DEFAULT_MEMORY
 
