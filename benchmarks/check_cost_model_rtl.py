@@ -98,7 +98,7 @@ TERMS = [
     "| split first / last tile step (`cost_split`) | chunks of 1, 1, 2, 4, ... blocks (the "
     "last step's reversed) along the index the code generator picks, each priced as a tile "
     "step of its own (`cost_tile_step.tile_costs`: its LOADs, micro-loop, STOREs) | "
-    "`codegen._Walker._split_step`, `_chunks`; the MAC instruction counts equal the "
+    "`tile_walk.TileWalker._split_step`, `_chunks`; the MAC instruction counts equal the "
     "programs' on 6 of 7 "
     "(`tests/test_cost_model.py` checks the output-stationary gemm 16x16x16 ones) |",
     "| gate gap | `gate_cycles` (fitted by `--dram`; `Controller.gate_latency` + 1 = 4) "

@@ -9,7 +9,7 @@ channels and taps, k blocks of 8 innermost, weights held: 36,864 B read once) wi
 tiles tx x ty: the input window of a tile is (tx+2) x (ty+2) pixels of 64 B; a LOAD or STORE
 moves lines at one stride, so a window that is not whole rows takes a LOAD per input row and
 channel block, and a C tile a STORE per row; COMPUTEs are the code generator's micro-loop
-count (`codegen.micro_loop`). Bytes read = weights + input windows + 16 B per instruction.
+count (`mac_plan.micro_loop`). Bytes read = weights + input windows + 16 B per instruction.
 Double-buffered windows need 2 x (tx+2)(ty+2) x 64 B <= 64 KiB - 36 KiB; the C tile
 (8 channels x tx x ty x 4 B) <= 8 KiB (double-buffered 16 KiB accumulator).
 """

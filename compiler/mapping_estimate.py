@@ -22,7 +22,8 @@ import functools
 import math
 from dataclasses import dataclass
 
-from tensorforge.compiler.codegen import MAX_EXTENT, micro_loop
+from tensorforge.compiler.field_limits import MAX_EXTENT
+from tensorforge.compiler.mac_plan import micro_loop
 from tensorforge.compiler.matching import TensorizeChoice
 from tensorforge.compiler.tiling import Tiling
 from tensorforge.compiler.workload import Workload
@@ -43,7 +44,7 @@ ROW_SLACK = 0.1  # cycles per row lost to beats that straddle a bus word
 # traffic and leaves memory-bound rankings to the cycles.
 DRAM_BEAT_SCORE = 1 / 8
 BURST_ROUND_TRIP = 4  # cycles a burst holds its slot beyond the latency and its beats (the
-# first beat's return and the slot's reuse; `dse.cost_model.RTL_FITTED_TERMS`)
+# first beat's return and the slot's reuse; `dse.cost_parameters.RTL_FITTED_TERMS`)
 
 
 @dataclass(frozen=True)
@@ -179,7 +180,7 @@ class Estimate:
         costs = UnitCosts.of(config, memory)
         self.latency = costs.latency
         self.queue_depth = config.controller.queue_depth
-        # a held operand's program dispatches STOREs a step late (`codegen._Walker._pipelined`)
+        # a held operand's program dispatches STOREs a step late (`tile_walk.TileWalker._pipelined`)
         self.pipelined = bool(tiling.holds)
         sizes, block, tiles = device.sizes, dict(tiling.block), dict(tiling.tiles)
         self.counts = counts = {n: tiling.count(n) for n in sizes}

@@ -2,13 +2,13 @@
 
 `chain` weighs every direct tensorize choice of every layer (`mappers.choice_mappings`, each
 also with row-major regions where its regions are tile-major) by their DRAM layouts alone
-(`codegen.region_layouts`: no program is generated to compare them), picks the mappings of
+(`program_layout.region_layouts`: no program is generated to compare them), picks the mappings of
 least total estimated cycles with as few breaks as possible (dynamic programming along the
 chain), and only then generates the chosen programs, each producer with its consumer's
 input region as its output layout. A link is:
 
 * a `DramLayout`: the producer STOREs into the consumer's input region (the same innermost
-  dimension, and the consumer's line blocks or none: `codegen.check_output_layout`), which
+  dimension, and the consumer's line blocks or none: `program_layout.check_output_layout`), which
   may be padded (torch's padding) or hold the tensor zero-padded (the zoo's pre-padded
   inputs, `input_offsets`);
 * ``"alias"``: the two regions are alike byte for byte (a flatten);
@@ -22,13 +22,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tensorforge.compiler.codegen import region_layouts
 from tensorforge.compiler.layout import DramLayout
 from tensorforge.compiler.mappers import choice_mappings, default_mapping
 from tensorforge.compiler.mapping import Mapping
 from tensorforge.compiler.output_room import generate_with_room
 from tensorforge.compiler.output_stage import OutputStage, first_reserve, reserve_accumulator
 from tensorforge.compiler.program import Program
+from tensorforge.compiler.program_layout import region_layouts
 from tensorforge.compiler.quantize import QuantLayer
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
@@ -123,7 +123,7 @@ def _link(producer: tuple[QuantLayer, _Candidate], consumer: tuple[QuantLayer, _
     if not flatten and before is not None and (
             out.kind == into.kind == "dense" and out.order[-1:] == into.order[-1:]
             and into.line_block in (1, out.line_block)
-            and out.elem_bytes == into.elem_bytes):  # `codegen.check_output_layout`'s rule
+            and out.elem_bytes == into.elem_bytes):  # `program_layout.check_output_layout`'s rule
         return replace(into, low=tuple(low - b for low, b in zip(into.low, before,
                                                                   strict=True)))
     if out.nbytes != into.nbytes or math.prod(produced) != math.prod(read):

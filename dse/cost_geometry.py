@@ -189,7 +189,7 @@ def transfers(g: Geometry, spec: OperandRows, lines: np.ndarray, padded: bool
                ) -> np.ndarray:
     """LOAD/STORE instructions per transfer of a tile of ``lines`` lines (mean over the tiles).
 
-    One per run of the innermost dimension's lines (`codegen._Walker._runs`); where that
+    One per run of the innermost dimension's lines (`tile_runs.tile_runs`); where that
     dimension packs a block of elements per line, a partial last line is an instruction of
     its own (its row is shorter); where it is a line axis of one index whose partial block
     a LOAD (``padded``) fills with zero lines, those lines are one more LOAD (``pad_after``;

@@ -1,4 +1,4 @@
-"""The batch cost model's MAC COMPUTE micro-loop: how `compiler.codegen.micro_loop` loops a
+"""The batch cost model's MAC COMPUTE micro-loop: how `compiler.mac_plan.micro_loop` loops a
 tile step's blocks, and the mean cycles of a MAC step in that loop.
 
 It exists so that one mirror of the code generator's micro-loop serves every place that
@@ -22,7 +22,7 @@ I64 = np.int64
 
 @dataclass(frozen=True)
 class MicroLoops:
-    """The MAC COMPUTE micro-loop of a full tile step, per mapping (`codegen.micro_loop`)."""
+    """The MAC COMPUTE micro-loop of a full tile step, per mapping (`mac_plan.micro_loop`)."""
 
     instructions: np.ndarray  # MAC instructions per full tile step
     inner: np.ndarray  # inner extent in blocks (1 without an inner loop)
@@ -31,7 +31,7 @@ class MicroLoops:
 
 
 def micro_loops(blocks: np.ndarray, rows: SpaceRows) -> MicroLoops:
-    """Mirror `codegen.micro_loop` on tile steps of ``blocks`` (``n x D``) blocks per index:
+    """Mirror `mac_plan.micro_loop` on tile steps of ``blocks`` (``n x D``) blocks per index:
     the inner loop runs over the index with the most blocks that the stationary operand does
     not use (else the one with the most), ties to an output index; the outer over the next
     with the most blocks; the rest unroll."""

@@ -20,7 +20,7 @@ What is counted (following the code generator, `tensorforge.compiler.codegen`, s
   so the step takes ``max(beats, stationary_lines)`` plus ``reload_conflict_share`` of the
   bank-conflict cycles of the two concurrent line streams (line ``n`` in bank ``n % banks``;
   the RTL reads a block behind the last beat of its bank, so few collide). The micro-loop
-  follows `codegen.micro_loop` (`cost_micro_loop`): a stationary block serves one step, one
+  follows `mac_plan.micro_loop` (`cost_micro_loop`): a stationary block serves one step, one
   inner run or one instruction; a PE store bank takes the next block only `bank_reuse_gap`
   cycles after its last beat, which bounds a run from below on systolic output-stationary
   arrays; and a C line that the micro-loop read-modify-writes again after ``d`` steps waits
@@ -39,7 +39,7 @@ What is counted (following the code generator, `tensorforge.compiler.codegen`, s
   (`compiler.mapping.Mapping.holds`, `cost_holds`) is a tile spanning its held indices
   whole, in the buffers and on the bus, reloaded only when an index it does not hold
   advances; its program dispatches STOREs after the next step's COMPUTEs and LOADs, so they
-  hold nothing back (`codegen._Walker._pipelined`), and no boundary step is cut along a
+  hold nothing back (`tile_walk.TileWalker._pipelined`), and no boundary step is cut along a
   held index.
 * **split steps** (`cost_split`, laid out by `cost_boundary`): the code generator cuts the
   first tile step into chunks along a reduction index and the last along an output index;
@@ -397,7 +397,7 @@ def _boundary_plan(rows: SpaceRows, g: Geometry, steps: np.ndarray, middle: Midd
                    exact: bool, held=None) -> BoundaryPlan:
     """The boundary steps' `cost_boundary.BoundaryPlan`; ``residue`` decides ``reload_step``
     (the bank residue of the stationary block). The code generator cuts no step along a
-    held index (`codegen._Walker._chunkable`)."""
+    held index (`tile_walk.TileWalker._chunkable`)."""
     def tile_costs(valid: np.ndarray, owners: np.ndarray
                    ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         return distinct_tile_costs(rows.take(owners), p, valid, g.tile[owners],

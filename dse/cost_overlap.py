@@ -87,7 +87,7 @@ def periodic_overlap(steps: np.ndarray, t: Periodic) -> np.ndarray:
 def store_pressure(store_time: np.ndarray, store_instructions: np.ndarray, window: int,
                    held) -> np.ndarray:
     """`cost_timeline.pressure` of a step's STOREs; none in a held operand's program, whose
-    STOREs dispatch after the next step's COMPUTEs and LOADs (`codegen._Walker._pipelined`)."""
+    STOREs dispatch after the next step's COMPUTEs and LOADs (`tile_walk.TileWalker._pipelined`)."""
     out = pressure(store_time, store_instructions, window)
     if held is None:
         return out

@@ -9,7 +9,7 @@ place that mirrors it:
   1, 1), and the first chunk of the one and the last of the other again along an output
   index (`_pieces`). Each chunk has its own LOADs, its own COMPUTE micro-loop and (last
   step) its own STOREs; `split_index`, `with_inner_cut` and `chunk_extents` mirror
-  `_Walker._split_indices` and `_chunks`.
+  `TileWalker._split_indices` and `tile_walk._chunks`.
 
 `split_plan` returns one boundary step's pieces and the parts to price for them;
 `cost_boundary` prices and lays them out.
@@ -68,7 +68,7 @@ def chunk_extents(blocks: np.ndarray, count: np.ndarray, chunk: int, growing: bo
 def with_inner_cut(cut: np.ndarray, blocks: np.ndarray, allowed: np.ndarray,
                    rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(cut, inner cut)``: the boundary chunk of a step cut along ``cut`` is cut again
-    along the ``allowed`` output index of most blocks but ``cut`` (`codegen._Walker.
+    along the ``allowed`` output index of most blocks but ``cut`` (`tile_walk.TileWalker.
     _split_indices`); -1 where there is none."""
     others = allowed & (np.arange(blocks.shape[1])[None, :] != cut[:, None])
     inner = split_index(blocks, others, rank)
@@ -87,7 +87,7 @@ class _Pieces:
 
 
 def _pieces(rows, valid, cuts, growing, active) -> _Pieces:
-    """The chunks of one boundary step in program order (`codegen._Walker._split_step`):
+    """The chunks of one boundary step in program order (`tile_walk.TileWalker._split_step`):
     along ``cuts[0]``, the boundary chunk (the first of a growing cut, the last of a
     shrinking one) cut again along ``cuts[1]`` where that is not -1. The sub-chunks of the
     last step's last chunk come after every mapping's chunks, as empty groups change

@@ -2,7 +2,7 @@
 
 How many instructions, bytes, beats and AXI bursts one tile transfer takes follows from the
 DRAM layout (tile-major or not, dense or gathered), the buffer's line order, which runs lie
-back to back and so coalesce into one long transfer (`compiler.codegen._coalesce`), which
+back to back and so coalesce into one long transfer (`compiler.tile_runs.coalesce`), which
 rows are widened to a whole block, where zero lines pad a window, and how the DMA cuts runs
 into bursts (`hw.dma_rows.transfer_runs`, `hw.axi.plan_bursts`). These rules have no closed
 form worth keeping in step by hand, so the cost model does not restate them: `TransferCounter`
@@ -111,13 +111,14 @@ class TransferCounter:
         """One transfer of ``role``'s tile (``tiles`` elements per device index) holding
         ``valid`` elements per index (a remainder tile or a chunk has fewer); ``holds`` as
         `tiling.build_tiling` takes it (a held index's whole extent is loaded)."""
-        from tensorforge.compiler import codegen
+        from tensorforge.compiler.program_layout import program_layouts
+        from tensorforge.compiler.tile_walk import TileWalker
         from tensorforge.compiler.tiling import build_tiling
 
         tiling = build_tiling(self.device, self.choice, tiles, self.config, holds)
-        layouts, _, _ = codegen._layouts(self.lowering, tiling, self.config, True)
+        layouts, _, _ = program_layouts(self.lowering, tiling, self.config, True)
         recorder = _Recorder()
-        walker = codegen._Walker(self.device, tiling, layouts, self.config, recorder, True)
+        walker = TileWalker(self.device, tiling, layouts, self.config, recorder, True)
         origin = dict.fromkeys(self.device.sizes, 0)
         if role == "C":
             walker._store(0, origin, valid)

@@ -335,15 +335,15 @@ def test_overwrite_writes_each_c_block_once_instead_of_zeroing_it():
 
 
 def test_plans_the_overwrite_rule_cannot_express_fall_back_to_zero(monkeypatch):
-    from tensorforge.compiler import codegen
+    from tensorforge.compiler import mac_plan, tile_walk
 
     # an instruction revisiting block 0 (a later reduction step) while first visiting block 4
     loop = dict(outer=1, inner=2, acc_outer=0, acc_inner=4, a_outer=0, a_inner=4, b_outer=0,
                 b_inner=0)
-    assert codegen._overwrite_plan([(0, 0, 0, {**loop, "inner": 1})], 4) == [True]
-    assert codegen._overwrite_plan([(0, 0, 0, {**loop, "inner": 1}), (0, 0, 0, loop)], 4) is None
+    assert mac_plan.overwrite_plan([(0, 0, 0, {**loop, "inner": 1})], 4) == [True]
+    assert mac_plan.overwrite_plan([(0, 0, 0, {**loop, "inner": 1}), (0, 0, 0, loop)], 4) is None
     # forced everywhere, the fallback ZEROs the blocks each step visits first: still exact
-    monkeypatch.setattr(codegen, "_overwrite_plan", lambda plan, lines: None)
+    monkeypatch.setattr(tile_walk, "overwrite_plan", lambda plan, lines: None)
     workload, program = _gemm_program({"i": 24, "j": 40, "k": 24}, "i=64,j=56,k=72")
     program = generate(workload, program.mapping, GEMM_8x8_WS, overwrite=True)
     assert _zeros(program) > 0
