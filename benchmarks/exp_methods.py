@@ -281,7 +281,7 @@ def report(runs: list[dict], args: argparse.Namespace) -> str:
         "the default model's: the IHP SG13G2 per-event energies price the program's events "
         "(MACs, scratchpad and accumulator lines, forwarded bytes, DMA beats, DRAM bytes), "
         "which the batch model counts from its own per-mapping counts without generating the "
-        "program (`cost_model._events`): on 31 layer/array pairs this dynamic energy was "
+        "program (`cost_batch.batch_events`): on 31 layer/array pairs this dynamic energy was "
         "within 0.5 % of the generated program's (on chip within 1.1 %, "
         "`tests/test_sw_evaluator_batch.py`); static and clock energy are the IHP model's "
         "over the batch model's cycles.",
