@@ -80,8 +80,11 @@ def test_cli_reports_tool_errors_without_traceback(module_workspace, capsys):
                             "--store", module_workspace / "s.sqlite")
     assert code == 1
     assert out == ""
-    assert err.startswith("error: yosys:")
-    assert "syntax error" in err
+    # the stages that ran come first (progress on stderr), then the one error line
+    stages, _, error = err.partition("error: yosys:")
+    assert error and "syntax error" in error
+    assert all(line.startswith("[synth ecp5") for line in stages.splitlines())
+    assert "flatten failed after" in stages.splitlines()[-1]
     assert "Traceback" not in err
 
 
