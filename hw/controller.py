@@ -189,9 +189,12 @@ class Controller(wiring.Component):
         per_chunk = chunk_bytes // INSTRUCTION_BYTES
         beats_per_chunk = chunk_bytes // bus_bytes
         capacity = self.fetch_chunks * beats_per_chunk  # beats the queue can hold
+        # a burst is requested only when the queue has room for all of it, so none may be
+        # longer than the queue (a 64-beat burst into 16 beats of room was never requested)
+        longest = min(config.dma.max_burst, capacity)
         axi = self.fetch
         max_beats = ((1 << 32) * INSTRUCTION_BYTES + chunk_bytes) // bus_bytes
-        planner = BurstPlanner(bus_bytes, config.dma.max_burst, "fetch", max_beats)
+        planner = BurstPlanner(bus_bytes, longest, "fetch", max_beats)
         drive_fixed_fields(m, axi, "ar", config.dma.bus_bits)
         m.submodules.fetched = fetched = SyncFIFOBuffered(
             width=chunk_bytes * 8, depth=self.fetch_chunks
@@ -207,13 +210,13 @@ class Controller(wiring.Component):
         stop = Signal()
 
         ar_waiting = Signal()  # ARVALID was offered and not yet taken
-        occupied = Signal(range(capacity + config.dma.max_burst + 1))
+        occupied = Signal(range(capacity + longest + 1))
         fits = occupied + planner.beats <= capacity
         if self.early_room:
             # registered a cycle early: room for the longest burst after this cycle's request
             fits = Signal(name="fetch_room")
             grown = occupied + Mux(axi.arvalid & axi.arready, planner.beats, 0)
-            m.d.sync += fits.eq(grown + min(config.dma.max_burst, capacity) <= capacity)
+            m.d.sync += fits.eq(grown + longest <= capacity)
         m.d.comb += [
             occupied.eq(fetched.r_level * beats_per_chunk + assembling + in_flight),
             axi.arid.eq(ReadId.FETCH),
