@@ -12,6 +12,14 @@ Case ``index`` of a campaign with seed ``seed`` is drawn from its own generator,
 ``default_rng((seed, index))``, so it is the same case whatever ``--programs`` is, and a
 case file (`FuzzCase.to_dict`) carries the configuration itself, so it replays even after the
 pool changed.
+
+The ``space`` pool (``tensorforge fuzz --pool space``) leaves the tested tables: it draws
+`SPACE_CONFIGS` accelerators from the default design space (`tensorforge.dse.hwspace`) with
+every primitive free but the array's size, so the DMA's bus widths and bursts, bank counts,
+local stores and buffer sizes a sweep can propose are fuzzed too. The tables had no burst
+longer than the instruction fetch's queue, which is how a design a sweep proposed could hang
+on the RTL unseen (fixed in a964fef). Each of its configurations is one more Verilator build,
+so CI keeps to the tables; the space pool is for campaigns.
 """
 
 from __future__ import annotations
@@ -43,6 +51,22 @@ POOL = (
 #: configuration, one per intrinsic x dataflow x interconnect and more (24; the default test
 #: suite builds each of them too).
 POOLS: dict[str, tuple[str, ...]] = {"default": POOL, "all": tuple(all_configs())}
+#: Every pool name `pool_configs` accepts.
+POOL_NAMES = (*POOLS, "space")
+
+#: The default design space, arrays kept to 2-4 PEs a side (each builds in about a minute)
+#: and buffers to 32-64 KiB (the sizes the fuzzer's small workloads can use).
+SPACE_OVERRIDES = {
+    "rows": {"low": 2, "high": 4, "power_of_two": True},
+    "cols": {"low": 2, "high": 4, "power_of_two": True},
+    "spad_kib": {"low": 32, "high": 64, "power_of_two": True},
+    "acc_kib": {"low": 32, "high": 64, "power_of_two": True},
+}
+SPACE_CONFIGS = 8
+#: Keeps the space pool's generator apart from the cases' ``(seed, index)`` streams.
+SPACE_STREAM = 0x5BACE
+
+Pool = dict[str, AcceleratorConfig] | tuple[str, ...]
 
 #: Workload kinds (`fidelity_cases.TEXTS`) each intrinsic can implement.
 KINDS: dict[Intrinsic, tuple[str, ...]] = {
@@ -138,12 +162,52 @@ def _memory(rng: np.random.Generator) -> MemorySystem:
                         outstanding=pick(OUTSTANDING))
 
 
-def draw_case(seed: int, index: int, pool: tuple[str, ...] = POOL) -> FuzzCase:
-    """Case ``index`` of campaign ``seed``; redraws sizes (up to `MAX_TRIES`) until the
-    workload has a legal mapping on the drawn configuration."""
+def space_pool(seed: int) -> dict[str, AcceleratorConfig]:
+    """`SPACE_CONFIGS` distinct accelerators of the default design space (`SPACE_OVERRIDES`),
+    drawn from the campaign's seed; named by their primitives."""
+    from tensorforge.dse.hwspace import HardwareSpace
+
+    space = HardwareSpace(SPACE_OVERRIDES)
+    rng = np.random.default_rng((seed, SPACE_STREAM))
+    pool: dict[str, AcceleratorConfig] = {}
+    for _ in range(100 * SPACE_CONFIGS):
+        config = space.to_config(space.space.sample(1, rng)[0])
+        if config not in pool.values():
+            pool[_space_name(config)] = config
+        if len(pool) == SPACE_CONFIGS:
+            break
+    return pool
+
+
+def _space_name(config: AcceleratorConfig) -> str:
+    array, pad, dma = config.array, config.scratchpad, config.dma
+    return (f"{config.intrinsic.value}{array.rows}x{array.cols}-{array.interconnect.value}-"
+            f"{array.dataflow.value}-local{int(array.local_bytes)}-{pad.capacity // 1024}k"
+            f"{pad.banks}b-acc{pad.accumulator // 1024}k-bus{dma.bus_bits}x{dma.max_burst}")
+
+
+def pool_configs(name: str, seed: int) -> dict[str, AcceleratorConfig]:
+    """The configurations of pool ``name`` (one of `POOL_NAMES`) for campaign ``seed``."""
+    if name == "space":
+        return space_pool(seed)
+    return _configs_of(POOLS[name])
+
+
+def _configs_of(pool: Pool) -> dict[str, AcceleratorConfig]:
+    if isinstance(pool, dict):
+        return dict(pool)
+    table = all_configs()
+    return {name: table[name] for name in pool}
+
+
+def draw_case(seed: int, index: int, pool: Pool = POOL) -> FuzzCase:
+    """Case ``index`` of campaign ``seed`` on ``pool`` (names of `rtl_matrix` configurations,
+    or name -> configuration); redraws sizes (up to `MAX_TRIES`) until the workload has a
+    legal mapping on the drawn configuration."""
     rng = np.random.default_rng((seed, index))
-    configs = all_configs()
-    config_name = pool[int(rng.integers(len(pool)))]
+    configs = _configs_of(pool)
+    names = list(configs)
+    config_name = names[int(rng.integers(len(names)))]
     config = configs[config_name]
     kinds = KINDS[config.intrinsic]
     memory = _memory(rng)
@@ -163,6 +227,7 @@ def draw_case(seed: int, index: int, pool: tuple[str, ...] = POOL) -> FuzzCase:
                        f"{config_name} in {MAX_TRIES} draws")
 
 
-def draw_cases(count: int, seed: int, pool: tuple[str, ...] = POOL) -> list[FuzzCase]:
+def draw_cases(count: int, seed: int, pool: Pool = POOL) -> list[FuzzCase]:
     """Cases ``0 .. count-1`` of campaign ``seed``."""
-    return [draw_case(seed, index, pool) for index in range(count)]
+    configs = _configs_of(pool)
+    return [draw_case(seed, index, configs) for index in range(count)]

@@ -14,6 +14,7 @@ import types
 import numpy as np
 import pytest
 
+from tensorforge.dse.hwspace import HardwareSpace
 from tensorforge.errors import ConfigError, SimulationError
 from tensorforge.intrinsics import Intrinsic
 from tensorforge.sim import fuzz
@@ -25,7 +26,17 @@ from tensorforge.sim.fuzz import (
     run_cases,
     write_case_file,
 )
-from tensorforge.sim.fuzz_cases import KINDS, POOL, POOLS, draw_case, draw_cases
+from tensorforge.sim.fuzz_cases import (
+    KINDS,
+    POOL,
+    POOLS,
+    SPACE_CONFIGS,
+    SPACE_OVERRIDES,
+    draw_case,
+    draw_cases,
+    pool_configs,
+    space_pool,
+)
 from tensorforge.sim.rtl_matrix import all_configs
 
 CI_SEED = 1616
@@ -53,6 +64,30 @@ def test_draws_cover_the_pool_kinds_mappings_and_memories():
 def test_the_whole_pool_is_every_combination():
     assert set(POOLS["all"]) == set(all_configs())
     assert {c.config_name for c in draw_cases(30, 1, POOLS["all"])} <= set(all_configs())
+
+
+def test_the_space_pool_draws_design_points_a_sweep_could_propose():
+    """Seeded, distinct, buildable points of the default space, including the DMA settings
+    the tables lack: bursts longer than the instruction fetch's queue (a964fef)."""
+    pool = space_pool(1)
+    assert pool == pool_configs("space", 1) and pool != space_pool(2)
+    assert len(pool) == SPACE_CONFIGS == len({*map(repr, pool.values())})
+    space = HardwareSpace(SPACE_OVERRIDES)
+    for config in pool.values():
+        assert space.to_config(HardwareSpace.point_of(config)) == config
+        assert config.array.rows <= 4 and config.array.cols <= 4
+    configs = [c for seed in range(4) for c in space_pool(seed).values()]
+    assert any(_outruns_fetch_queue(c) for c in configs)
+    assert not any(_outruns_fetch_queue(c) for c in all_configs().values())
+    cases = draw_cases(12, 1, pool)
+    assert cases[:5] == draw_cases(5, 1, pool_configs("space", 1))
+    assert {c.config_name for c in cases} <= set(pool)
+
+
+def _outruns_fetch_queue(config) -> bool:
+    """A burst longer than the fetch queue's beats: 16 chunks of max(16, bus bytes) bytes."""
+    bus_bytes = config.dma.bus_bits // 8
+    return config.dma.max_burst > 16 * max(16, bus_bytes) // bus_bytes
 
 
 def test_compiler_and_functional_simulator_agree_with_numpy():

@@ -30,9 +30,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="campaign seed; case i is the same for every N (default 0)")
     parser.add_argument("--jobs", type=_positive, default=1, metavar="J",
                         help="simulator processes in parallel (default 1)")
-    parser.add_argument("--pool", choices=("default", "all"), default="default",
-                        help="configurations to draw from: the default 12, or all 24 of the "
-                        "RTL regression and matrix")
+    parser.add_argument("--pool", choices=("default", "all", "space"), default="default",
+                        help="configurations to draw from: the default 12, all 24 of the "
+                        "RTL regression and matrix, or 8 small accelerators drawn from the "
+                        "default design space by the seed (each one more Verilator build)")
     parser.add_argument("--replay", type=Path, default=None, metavar="FILE",
                         help="rerun the case in FILE (a case file a failing run wrote)")
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
@@ -107,13 +108,13 @@ def _docs_path() -> Path:
 def run(args: argparse.Namespace) -> int:
     from tensorforge.sim import fuzz_report
     from tensorforge.sim.fuzz import read_case_file, run_cases, write_case_file
-    from tensorforge.sim.fuzz_cases import POOLS, draw_cases
+    from tensorforge.sim.fuzz_cases import draw_cases, pool_configs
 
     if args.replay is not None:
         cases = [read_case_file(args.replay)]
         command = f"tensorforge fuzz --replay {args.replay}"
     else:
-        cases = draw_cases(args.programs, args.seed, POOLS[args.pool])
+        cases = draw_cases(args.programs, args.seed, pool_configs(args.pool, args.seed))
         command = (f"tensorforge fuzz --programs {args.programs} --seed {args.seed}"
                    + ("" if args.pool == "default" else f" --pool {args.pool}"))
     notes = args.notes.read_text() if args.notes is not None else ""
