@@ -161,8 +161,10 @@ def annotate_flops(flops, activity: RegisterActivity
 def power_of_activity(config: AcceleratorConfig, activity: RegisterActivity, *,
                       clock_ns: float = 10.0, tech: str = DEFAULT_TECH,
                       match: bool | None = None,
-                      counters: MappingType[str, int] | None = None) -> PowerMeasurement:
-    """Price one run's `RegisterActivity` on the synthesized ``Accelerator(config)``."""
+                      counters: MappingType[str, int] | None = None,
+                      timeout_s: float = 1800.0) -> PowerMeasurement:
+    """Price one run's `RegisterActivity` on the synthesized ``Accelerator(config)``;
+    ``timeout_s`` bounds each synthesis and OpenSTA run."""
     from tensorforge.fpga.netlist_power import annotated_power, mapped_netlist
     from tensorforge.hw.accelerator import TOP_NAME
     from tensorforge.sim.activity import input_ports
@@ -172,12 +174,12 @@ def power_of_activity(config: AcceleratorConfig, activity: RegisterActivity, *,
     # the netlist of the Verilog `generate` writes (no zero-filling `initial` blocks): the
     # one a user synthesizes, and `synth` of it leaves this netlist in the cache
     netlist = mapped_netlist(accelerator_verilog(config, zero_init=False), TOP_NAME, tech=tech,
-                             clock_ns=clock_ns)
+                             clock_ns=clock_ns, timeout_s=timeout_s)
     cycles = max(1, activity.cycles)
     flop_rates, matched, mean = annotate_flops(netlist.flops, activity)
     ports = input_rates(activity, input_ports(verilog, TOP_NAME))
-    power = annotated_power(netlist, flop_rates, ports)
-    quiet = annotated_power(netlist, {}, {})
+    power = annotated_power(netlist, flop_rates, ports, timeout_s=timeout_s)
+    quiet = annotated_power(netlist, {}, {}, timeout_s=timeout_s)
 
     def dynamic(groups) -> float:
         return groups["Total"].internal + groups["Total"].switching

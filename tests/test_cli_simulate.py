@@ -58,6 +58,32 @@ def test_table_output(monkeypatch, capsys):
     assert "PE utilization" in out and "50.0%" in out and "matches numpy" in out
 
 
+def test_a_failed_power_run_keeps_the_rtl_figures(monkeypatch, capsys):
+    """OpenSTA outlasting --timeout on a large design must not lose the simulation: the RTL's
+    figures print beside the tool's error, and the exit status says it failed."""
+    import tensorforge.sim.power as power
+    import tensorforge.sim.rtl_run as rtl_run
+    from tensorforge.errors import ToolError
+
+    seen = {}
+
+    def timed_out(*args, **kwargs):
+        seen.update(kwargs)
+        raise ToolError("sta", f"timed out after {kwargs['timeout_s']:g} s")
+
+    monkeypatch.setattr(rtl_run, "run_on_rtl", lambda *a, **k: _fake_result(match=True))
+    monkeypatch.setattr(power, "power_of_activity", timed_out)
+    assert main(["simulate", *GEMM, *HARDWARE, "--power", "--timeout", "7", "--json"]) == 1
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out)
+    assert (summary["cycles"], summary["match"]) == (100, True) and "power" not in summary
+    assert "timed out after 7 s" in summary["power_error"] and seen["timeout_s"] == 7
+    assert "larger --timeout, now 7 s" in captured.err and "Traceback" not in captured.err
+    with pytest.raises(SystemExit):
+        main(["simulate", *GEMM, *HARDWARE, "--power", "--timeout", "-1"])
+    assert "--timeout takes a positive number of seconds, not '-1'" in capsys.readouterr().err
+
+
 def test_bad_hardware_flag_is_a_clean_error(capsys):
     assert main(["simulate", *GEMM, "--pe", "4by4"]) == 1
     assert "--pe must be ROWSxCOLS" in capsys.readouterr().err

@@ -9,7 +9,9 @@ with ``model_error``: model / RTL - 1; its held-out error is in docs/fidelity.md
 also records the switching activity of every register and the accesses of every memory over
 the run and prices them on the synthesized design (`tensorforge.sim.power`): power and energy
 split into logic (its clock part beside it), memories and leakage. A result that differs
-from numpy prints the first differing elements and exits 1.
+from numpy prints the first differing elements and exits 1. A synthesis or OpenSTA run that
+fails or outlasts ``--timeout`` still prints the RTL's figures, beside the tool's error, and
+exits 1: a large design's simulation is not lost to its pricing.
 
 The DRAM is `tensorforge.memory.DEFAULT_MEMORY` (DDR3 behind an FPGA controller: 32 cycles of
 latency) unless ``--memory`` or the ``--dram-*`` overrides say otherwise: the cycles and the
@@ -26,8 +28,23 @@ import sys
 from tensorforge.commands.hwflags import add_hardware_arguments, config_from_args
 from tensorforge.commands.memflags import add_memory_arguments, memory_from_args
 from tensorforge.commands.workload_args import add_workload_arguments, workload_from_args
-from tensorforge.errors import ConfigError
+from tensorforge.errors import ConfigError, ToolError
 from tensorforge.fpga.technology import DEFAULT_TECH, TECHNOLOGIES
+
+#: Per tool run of ``--power``: OpenSTA prices a 4x4 accelerator in seconds, a 32x32 one
+#: (1.4M cells) in tens of minutes.
+DEFAULT_POWER_TIMEOUT_S = 3600.0
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"--timeout takes a positive number of seconds, "
+                                         f"not {text!r}")
+    return value
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -50,6 +67,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="clock period for --power (default 10 ns)")
     parser.add_argument("--tech", choices=sorted(TECHNOLOGIES), default=DEFAULT_TECH,
                         help=f"ASIC technology for --power (default {DEFAULT_TECH})")
+    parser.add_argument("--timeout", type=_seconds, default=DEFAULT_POWER_TIMEOUT_S,
+                        metavar="SECONDS",
+                        help="bound on each synthesis and OpenSTA run of --power (default "
+                             f"{DEFAULT_POWER_TIMEOUT_S:g} s; a 1,024-PE design needs more)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     add_hardware_arguments(parser)
     add_memory_arguments(parser)
@@ -157,12 +178,17 @@ def run(args: argparse.Namespace) -> int:
     summary["memory"] = {"name": memory.describe(), **memory.to_dict()}
     summary.update(model_summary(workload, mapping, config, memory, result.cycles))
     summary.update(model_power_summary(workload, mapping, config, memory, args.clock_ns))
-    power = None
+    power, power_error = None, None
     if args.power:
         from tensorforge.sim.power import power_of_activity
 
-        power = power_of_activity(config, result.register_activity, clock_ns=args.clock_ns,
-                                  tech=args.tech).to_dict()
+        try:
+            power = power_of_activity(config, result.register_activity, clock_ns=args.clock_ns,
+                                      tech=args.tech, timeout_s=args.timeout).to_dict()
+        except ToolError as error:
+            power_error = str(error)
+            summary["power_error"] = power_error
+    if power is not None:
         summary["power"] = power
         model = summary.get("model_power")
         if model is not None and args.tech == model["technology"]:
@@ -171,6 +197,10 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(summary, indent=2))
     else:
         _print_table(summary, power)
+    if power_error is not None:
+        print(f"error: --power could not price the run: {power_error}\n(the RTL figures above "
+              f"stand; rerun with a larger --timeout, now {args.timeout:g} s)", file=sys.stderr)
+        return 1
     if not result.match:
         print(f"error: the RTL result differs from numpy in {result.mismatch_count} elements "
               f"(seed {args.seed}); first:", file=sys.stderr)
