@@ -52,6 +52,9 @@ MODEL_MODULES = ("tensorforge.dse.cost_model", "tensorforge.dse.cost_parameters"
                  "tensorforge.dse.cost_geometry", "tensorforge.dse.cost_space",
                  "tensorforge.dse.cost_rows", "tensorforge.dse.cost_transfers",
                  "tensorforge.dse.cost_trace", "tensorforge.dse.cost_holds")
+#: The packages whose code decides the programs both sides run: editing them may change a
+#: program, and so its RTL cycles, which `restamped_summary` alone can tell.
+PROGRAM_PACKAGES = ("tensorforge.compiler", "tensorforge.isa")
 #: How reports name the model whose cycles they quote.
 MODEL_NAME = "instruction-level timeline of the compiled program (dse/cost_trace.py)"
 #: The model a software search ranks its candidates with, thousands at a time.
@@ -101,6 +104,7 @@ class CaseOutcome:
     rtl: RtlMeasurement
     model: dict[str, float]
     cached: bool
+    run_key: str = ""  # `_prepare`'s key: what decided the RTL run (program, inputs, RTL)
 
     @property
     def model_cycles(self) -> float:
@@ -223,7 +227,8 @@ def validate(cases: Sequence[FidelityCase], *, jobs: int = 1,
         payload = entry.payload if entry is not None else fresh[p.key]
         model = model_prediction(case.workload(), p.program.mapping, case.config,
                                  case.memory())
-        outcomes.append(CaseOutcome(case, RtlMeasurement(**payload), model, entry is not None))
+        outcomes.append(CaseOutcome(case, RtlMeasurement(**payload), model, entry is not None,
+                                    p.key))
     return outcomes
 
 
@@ -287,11 +292,30 @@ def summary(outcomes: Sequence[CaseOutcome], *, commit: str) -> dict:
         search_sets[split] = vars(Agreement.of_search_model(group))
     return {"model": MODEL_NAME, "rtl_commit": commit, "hardware_digest": hardware_digest(),
             "reference_rtl": reference_rtl(o.case.config for o in outcomes),
-            "model_digest": source_digest(*MODEL_MODULES), "sets": sets,
+            "model_digest": source_digest(*MODEL_MODULES),
+            "program_digest": program_digest(), "sets": sets,
             "search_model": {"name": SEARCH_MODEL_NAME, "sets": search_sets},
             "programs": {o.case.name: {"rtl_cycles": o.rtl.cycles,
-                                       "model_cycles": round(o.model_cycles, 3)}
+                                       "model_cycles": round(o.model_cycles, 3),
+                                       "run_key": o.run_key}
                          for o in outcomes}}
+
+
+def program_digest() -> str:
+    """A digest of the sources of `PROGRAM_PACKAGES` (every module, read, not imported)."""
+    import importlib.util
+    from pathlib import Path
+
+    files = []
+    for name in PROGRAM_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            raise ModuleNotFoundError(f"no source for {name!r}")
+        origin = Path(spec.origin)
+        found = sorted(origin.parent.rglob("*.py")) if origin.name == "__init__.py" else [origin]
+        files += [(f"{name}/{path.relative_to(origin.parent)}", path.read_bytes().hex())
+                  for path in found]
+    return stable_hash(*files)[:12]
 
 
 def load_summary() -> dict | None:
@@ -316,14 +340,20 @@ def stale_reasons(measured: dict) -> list[str]:
         reasons.append("the RTL changed since it was measured")
     if measured.get("model_digest") != source_digest(*MODEL_MODULES):
         reasons.append("the cost model changed since it was measured")
+    if measured.get("program_digest") != program_digest():
+        reasons.append("the compiler changed since it was measured")
     return reasons
 
 
-def restamped_summary(measured: dict, cases: Sequence[FidelityCase]) -> dict:
-    """``measured`` (the shipped summary) under today's model code, with no simulator run:
-    allowed only when the RTL is unchanged and today's model gives every program, and so
-    every set's agreement, exactly the figures the summary holds (a refactor, not a model
-    change). Otherwise `SimulationError` says to run ``tensorforge validate --write``."""
+def restamped_summary(measured: dict, cases: Sequence[FidelityCase], *,
+                      store: ResultStore | None = None) -> dict:
+    """``measured`` (the shipped summary) under today's model and compiler code, with no
+    simulator run: allowed only when the RTL is unchanged, today's compiler gives every
+    program's RTL run exactly what was measured (its `_prepare` key, stored beside its cycles;
+    where a summary predates the keys, the result store must hold the measurement of today's
+    key with the summary's cycles), and today's model gives every program, and so every set's
+    agreement, exactly the figures the summary holds (a refactor, not a change). Otherwise
+    `SimulationError` says to run ``tensorforge validate --write``."""
     import json
 
     from tensorforge.sim.rtl_identity import rtl_changed
@@ -337,22 +367,43 @@ def restamped_summary(measured: dict, cases: Sequence[FidelityCase]) -> dict:
     stored = measured["programs"]
     if sorted(stored) != sorted(case.name for case in cases):
         raise redo("the fidelity programs are not the ones it measured")
-    outcomes = []
+    outcomes, other_runs = [], []
     for case in cases:
-        program = _prepare(case).program
-        model = model_prediction(case.workload(), program.mapping, case.config, case.memory())
+        prepared = _prepare(case)
+        if not _same_run(stored[case.name], prepared.key, store):
+            other_runs.append(case.name)
+        model = model_prediction(case.workload(), prepared.program.mapping, case.config,
+                                 case.memory())
         # only the cycles enter the summary; the rest of a measurement is not kept in it
         rtl = RtlMeasurement(cycles=stored[case.name]["rtl_cycles"], match=True, load_busy=0,
                              compute_busy=0, store_busy=0, instructions=0, sim_seconds=0.0)
-        outcomes.append(CaseOutcome(case, rtl, model, cached=True))
+        outcomes.append(CaseOutcome(case, rtl, model, True, prepared.key))
+    if other_runs:
+        raise redo(f"the compiler now gives {len(other_runs)} programs another RTL run than "
+                   f"the one measured ({', '.join(other_runs[:3])}"
+                   f"{', ...' if len(other_runs) > 3 else ''})")
     fresh = summary(outcomes, commit=measured["rtl_commit"])
-    figures = ("programs", "sets", "search_model")
-    changed = [name for name in stored if stored[name] != fresh["programs"][name]]
+    figures = ("sets", "search_model")
+    changed = [name for name in stored
+               if _figures(stored[name]) != _figures(fresh["programs"][name])]
     if changed:
         raise redo(f"the model now gives other cycles for {len(changed)} programs "
                    f"({', '.join(changed[:3])}{', ...' if len(changed) > 3 else ''})")
     if any(json.dumps(measured[k], sort_keys=True) != json.dumps(fresh[k], sort_keys=True)
            for k in figures):
         raise redo("the model's figures changed")
-    return {**measured, "model_digest": fresh["model_digest"]}
+    return {**measured, "model_digest": fresh["model_digest"],
+            "program_digest": fresh["program_digest"], "programs": fresh["programs"]}
+
+
+def _figures(program: dict) -> tuple:
+    return program["rtl_cycles"], program["model_cycles"]
+
+
+def _same_run(program: dict, key: str, store: ResultStore | None) -> bool:
+    """Whether ``key`` is the RTL run whose cycles ``program`` (a summary entry) holds."""
+    if "run_key" in program:
+        return program["run_key"] == key
+    entry = (store or ResultStore()).get(STORE_KIND, key)
+    return entry is not None and entry.payload["cycles"] == program["rtl_cycles"]
 

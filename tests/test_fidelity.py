@@ -161,6 +161,8 @@ def test_a_summary_made_with_other_hardware_or_model_code_is_flagged_stale():
         {**summary, "hardware_digest": "0" * 16, "reference_rtl": other_rtl})
     assert "the cost model changed since it was measured" in stale_reasons(
         {**summary, "model_digest": "0" * 12})
+    assert stale_reasons({**summary, "program_digest": "0" * 12}) == [
+        "the compiler changed since it was measured"]
 
 
 def test_shipped_fidelity_summary_is_not_stale():
@@ -177,7 +179,7 @@ def test_shipped_fidelity_summary_is_not_stale():
 
 def _summary_of(cases) -> dict:
     """A summary of ``cases`` as `validate --write` makes it, from the shipped RTL cycles."""
-    from tensorforge.dse.fidelity import load_summary, summary
+    from tensorforge.dse.fidelity import _prepare, load_summary, summary
     from tensorforge.sim.rtl_identity import reference_rtl
 
     shipped = load_summary()["programs"]
@@ -187,7 +189,7 @@ def _summary_of(cases) -> dict:
                              compute_busy=0, store_busy=0, instructions=0, sim_seconds=0.0)
         model = model_prediction(case.workload(), case.resolve_mapping(), case.config,
                                  case.memory())
-        outcomes.append(CaseOutcome(case, rtl, model, cached=True))
+        outcomes.append(CaseOutcome(case, rtl, model, True, _prepare(case).key))
     made = summary(outcomes, commit="0000000")
     assert made["reference_rtl"] == reference_rtl(case.config for case in cases)
     return made
@@ -216,3 +218,39 @@ def test_restamp_records_new_model_code_only_when_every_figure_is_the_same():
     with pytest.raises(SimulationError, match="RTL changed"):
         restamped_summary({**measured, "hardware_digest": "0" * 16, "reference_rtl": other_rtl},
                           cases)
+
+
+def test_restamp_records_new_compiler_code_only_when_every_program_runs_the_same(tmp_path):
+    """A compiler edit may change a program and so its RTL cycles, which only an RTL run can
+    tell: restamp accepts it only when every program's run (its `_prepare` key: program,
+    inputs, RTL) is the one measured. A summary without keys is checked against the result
+    store instead, which must hold today's run with the summary's cycles."""
+    from tensorforge.dse.fidelity import STORE_KIND, _prepare, restamped_summary
+    from tensorforge.errors import SimulationError
+    from tensorforge.store import ResultStore
+
+    cases = list(ci_sample())[:3]
+    measured = {**_summary_of(cases), "program_digest": "0" * 12}
+    restamped = restamped_summary(measured, cases, store=ResultStore(tmp_path / "empty.sqlite"))
+    assert restamped["program_digest"] != measured["program_digest"]
+    assert restamped["programs"] == measured["programs"]
+
+    name = cases[2].name
+    recompiled = {**measured, "programs": {**measured["programs"], name: {
+        **measured["programs"][name], "run_key": "0" * 64}}}
+    with pytest.raises(SimulationError, match=f"another RTL run than the one measured \\({name}"):
+        restamped_summary(recompiled, cases)
+
+    unkeyed = {**measured, "programs": {case: {k: v for k, v in entry.items() if k != "run_key"}
+                                        for case, entry in measured["programs"].items()}}
+    store = ResultStore(tmp_path / "runs.sqlite")
+    with pytest.raises(SimulationError, match="another RTL run than the one measured"):
+        restamped_summary(unkeyed, cases, store=store)
+    for case in cases:
+        cycles = measured["programs"][case.name]["rtl_cycles"]
+        store.put(STORE_KIND, _prepare(case).key, {"cycles": cycles + (case.name == name)})
+    with pytest.raises(SimulationError, match=f"\\({name}\\)"):  # one run measured otherwise
+        restamped_summary(unkeyed, cases, store=store)
+    store.put(STORE_KIND, _prepare(cases[2]).key, {"cycles": measured["programs"][name]
+                                                   ["rtl_cycles"]})
+    assert restamped_summary(unkeyed, cases, store=store)["programs"] == measured["programs"]

@@ -9,8 +9,8 @@ the model; ``--jobs`` runs configurations in parallel. ``--write`` regenerates
 docs/fidelity.md and its scatter plot, and (for the whole set) the summary that sweep reports
 quote (``dse/data/fidelity_summary.json``); ``--check`` exits 1 when the held-out set misses the
 targets (mean <= 5%, max <= 10%, Spearman >= 0.98). ``--restamp`` only records that edited
-model code still gives every program the summary's figures (no simulator run; refused when a
-figure or the RTL changed).
+model or compiler code still gives every program the summary's figures and the same RTL run
+(no simulator run; refused when a figure, a program or the RTL changed).
 """
 
 from __future__ import annotations
@@ -45,9 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="exit 1 when the held-out programs miss the targets")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--restamp", action="store_true",
-                        help="the model's code changed but not its figures: check every "
-                        "program's model cycles against the shipped summary (no RTL run) and, "
-                        "if all are equal, record the new code in it")
+                        help="the model's or compiler's code changed but not its figures: "
+                        "check every program's model cycles and RTL run against the shipped "
+                        "summary (no RTL run) and, if all are the same, record the new code")
     parser.set_defaults(func=run)
 
 
@@ -153,6 +153,7 @@ def _restamp() -> int:
     restamped = restamped_summary(measured, _cases("all", None))
     path = summary_path()
     path.write_text(json.dumps(restamped, indent=1, sort_keys=True) + "\n")
-    print(f"every program's model cycles equal the summary's; wrote {path}", file=sys.stderr)
+    print("every program's model cycles and RTL run equal the summary's; "
+          f"wrote {path}", file=sys.stderr)
     return 0
 
