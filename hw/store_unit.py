@@ -25,6 +25,7 @@ from tensorforge.hw.dma_rows import (
 )
 from tensorforge.hw.output_pipeline import PipelinedRequantizer, StoreRequantPath
 from tensorforge.hw.ports import acc_read_port, instruction_layout
+from tensorforge.hw.store_pack import pack_beats
 from tensorforge.hw.targets import Target, parse_target
 from tensorforge.isa import Opcode
 
@@ -55,7 +56,10 @@ class StoreUnit(wiring.Component):
     run queued, line packed and AW sent), the DRAM's B turnaround after the last beat (two
     cycles on cocotbext-axi's slave) and one for ``idle`` to rise; a DRAM latency ``L`` adds
     ``L`` once while ``dma.outstanding`` bursts cover it (once per burst on a DRAM that
-    answers one burst at a time). ``error`` is sticky: a B response other than OKAY.
+    answers one burst at a time). ``error`` is sticky: a B response other than OKAY. On the
+    ``ecp5`` target the packer decides from byte counts and moves the data a cycle later, and
+    W comes from a queue's registers (`store_pack`): each beat goes out three cycles later,
+    still one per cycle.
 
     With ``output_pipeline``, a STORE with ``requant`` first reads its three parameter lines
     (three more cycles, before its first row; a ``per_row`` STORE again before every
@@ -142,7 +146,10 @@ class StoreUnit(wiring.Component):
             requant = StoreRequantPath(m, config, insn, self.acc_read, self.cmd, tag_bits)
         self._collect_line(m, row, whole, first_row, rows_left, lines, requant)
         sent, closes = self._issue_addresses(m, planner, spans, bursts, outstanding)
-        self._send_beats(m, lines, bursts)
+        if self.target is Target.ECP5:
+            pack_beats(self, m, lines, bursts)
+        else:
+            self._send_beats(m, lines, bursts)
 
         response = self.axi.bvalid & self.axi.bready
         m.d.comb += self.axi.bready.eq(1)
@@ -335,8 +342,11 @@ class StoreUnit(wiring.Component):
             axi.awaddr.eq(planner.address),
             axi.awlen.eq(planner.beats - 1),
             axi.awvalid.eq(~planner.empty & bursts.w_rdy & (outstanding != self.outstanding)),
-            bursts.pushed.eq(planner.beats),
         ]
+        if self.target is Target.ECP5:  # its packer compares beats sent with AWLEN (`store_pack`)
+            m.d.comb += bursts.pushed.eq(axi.awlen)
+        else:
+            m.d.comb += bursts.pushed.eq(planner.beats)
         sent = Signal()
         m.d.comb += sent.eq(axi.awvalid & axi.awready)
         with m.If(sent):

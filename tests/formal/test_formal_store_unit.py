@@ -47,10 +47,12 @@ def accumulator_reader(harness: Harness, port) -> None:
                      name="acc_resp", promise=Assume)
 
 
-def store_unit_harness(config, unit_type=StoreUnit, max_rows: int = 1) -> Harness:
+def store_unit_harness(config, unit_type=StoreUnit, max_rows: int = 1,
+                       target: str = "generic") -> Harness:
     """``max_rows`` 1 keeps the default check near half a minute; tiles of more rows (one run,
-    or a run per row) are checked in the slow tier."""
-    harness = Harness(unit_type(config))
+    or a run per row) are checked in the slow tier. ``target`` ``ecp5``: its W packer, whose
+    beats queue and go out from registers (`store_pack`)."""
+    harness = Harness(unit_type(config, target))
     m, past, unit = harness.m, harness.past, harness.design
     insn = harness.command_source(unit.cmd, "store_cmd")
     line_elems = config.acc_line_elems
@@ -79,15 +81,18 @@ def store_unit_harness(config, unit_type=StoreUnit, max_rows: int = 1) -> Harnes
     return harness
 
 
+@pytest.mark.parametrize("target", ["generic", "ecp5"])
 @pytest.mark.parametrize("name", CONFIG_PARAMS)
-def test_store_unit_is_a_correct_axi_write_manager(name, tmp_path):
-    harness = store_unit_harness(small_config(CONFIGS[name]))
+def test_store_unit_is_a_correct_axi_write_manager(name, target, tmp_path):
+    harness = store_unit_harness(small_config(CONFIGS[name]), target=target)
     result = check_harness(harness, depth=DEPTH, workdir=tmp_path)
     assert result.passed, result.failure()
 
 
 @pytest.mark.slow
-def test_store_unit_with_tiles_of_two_rows(tmp_path):
-    harness = store_unit_harness(small_config(CONFIGS["bus32-burst4-out2"]), max_rows=2)
+@pytest.mark.parametrize("target", ["generic", "ecp5"])
+def test_store_unit_with_tiles_of_two_rows(target, tmp_path):
+    harness = store_unit_harness(small_config(CONFIGS["bus32-burst4-out2"]), max_rows=2,
+                                 target=target)
     result = check_harness(harness, depth=DEPTH, workdir=tmp_path)
     assert result.passed, result.failure()

@@ -1,0 +1,124 @@
+"""The ``ecp5`` store unit's W packer: lines -> W beats, control and data in separate cycles.
+
+The generic packer (`StoreUnit._send_beats`) decides, in one cycle, from the bursts queue's
+level and the line queue's head, whether a beat goes out, how many bytes stay and whether a line
+joins, and that decision selects the packer's bytes and the W data; on ECP5 that cycle was
+the whole accelerator's critical path (docs/ecp5_target.md). Here, as in the load unit's data
+half (`load_gather`), the decisions come first and the wide data follows them a cycle later:
+
+* cycle t (control): from byte counts only (``have``, the head line's ``bytes``), decide
+  whether a beat is sent and whether the head line joins the packer, and where; the head
+  line, its strobes and the decisions are registered. Nothing wide depends on them here.
+* cycle t+1 (data): the packer's bytes move as decided: the beat decided in cycle t is its
+  low bytes, pushed with its WLAST into a queue of beats; what stays moves down a beat, and
+  a joining line is ORed in at its registered byte lane.
+* W comes from the beat queue's output register (`RegisteredQueue`): WVALID, WDATA, WSTRB
+  and WLAST are flops, held until WREADY.
+
+A beat is decided only while its burst's AW has gone out and the beat queue has room for it
+and for every beat decided and not yet sent (``reserved``, a register): it is never pushed full,
+and WREADY reaches no decision in the cycle it comes. Each beat goes out three cycles later
+than on the generic target; one beat per cycle, back to back, as before.
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Const, Mux, Signal
+from amaranth.lib import data
+
+from tensorforge.hw.dma_rows import RegisteredQueue, byte_mask
+
+# Beats decided and not yet sent: one a cycle from the decision to WREADY takes three (the
+# decision's register, then two in the queue), so four keep W busy every cycle.
+BEAT_QUEUE_DEPTH = 4
+
+
+def pack_beats(unit, m, lines, bursts) -> None:
+    """`StoreUnit`'s data stage for the ``ecp5`` target (see the module docstring): packs the
+    lines of ``lines`` into the W beats of the bursts queued in ``bursts`` (each entry a
+    burst's AWLEN, its beats minus one) and drives the unit's W channel."""
+    config = unit.config
+    bus_bytes = config.dma.bus_bytes
+    line_bytes = config.acc_line_bytes
+    width = line_bytes + bus_bytes  # bytes the packer can hold
+    axi = unit.axi
+    head = lines.head
+    beat_layout = data.StructLayout(
+        {"data": bus_bytes * 8, "strobes": bus_bytes, "last": 1})
+    m.submodules.beats = beats = RegisteredQueue(beat_layout, BEAT_QUEUE_DEPTH)
+    sent = Signal()
+    m.d.comb += [
+        axi.wvalid.eq(beats.r_rdy),
+        axi.wdata.eq(beats.head.data),
+        axi.wstrb.eq(beats.head.strobes),
+        axi.wlast.eq(beats.head.last),
+        sent.eq(beats.r_rdy & axi.wready),
+        beats.r_en.eq(sent),
+    ]
+
+    # --- cycle t: decisions on byte counts ----------------------------------------------------
+    have = Signal(range(width + 1), name="pack_have")  # bytes held once the data catches up
+    flushing = Signal(name="pack_flushing")  # the run's last line is in: send what is left
+    burst_beat = Signal(range(config.dma.max_burst), name="pack_burst_beat")
+    reserved = Signal(range(BEAT_QUEUE_DEPTH + 1), name="pack_reserved")  # decided, not sent
+    emit = Signal()  # a beat is sent, the packer's low bytes in the next cycle
+    last = Signal()
+    m.d.comb += [
+        emit.eq(((have >= bus_bytes) | (flushing & (have != 0))) & bursts.r_rdy
+                & (reserved != BEAT_QUEUE_DEPTH)),
+        last.eq(burst_beat == bursts.head),
+    ]
+    m.d.sync += reserved.eq(reserved + emit - sent)
+    with m.If(emit):
+        m.d.sync += burst_beat.eq(burst_beat + 1)
+        with m.If(last):
+            m.d.comb += bursts.r_en.eq(1)
+            m.d.sync += burst_beat.eq(0)
+
+    rest_have = Signal.like(have)  # what stays after this cycle's beat
+    m.d.comb += rest_have.eq(
+        Mux(emit, Mux(have > bus_bytes, have - bus_bytes, 0), have))
+    # A run's first line starts at its lane in an empty packer; the others right behind.
+    at = Mux(head.first, head.offset, rest_have)
+    room = Mux(head.first, rest_have == 0, ~flushing & (rest_have + head.bytes <= width))
+    joins = lines.r_rdy & room
+    with m.If(joins):
+        m.d.comb += lines.r_en.eq(1)
+        m.d.sync += [have.eq(at + head.bytes), flushing.eq(head.last)]
+    with m.Else():
+        m.d.sync += have.eq(rest_have)
+        with m.If(rest_have == 0):
+            m.d.sync += flushing.eq(0)
+
+    emit_d, last_d, join_d = Signal(), Signal(), Signal()
+    at_d = Signal(range(width))
+    line_d = Signal(line_bytes * 8)  # the head line, whether it joined or not
+    line_strobes_d = Signal(line_bytes)
+    m.d.sync += [
+        emit_d.eq(emit),
+        last_d.eq(last),
+        join_d.eq(joins),
+        at_d.eq(at),
+        line_d.eq(head.data),
+        line_strobes_d.eq(byte_mask(m, head.bytes, line_bytes, "store_row_strobes")),
+    ]
+
+    # --- cycle t+1: the bytes move as decided -------------------------------------------------
+    # Bytes past ``have`` are zero (lines come masked to their row), so a line ORs in behind.
+    packed = Signal(width * 8)
+    strobes = Signal(width)
+    rest = Mux(emit_d, packed >> (bus_bytes * 8), packed)
+    rest_strobes = Mux(emit_d, strobes >> bus_bytes, strobes)
+    m.d.comb += [
+        beats.w_en.eq(emit_d),
+        beats.pushed.data.eq(packed[: bus_bytes * 8]),
+        beats.pushed.strobes.eq(strobes[:bus_bytes]),
+        beats.pushed.last.eq(last_d),
+    ]
+    with m.If(join_d):
+        m.d.sync += [
+            packed.eq(rest | (line_d << Cat(Const(0, 3), at_d))),
+            strobes.eq(rest_strobes | (line_strobes_d << at_d)),
+        ]
+    with m.Else():
+        m.d.sync += [packed.eq(rest), strobes.eq(rest_strobes)]
