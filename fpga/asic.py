@@ -177,6 +177,7 @@ def synthesize_asic(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     store: ResultStore | None = None,
     use_cache: bool = True,
+    keep_run: Path | None = None,
 ) -> AsicReport:
     """Map ``verilog`` onto the cells of ``tech`` and report area, timing and power.
 
@@ -186,7 +187,8 @@ def synthesize_asic(
     ``clk`` or ``clock``; without one the design is timed against a virtual clock of
     ``clock_ns``. ``memories`` is ``"macros"`` (SRAM macros, see the module docstring) or
     ``"flops"``. ``timeout_s`` bounds each tool run. The result is stored and returned from the
-    store on later calls.
+    store on later calls. ``keep_run``: run in that new or empty directory and keep it, logs
+    and all (the store is not read then).
     """
     check_top_name(top)
     target = technology(tech)
@@ -203,11 +205,12 @@ def synthesize_asic(
     )
 
     def run(key: str) -> AsicReport:
-        with run_directory("asic", key) as run_dir:
+        with run_directory("asic", key, keep_run) as run_dir:
             return _run_flow(verilog, options, target, liberty, run_dir, timeout_s, key)
 
     return cached_synthesis(
-        "asic", verilog, options, run, AsicReport, store=store, use_cache=use_cache
+        "asic", verilog, options, run, AsicReport, store=store,
+        use_cache=use_cache and keep_run is None,
     )
 
 

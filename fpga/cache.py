@@ -102,11 +102,16 @@ def cached_synthesis(
 
 
 @contextmanager
-def run_directory(flow: str, key: str) -> Iterator[Path]:
+def run_directory(flow: str, key: str, keep: Path | None = None) -> Iterator[Path]:
     """A fresh directory for one run: removed after success, kept after a failure.
 
-    Kept on failure because the error message points at the full logs inside it.
+    Kept on failure because the error message points at the full logs inside it. ``keep``
+    (``synth --keep-run``) runs in that new or empty directory instead and leaves it: the
+    logs name more than the report does, such as the critical path nextpnr found.
     """
+    if keep is not None:
+        yield _empty_directory(keep)
+        return
     path = Path(tempfile.mkdtemp(prefix=f"{flow}-{key}-", dir=cache_subdir("synth-runs")))
     try:
         yield path
@@ -114,3 +119,13 @@ def run_directory(flow: str, key: str) -> Iterator[Path]:
         logger.warning("%s run failed; its files are kept in %s", flow, path)
         raise
     shutil.rmtree(path, ignore_errors=True)
+
+
+def _empty_directory(path: Path) -> Path:
+    from tensorforge.errors import ConfigError
+
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise ConfigError(f"--keep-run {path}: not an empty directory; give a new or empty "
+                          "one, so no earlier run's files are mistaken for this run's")
+    path.mkdir(parents=True, exist_ok=True)
+    return path

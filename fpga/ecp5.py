@@ -167,6 +167,7 @@ def synthesize_ecp5(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     store: ResultStore | None = None,
     use_cache: bool = True,
+    keep_run: Path | None = None,
 ) -> Ecp5Report:
     """Synthesize and place-and-route ``verilog`` (top module ``top``) on an ECP5 part.
 
@@ -177,18 +178,20 @@ def synthesize_ecp5(
     design with more multipliers than the part has DSPs still fits. ``router`` is nextpnr's:
     router1 (default) gave the better Fmax on our designs; router2 is the alternative for
     large, congested ones on which router1 runs too long. ``timeout_s`` bounds each tool run.
-    The result is stored and returned from the store on later calls.
+    The result is stored and returned from the store on later calls. ``keep_run``: run in
+    that new or empty directory and keep it, logs and all (the store is not read then).
     """
     check_top_name(top)
     options = Ecp5Options(top, part, package, clock_ns, speed, seed, out_of_context, max_dsps,
                           router)
 
     def run(key: str) -> Ecp5Report:
-        with run_directory("ecp5", key) as run_dir:
+        with run_directory("ecp5", key, keep_run) as run_dir:
             return _run_flow(verilog, options, run_dir, timeout_s, key)
 
     return cached_synthesis(
-        "ecp5", verilog, options, run, Ecp5Report, store=store, use_cache=use_cache
+        "ecp5", verilog, options, run, Ecp5Report, store=store,
+        use_cache=use_cache and keep_run is None,
     )
 
 

@@ -73,6 +73,23 @@ def test_cli_table_and_store_reuse(module_workspace, mac_file, capsys):
     assert len(ResultStore(store).keys("synth_asic")) == 1
 
 
+def test_keep_run_leaves_every_log_of_a_real_run(module_workspace, mac_file, capsys, tmp_path):
+    """--keep-run runs the tools even when the result is stored, and leaves their files: the
+    nextpnr log names the critical path the summary only measures."""
+    store = module_workspace / "s.sqlite"
+    _synth(capsys, mac_file, "--top", "mac", "--flow", "ecp5", "--json", "--store", store)
+    kept = tmp_path / "run"
+    code, out, err = _synth(capsys, mac_file, "--top", "mac", "--flow", "ecp5", "--json",
+                            "--store", store, "--keep-run", kept)
+    assert code == 0 and json.loads(out)["cached"] is False
+    assert f"kept in {kept}" in err
+    log = (kept / "nextpnr.log").read_text()
+    assert "Critical path report" in log and (kept / "report.json").is_file()
+    code, _, err = _synth(capsys, mac_file, "--top", "mac", "--flow", "asic", "--store", store,
+                          "--keep-run", kept)
+    assert code == 1 and "not an empty directory" in err and "Traceback" not in err
+
+
 def test_cli_reports_tool_errors_without_traceback(module_workspace, capsys):
     source = module_workspace / "broken.v"
     source.write_text(SYNTAX_ERROR)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="result store file (default $TENSORFORGE_STORE or the cache)")
     parser.add_argument("--no-cache", action="store_true",
                         help="run the tools even when the store has this result")
+    parser.add_argument("--keep-run", type=Path, default=None, metavar="DIR",
+                        help="run the tools in DIR (new or empty) and keep it: every log, "
+                        "netlist and nextpnr's report, which name more than the summary (the "
+                        "store is not read; the result is still stored)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
 
@@ -70,12 +75,15 @@ def run(args: argparse.Namespace) -> int:
             f"cannot read the Verilog file {args.verilog}: {error.strerror}"
         ) from None
     store = ResultStore(args.store)
-    common = {"timeout_s": args.timeout, "store": store, "use_cache": not args.no_cache}
+    common = {"timeout_s": args.timeout, "store": store, "use_cache": not args.no_cache,
+              "keep_run": args.keep_run}
     # each tool's stage, phases and elapsed time on stderr (a whole accelerator maps for
     # minutes to hours); stdout keeps only the table or the JSON
     with reporting(StageProgress(f"synth {args.flow}")):
         report = _synthesize(args, verilog, common)
     summary = report.summary()
+    if args.keep_run is not None:
+        print(f"the run's files are kept in {args.keep_run}", file=sys.stderr)
     if args.json:
         print(json.dumps(summary, sort_keys=False))
     else:
