@@ -179,7 +179,11 @@ def synthesize_ecp5(
     router1 (default) gave the better Fmax on our designs; router2 is the alternative for
     large, congested ones on which router1 runs too long. ``timeout_s`` bounds each tool run.
     The result is stored and returned from the store on later calls. ``keep_run``: run in
-    that new or empty directory and keep it, logs and all (the store is not read then).
+    that new or empty directory and keep it, logs and all (the store is not read then); its
+    ``report.json`` then also lists the arrival time of every timing endpoint
+    (``--detailed-timing-report``) and ``timing.sdf`` holds each one's setup time and clock
+    delay, which `ecp5_timing` turns into per-endpoint slack. Both only add to what nextpnr
+    writes after routing, so they are not part of the result's key.
     """
     check_top_name(top)
     options = Ecp5Options(top, part, package, clock_ns, speed, seed, out_of_context, max_dsps,
@@ -187,7 +191,8 @@ def synthesize_ecp5(
 
     def run(key: str) -> Ecp5Report:
         with run_directory("ecp5", key, keep_run) as run_dir:
-            return _run_flow(verilog, options, run_dir, timeout_s, key)
+            return _run_flow(verilog, options, run_dir, timeout_s, key,
+                             detailed_timing=keep_run is not None)
 
     return cached_synthesis(
         "ecp5", verilog, options, run, Ecp5Report, store=store,
@@ -231,7 +236,8 @@ def instantiated_dsps(rtlil: str) -> int:
 
 
 def _run_flow(
-    verilog: str, options: Ecp5Options, run_dir: Path, timeout_s: float, key: str
+    verilog: str, options: Ecp5Options, run_dir: Path, timeout_s: float, key: str,
+    *, detailed_timing: bool = False,
 ) -> Ecp5Report:
     budget = dsp_budget(options.part, options.max_dsps)
     mapped = map_within_dsp_budget(verilog, [], options.top, budget, run_dir, timeout_s)
@@ -253,6 +259,8 @@ def _run_flow(
     ]
     if options.out_of_context:
         args.append("--out-of-context")
+    if detailed_timing:
+        args += ["--detailed-timing-report", "--sdf", "timing.sdf"]
     nextpnr = run_tool(NEXTPNR_ECP5, args, cwd=run_dir, log_name="nextpnr.log",
                        timeout_s=timeout_s)
     fmax_by_clock, critical_path_ns, utilization = _read_nextpnr_report(

@@ -11,6 +11,7 @@ from tensorforge.cli import main
 from tensorforge.errors import ToolError
 from tensorforge.fpga.asic import synthesize_asic
 from tensorforge.fpga.ecp5 import synthesize_ecp5
+from tensorforge.fpga.ecp5_timing import read_run
 from tensorforge.hw.mac import MultiplyAccumulate
 from tensorforge.store import ResultStore
 
@@ -75,9 +76,11 @@ def test_cli_table_and_store_reuse(module_workspace, mac_file, capsys):
 
 def test_keep_run_leaves_every_log_of_a_real_run(module_workspace, mac_file, capsys, tmp_path):
     """--keep-run runs the tools even when the result is stored, and leaves their files: the
-    nextpnr log names the critical path the summary only measures."""
+    nextpnr log names the critical path the summary only measures, and the report and SDF give
+    every endpoint's slack (the flags that ask for them leave the result as it was)."""
     store = module_workspace / "s.sqlite"
-    _synth(capsys, mac_file, "--top", "mac", "--flow", "ecp5", "--json", "--store", store)
+    _, stored, _ = _synth(capsys, mac_file, "--top", "mac", "--flow", "ecp5", "--json",
+                          "--store", store)
     kept = tmp_path / "run"
     code, out, err = _synth(capsys, mac_file, "--top", "mac", "--flow", "ecp5", "--json",
                             "--store", store, "--keep-run", kept)
@@ -85,6 +88,10 @@ def test_keep_run_leaves_every_log_of_a_real_run(module_workspace, mac_file, cap
     assert f"kept in {kept}" in err
     log = (kept / "nextpnr.log").read_text()
     assert "Critical path report" in log and (kept / "report.json").is_file()
+    same = ("luts", "ffs", "dsps", "fmax_mhz", "critical_path_ns")
+    assert {k: json.loads(out)[k] for k in same} == {k: json.loads(stored)[k] for k in same}
+    timing = read_run(kept)
+    assert timing.has_sdf and timing.endpoints and timing.histogram_matches is True
     code, _, err = _synth(capsys, mac_file, "--top", "mac", "--flow", "asic", "--store", store,
                           "--keep-run", kept)
     assert code == 1 and "not an empty directory" in err and "Traceback" not in err

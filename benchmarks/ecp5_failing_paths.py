@@ -1,0 +1,22 @@
+"""Which blocks of an ECP5 build fail timing: every endpoint's slack, grouped by hierarchy.
+
+Reads a run directory kept by ``tensorforge synth ... --flow ecp5 --keep-run DIR`` (nextpnr's
+report.json with per-endpoint arrival times, timing.sdf with setup times; see
+`tensorforge.fpga.ecp5_timing`) and prints, per Amaranth module prefix, the endpoints, how many
+fail the clock the run was built for, the worst slack, the total negative slack and a histogram
+of the failing ones; then the registers with the most failing bits.
+
+    python benchmarks/ecp5_failing_paths.py RUN_DIR [--depth 2] [--under compute] [--markdown]
+
+It first checks itself: the slacks, binned as nextpnr bins them, must reproduce the slack
+histogram nextpnr printed after routing ("matches nextpnr's histogram: yes").
+"""
+
+from __future__ import annotations
+
+import sys
+
+from tensorforge.fpga.ecp5_timing import main
+
+if __name__ == "__main__":
+    sys.exit(main())
