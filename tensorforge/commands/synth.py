@@ -59,7 +59,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--keep-run", type=Path, default=None, metavar="DIR",
                         help="run the tools in DIR (new or empty) and keep it: every log, "
                         "netlist and nextpnr's report, which name more than the summary (the "
-                        "store is not read; the result is still stored)")
+                        "store is not read; the result is still stored); ecp5: with every "
+                        "endpoint's timing, for benchmarks/ecp5_failing_paths.py DIR")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
 
