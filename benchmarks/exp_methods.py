@@ -351,69 +351,72 @@ def report(runs: list[dict], args: argparse.Namespace) -> str:
 
 
 #: What the tables above say, written from the committed runs (whole networks, 12 trials,
-#: 30 s; BERT seeds 0-2, ResNet-50 and MobileNet v1 seed 0 only).
+#: 30 s; seeds 0-2 of every method on all three networks).
 READING = [
     "## What was measured, and where methods fall short",
     "",
-    "- **Coverage: 30 of the 54 runs.** BERT-base has all 6 methods x 3 seeds; ResNet-50 and "
-    "MobileNet v1 have seed 0 only. The 24 missing runs (seeds 1 and 2 of those two "
-    "networks) need about 30 min of CPU on a dedicated core (whole-network trials cost "
-    "3-4 s of CPU each for HASCO's search over 20-24 layers, a run 38-160 s), which at the "
-    "2-6 % of a core each of our processes got here would have taken 2-3 hours more. They "
-    "run with `exp_methods.py --models resnet50 mobilenet --seeds 1 2 --trials 12 --seconds "
-    "30 --cap 120` (cached runs are kept). The single-seed figures below are one sample, "
-    "and BERT shows how large seed noise is.",
-    "- **Seed noise is as large as the gaps between methods.** On BERT the hypervolume "
-    "after 12 trials has a standard deviation of 0.02-0.29 over 3 seeds for means of "
-    "0.39-0.55; HASCO's best EDP after 12 trials moves 16x from seed to seed (2.5e5 "
-    "to 4.0e6), and the HASCO/Poros ratio below goes from 0.12 to 16.5. No method is told "
-    "apart from the others on BERT by hypervolume. ShiBO, which optimizes EDP alone (the paper's "
-    "objective), has the lowest geometric-mean best EDP after 12 trials on BERT (2.4e5 "
-    "against 3.6e5-8.8e5 mJ·ms) and ResNet-50 (8.2e4 against 1.2e5-1.9e5, Poros apart), "
-    "and the highest hypervolume on all three networks at 12 trials, but its nested GP "
-    "search makes its trials among the most expensive (12 trials: 25 s on BERT, where UNICO "
-    "took 26 s and the others 9-23 s; 88 s on MobileNet against 25-68 s; 103 s on ResNet-50 "
-    "against 53-76 s, Poros apart).",
+    "- **Coverage: all 54 runs** (6 methods x 3 seeds x 3 networks). BERT's 18 runs are "
+    "from 49bca26; ResNet-50's and MobileNet v1's were run again after b1b82a6 changed how "
+    "the batch model prices held operands (BERT, with no sliding windows, is not affected). "
+    "The commits between these runs leave the model's figures bit-equal (checked by "
+    "`validate --restamp` and the helpers' equality runs).",
+    "- **CPU time is a noisy budget on a shared machine.** The same method's 12 trials cost "
+    "2-6x more CPU seconds on seed 1 of ResNet-50 and MobileNet (run while CI runs, "
+    "syntheses and Verilator builds shared the 2 cores) than on seeds 0 and 2: HASCO "
+    "took 119 s against 21-38 s on ResNet-50, 76 s against 17-23 s on MobileNet. Contended "
+    "cores and caches slow a process's own instructions, so its CPU time grows too. Four "
+    "ResNet-50 and MobileNet seed-1 runs hit the 120 s cap before their 12th trial (UNICO "
+    "after 1 trial on both, NSGA-II after 9 and random after 5 on ResNet-50; Poros and HASCO "
+    "on ResNet-50 reached 12): their '@ 12 trials' figures read fewer trials, and seed 1 "
+    "weighs on every mean. The '@ 30 s' columns are the most affected.",
+    "- **Seed noise is as large as most gaps between methods.** Hypervolume after 12 "
+    "trials has standard deviations of 0.02-0.3 for means of 0.32-0.60; HASCO's best EDP "
+    "after 12 trials moves 16x from seed to seed on BERT and 9x on ResNet-50.",
+    "- **ShiBO is the one method ahead on every network.** Optimizing EDP alone (the "
+    "paper's objective) it has the lowest geometric-mean best EDP after 12 trials on all "
+    "three (BERT 2.4e5 mJ·ms against 3.6e5-8.8e5; MobileNet 6.0e3 against 1.1e4-1.7e5; "
+    "ResNet-50 7.5e4 against 1.1e5-1.7e5, Poros apart) and the highest mean hypervolume on "
+    "all three (0.55, 0.59, 0.60; HASCO's 0.60 on ResNet-50 ties it). Its nested GP "
+    "search is not the most expensive any more: 12 trials "
+    "cost it 25 s on BERT (others 9-26 s), 46 s on MobileNet (22-74 s), 64 s on ResNet-50 "
+    "(56-84 s).",
     "- **The time budget is too small for whole CNNs.** A batch of 4 whole-network trials "
-    "costs 5-40 s of CPU on ResNet-50 and MobileNet, so 30 s buys the first batch or "
-    "a few (4-12 trials; ShiBO's first ResNet-50 batch did not end within 30 s): the '@ 30 s' "
-    "columns of those two networks compare mostly the seed's initial designs: HASCO, UNICO "
-    "and NSGA-II start from the same seeded first designs, hence their equal best EDP at "
-    "30 s on ResNet-50 (1.295e5). "
-    "On BERT (0.5-1 s per trial) 30 s is 12-56 trials.",
-    "- **Fewer feasible designs than with two layers**: 1-10 of the first 12 trials per run "
-    "are feasible (on BERT 6-19 of 36 per method, against 25-33 of 36 in the two-layer "
-    "runs). At most one trial per run failed for want of a mapping (a 64x64 CONV2D array "
-    "with 32 KiB of scratchpad has none for ResNet-50's conv1, "
-    "MobileNet's dw1 or BERT's qkv, and a whole-network trial needs every layer); the rest "
-    "exceed the 2 W bound. Whole networks and the calibrated dynamic energy (the 45 nm "
-    "energy of the earlier runs was 25-91 % lower on the layers checked) both raise the "
-    "power; the two were not separated.",
+    "costs 5-40 s of CPU on ResNet-50 and MobileNet, so 30 s buys the first batch or a few: "
+    "the '@ 30 s' columns of those two networks compare mostly the seeds' initial designs, "
+    "and a method with no feasible design among them in one seed reads 'none'. On BERT "
+    "(0.5-1 s per trial) 30 s is 12-56 trials.",
+    "- **Half the proposed designs are infeasible.** Of the first 12 trials of every "
+    "ResNet-50 and MobileNet run, 195 of 400 are feasible (HASCO 52 of 72, random 20 of 65, "
+    "Poros 28 of 72); 20 had no legal mapping for some layer (the strided conv1 of either "
+    "network on some arrays, a few of MobileNet's depthwise and pointwise layers; two Poros "
+    "mappings of conv1 overflow LOAD's 12-bit row length), and the rest exceed the 2 W "
+    "bound. On BERT 6-19 of 36 per method are "
+    "feasible.",
     "- **Poros (claim: 2.15-2.40x lower EDP than HASCO): not reproduced.** On BERT the "
     "geometric mean of HASCO/Poros is 1.16 after 12 trials and 1.23 after 30 s, but from "
-    "one seed in three (13.4 and 16.5; the other two seeds 0.12-0.94, HASCO better). On "
-    "whole ResNet-50 and MobileNet (seed 0) Poros is far behind: best EDP 1200x and 19x "
-    "HASCO's after 12 trials, with 2 of 9 ResNet-50 trials feasible. Its policy chooses "
-    "each of the 20-24 layers' mappings (an unrolling and prime-factor tiling levels in a "
-    "fixed loop order) and learns from 2-3 updates of 4 configurations, where the paper "
-    "trains for many batches of 32; one poor layer mapping sets a whole network's latency, "
-    "while HASCO searches 32 mappings per layer and keeps the library's when faster. Its "
-    "ResNet-50 trials were also slow (9 trials in 161 s; its third batch of 4 took 115 s; "
-    "not investigated), so its run stopped at the cap after 9 trials.",
-    "- **UNICO (claim: up to 4x faster to HASCO-quality designs): not reproduced.** In "
-    "all 5 runs it was slower to HASCO's 12-trial best EDP (0.41x, 0.57x and 0.82x) or never "
-    "reached it (BERT seed 2, ResNet-50 seed 0). Successive halving gives a dropped design "
-    "16 software-search evaluations per layer instead of 32, but its GP fits, ParEGO batch "
-    "and robustness bookkeeping cost as much as that saves at this budget (12 trials: 26 s "
-    "mean against HASCO's 15 s on BERT, 76 s against 53 s on ResNet-50). The paper's "
-    "speed-up comes from large software budgets (b_max = 200 and more), where the halving "
-    "dominates.",
-    "- **Not measured**: ResNet-50 and MobileNet seeds 1-2 (above), the default "
-    "program-timeline evaluator (`--evaluator hasco`; `hasco-batch` prices the same "
-    "mappings with the batch model's cycles, 1.6-5.6 % from the timeline's on the mappings "
-    "checked, and the same calibrated energy model), larger budgets, the ShiBO ParEGO "
-    "variant (`objective='parego'`). The JSON keeps every trial (objectives, constraint "
-    "margins, EDP, CPU and wall seconds), so other readings need no rerun.",
+    "one seed in three (13.4 and 16.5; the other two 0.12-0.94, HASCO better). On whole "
+    "MobileNet and ResNet-50 Poros is far behind: HASCO's best EDP after 12 trials is 9x "
+    "and 57x lower (geometric means; 0.04-0.84 and 0.0007-0.31 per seed). Its policy "
+    "chooses each of the 20-24 layers' mappings (an unrolling and prime-factor tiling "
+    "levels in a fixed loop order) and learns from 2-3 updates of 4 configurations, where "
+    "the paper trains for many batches of 32; one poor layer mapping sets a whole "
+    "network's latency, while HASCO searches 32 mappings per layer and keeps the library's "
+    "when faster.",
+    "- **UNICO (claim: up to 4x faster to HASCO-quality designs): not reproduced.** Of 9 "
+    "runs it reached HASCO's 12-trial best EDP faster once (ResNet-50 seed 2, 1.05x), "
+    "slower in four (0.41x-0.74x) and never in four (two of them the seed-1 runs cut at "
+    "the cap after one trial). Successive halving gives a dropped design 16 software-search "
+    "evaluations per layer instead of 32, but its GP fits, ParEGO batch and robustness "
+    "bookkeeping cost as much as that saves at this budget (12 trials: 26 s against "
+    "HASCO's 15 s on BERT, 74 s against 38 s on MobileNet, 84 s against 59 s on ResNet-50). "
+    "The paper's speed-up comes from large software budgets (b_max = 200 and more), where "
+    "the halving dominates.",
+    "- **Not measured**: the default program-timeline evaluator (`--evaluator hasco`; "
+    "`hasco-batch` prices the same mappings with the batch model's cycles, 1.6-5.6 % from "
+    "the timeline's on the mappings checked, and the same calibrated energy model), larger "
+    "budgets, the ShiBO ParEGO variant (`objective='parego'`), a dedicated machine. The "
+    "JSON keeps every trial (objectives, constraint margins, EDP, CPU and wall seconds), "
+    "so other readings need no rerun.",
 ]
 
 
