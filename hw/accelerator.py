@@ -98,8 +98,10 @@ class Accelerator(wiring.Component):
                          if "retired" in unit.signature.members)
         m.submodules.controller = controller = Controller(
             config, retiring, early_room=self.target is Target.ECP5)
-        m.submodules.scratchpad = scratchpad = Scratchpad(config)
-        m.submodules.accumulator = accumulator = AccumulatorBuffer(config)
+        m.submodules.scratchpad = scratchpad = Scratchpad(
+            config, read_every_cycle=self.target is Target.ECP5)
+        m.submodules.accumulator = accumulator = AccumulatorBuffer(
+            config, read_every_cycle=self.target is Target.ECP5)
         m.submodules.read_arbiter = arbiter = AxiReadArbiter(
             config.dma.bus_bits, registered=self.target is Target.ECP5)
 

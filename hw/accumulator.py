@@ -26,13 +26,20 @@ class AccumulatorBuffer(wiring.Component):
     (``write_latency`` = 1: a read accepted in the cycle after a write sees it; in the same
     cycle, the old line). The compute unit's writes win the write port; a DMA write waits
     (``dma_write.req.ready`` low) while the compute unit writes.
+
+    ``read_every_cycle`` (the ECP5 target): the memory's read ports are enabled in every cycle
+    and read whatever address is presented; the slots take the data only in the cycle after
+    an accepted read, so the responses are the same. The block RAMs' clock enables and the
+    flip-flops Yosys adds on their read side then have no enable, where the acceptance (the
+    consumer's handshake) drove about 330 enables per port.
     """
 
     read_latency = 1
     write_latency = 1
 
-    def __init__(self, config: AcceleratorConfig) -> None:
+    def __init__(self, config: AcceleratorConfig, read_every_cycle: bool = False) -> None:
         self.config = config
+        self.read_every_cycle = read_every_cycle
         super().__init__(
             {
                 "compute_read": In(acc_read_port(config)),
@@ -57,7 +64,7 @@ class AccumulatorBuffer(wiring.Component):
             m.d.comb += [
                 accepted.eq(port.req.valid & slot.can_accept),
                 port.req.ready.eq(slot.can_accept),
-                read_port.en.eq(accepted),
+                read_port.en.eq(1 if self.read_every_cycle else accepted),
                 read_port.addr.eq(port.req.payload[:address_bits]),
             ]
             slot.elaborate_into(m, read_port.data, accepted)

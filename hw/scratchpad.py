@@ -116,12 +116,19 @@ class Scratchpad(wiring.Component):
     ``conflicts``. The port that lost the last conflict wins the next one (A wins the first), so
     neither starves. ``conflict`` is high in exactly those cycles. `ScratchpadModel` counts the
     same way.
+
+    ``read_every_cycle`` (the ECP5 target): each bank's read port is enabled in every cycle and
+    reads whatever row is presented; a port takes a bank's data only in the cycle after its
+    granted read, so the responses are the same. The block RAMs' clock enables and the
+    flip-flops Yosys adds on their read side then have no enable, where the grant (the bank
+    decode) drove them.
     """
 
     read_latency = 1
 
-    def __init__(self, config: AcceleratorConfig) -> None:
+    def __init__(self, config: AcceleratorConfig, read_every_cycle: bool = False) -> None:
         self.config = config
+        self.read_every_cycle = read_every_cycle
         super().__init__(
             {
                 "a_read": In(spad_read_port(config)),
@@ -175,7 +182,7 @@ class Scratchpad(wiring.Component):
             a_here = grant["a"] & (bank["a"] == index)
             b_here = grant["b"] & (bank["b"] == index)
             m.d.comb += [
-                read_port.en.eq(a_here | b_here),
+                read_port.en.eq(1 if self.read_every_cycle else a_here | b_here),
                 read_port.addr.eq(Mux(a_here, row["a"], row["b"])),
                 write_port.addr.eq(write_row),
                 write_port.data.eq(write.payload.data),

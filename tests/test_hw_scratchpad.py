@@ -35,12 +35,14 @@ def _run(dut, testbench) -> None:
 
 
 @pytest.mark.amaranth_sim
+@pytest.mark.parametrize("read_every_cycle", [False, True], ids=["generic", "ecp5"])
 @pytest.mark.parametrize("banks", [1, 2, 3, 4])
-def test_scratchpad_matches_model_cycle_by_cycle(banks, random_seed):
+def test_scratchpad_matches_model_cycle_by_cycle(banks, read_every_cycle, random_seed):
+    # read_every_cycle (the ECP5 target): the banks read whatever row is presented, every cycle
     seed = random_seed
     config = small_config(banks)
     rng = np.random.default_rng(seed)
-    dut = Scratchpad(config)
+    dut = Scratchpad(config, read_every_cycle=read_every_cycle)
     lines, elems = config.spad_lines, config.spad_line_elems
     model = ScratchpadModel(banks, lines, elems)
     traffic = ScratchpadTraffic(rng, lines, elems, config.precision.in_bits, banks)
@@ -77,19 +79,25 @@ def test_scratchpad_matches_model_cycle_by_cycle(banks, random_seed):
 
 
 @pytest.mark.amaranth_sim
-def test_accumulator_masked_writes_and_write_priority(random_seed):
+@pytest.mark.parametrize("read_every_cycle", [False, True], ids=["generic", "ecp5"])
+def test_accumulator_masked_writes_and_write_priority(read_every_cycle, random_seed):
+    # Random read requests and response back-pressure: a response not taken stays on the port
+    # (unchanged) while the memory reads other lines; with read_every_cycle (the ECP5 target)
+    # the memory reads every cycle, whether or not a request is accepted.
     seed = random_seed
     config = small_config(2)
     rng = np.random.default_rng(seed)
-    dut = AccumulatorBuffer(config)
+    dut = AccumulatorBuffer(config, read_every_cycle=read_every_cycle)
     lines, elems = config.acc_lines, config.acc_line_elems
     memory = [[0] * elems for _ in range(lines)]
     writers = {"compute": dut.compute_write, "dma": dut.dma_write}
     readers = {"compute": dut.compute_read, "dma": dut.dma_read}
 
     async def testbench(ctx):
-        pending = {name: None for name in readers}
-        for cycle in range(800):
+        pending = {name: None for name in readers}  # the line owed on resp, if any
+        stalled = 0
+        for cycle in range(1200):
+            where = f"seed {seed}, cycle {cycle}"
             writes = {}
             for name, port in writers.items():
                 write = None
@@ -101,19 +109,30 @@ def test_accumulator_masked_writes_and_write_priority(random_seed):
                     )
                 ctx.set(port.req.valid, write is not None)
                 writes[name] = write
-            requests = {name: int(rng.integers(0, lines)) for name in readers}
+            accepted = {}
             for name, port in readers.items():
-                ctx.set(port.req.valid, 1)
-                ctx.set(port.req.payload, requests[name])
-                ctx.set(port.resp.ready, 1)
-                if pending[name] is not None:
+                valid = bool(rng.random() < 0.8)
+                line = int(rng.integers(0, lines))
+                resp_ready = bool(rng.random() < 0.6)
+                ctx.set(port.req.valid, valid)
+                ctx.set(port.req.payload, line)
+                ctx.set(port.resp.ready, resp_ready)
+                owed = pending[name]
+                assert ctx.get(port.resp.valid) == (owed is not None), f"{where}: {name} valid"
+                if owed is not None:
                     observed = list(ctx.get(port.resp.payload))
-                    assert ctx.get(port.resp.valid), f"seed {seed}, cycle {cycle}"
-                    assert observed == pending[name], f"seed {seed}, cycle {cycle}: {name}"
+                    assert observed == owed, f"{where}: {name} read {observed}"
+                    stalled += not resp_ready
+                ready = owed is None or resp_ready
+                assert ctx.get(port.req.ready) == ready, f"{where}: {name} req.ready"
+                accepted[name] = line if valid and ready else None
+                if owed is not None and resp_ready:
+                    pending[name] = None
             dma_taken = ctx.get(dut.dma_write.req.ready)
             assert dma_taken == (writes["compute"] is None), f"seed {seed}: priority"
-            for name in readers:
-                pending[name] = list(memory[requests[name]])  # old line: read before write
+            for name, line in accepted.items():
+                if line is not None:
+                    pending[name] = list(memory[line])  # old line: read before write
             write = writes["compute"] or writes["dma"]
             if write is not None:
                 line, values, mask = write
@@ -121,6 +140,7 @@ def test_accumulator_masked_writes_and_write_priority(random_seed):
                     if mask >> index & 1:
                         memory[line][index] = values[index]
             await ctx.tick()
+        assert stalled > 100, f"seed {seed}: too few stalled responses to test holding"
 
     _run(dut, testbench)
 
