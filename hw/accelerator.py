@@ -98,10 +98,11 @@ class Accelerator(wiring.Component):
                          if "retired" in unit.signature.members)
         m.submodules.controller = controller = Controller(
             config, retiring, early_room=self.target is Target.ECP5)
+        ecp5 = self.target is Target.ECP5
         m.submodules.scratchpad = scratchpad = Scratchpad(
-            config, read_every_cycle=self.target is Target.ECP5)
+            config, read_every_cycle=ecp5, registered_reads=ecp5)
         m.submodules.accumulator = accumulator = AccumulatorBuffer(
-            config, read_every_cycle=self.target is Target.ECP5)
+            config, read_every_cycle=ecp5, registered_reads=ecp5)
         m.submodules.read_arbiter = arbiter = AxiReadArbiter(
             config.dma.bus_bits, registered=self.target is Target.ECP5)
 

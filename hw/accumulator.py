@@ -15,7 +15,7 @@ from amaranth.lib.wiring import In
 
 from tensorforge.config import AcceleratorConfig
 from tensorforge.hw.ports import acc_read_port, acc_write_port
-from tensorforge.hw.scratchpad import ReadSlot
+from tensorforge.hw.scratchpad import ReadSlot, RegisteredReadBuffer
 
 
 class AccumulatorBuffer(wiring.Component):
@@ -32,14 +32,23 @@ class AccumulatorBuffer(wiring.Component):
     an accepted read, so the responses are the same. The block RAMs' clock enables and the
     flip-flops Yosys adds on their read side then have no enable, where the acceptance (the
     consumer's handshake) drove about 330 enables per port.
+
+    ``registered_reads`` (the ECP5 target): the compute port's data is registered (no enable)
+    and answered through `RegisteredReadBuffer`: a read accepted in cycle t returns its line
+    in cycle t+2, one line per cycle as before; its ``req.ready`` no longer waits on
+    ``resp.ready``. Writes and what a read sees (the line as of its acceptance) are unchanged.
+    The DMA port keeps `ReadSlot` (one line owned at a time): the store unit latches each
+    row's fields with the request and relies on that.
     """
 
     read_latency = 1
     write_latency = 1
 
-    def __init__(self, config: AcceleratorConfig, read_every_cycle: bool = False) -> None:
+    def __init__(self, config: AcceleratorConfig, read_every_cycle: bool = False,
+                 registered_reads: bool = False) -> None:
         self.config = config
         self.read_every_cycle = read_every_cycle
+        self.registered_reads = registered_reads
         super().__init__(
             {
                 "compute_read": In(acc_read_port(config)),
@@ -59,7 +68,9 @@ class AccumulatorBuffer(wiring.Component):
 
         for name, port in (("compute", self.compute_read), ("dma", self.dma_read)):
             read_port = memory.read_port(transparent_for=())
-            slot = ReadSlot(port, line_bits, f"{name}_read")
+            registered = self.registered_reads and name == "compute"
+            slot = (RegisteredReadBuffer if registered else ReadSlot)(
+                port, line_bits, f"{name}_read")
             accepted = Signal(name=f"{name}_read_accepted")
             m.d.comb += [
                 accepted.eq(port.req.valid & slot.can_accept),

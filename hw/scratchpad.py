@@ -102,6 +102,62 @@ class ReadBuffer:
         ]
 
 
+class RegisteredReadBuffer:
+    """Like `ReadBuffer`, but the memory's data goes through a register first (the ECP5
+    target): a read accepted in cycle t returns its line in cycle t+2, so no logic follows the
+    block RAM's read (5.6 ns from the clock to its data at ECP5 speed 6) in the same cycle.
+
+    ``fresh_data`` is the memory's data in the cycle after an accepted read; it is registered
+    in every cycle, without an enable. Up to three lines are owned (accepted, not yet taken):
+    one in the memory, one in the register and the rest in ``held``; ``can_accept`` is a
+    register, high while fewer than three would be owned after this cycle, so one line per
+    cycle goes through while ``resp`` is ready.
+    """
+
+    LINES = 3
+
+    def __init__(self, port, width: int, name: str) -> None:
+        self.port = port
+        self.reading = Signal(name=f"{name}_reading")  # accepted last cycle: in the memory
+        self.fresh = Signal(name=f"{name}_fresh")  # in the register
+        self.data = Signal(width, name=f"{name}_data")
+        self.count = Signal(range(self.LINES + 1), name=f"{name}_held_count")
+        self.held = [Signal(width, name=f"{name}_held_{i}") for i in range(self.LINES)]
+        self.can_accept = Signal(name=f"{name}_can_accept", init=1)
+
+    def elaborate_into(self, m: Module, fresh_data, accepted, registered_data=None) -> None:
+        """``registered_data``: the line already registered outside (in the cycle after
+        ``fresh_data`` would be valid), used instead of registering ``fresh_data`` here."""
+        resp = self.port.resp
+        holding = self.count != 0
+        taken = resp.valid & resp.ready
+        m.d.comb += [
+            resp.valid.eq(self.fresh | holding),
+            resp.payload.eq(Mux(holding, self.held[0], self.data)),
+        ]
+        if registered_data is None:
+            m.d.sync += self.data.eq(fresh_data)
+        else:
+            m.d.comb += self.data.eq(registered_data)
+        shift = taken & holding
+        with m.If(shift):
+            for i in range(self.LINES - 1):
+                m.d.sync += self.held[i].eq(self.held[i + 1])
+        keep = self.fresh & (holding | ~resp.ready)  # the registered line waits its turn
+        slot = self.count - shift
+        with m.If(keep):
+            for i in range(self.LINES):
+                with m.If(slot == i):
+                    m.d.sync += self.held[i].eq(self.data)
+        count = self.count + keep - shift
+        m.d.sync += [
+            self.count.eq(count),
+            self.fresh.eq(self.reading),
+            self.reading.eq(accepted),
+            self.can_accept.eq(count + self.reading + accepted < self.LINES),
+        ]
+
+
 class Scratchpad(wiring.Component):
     """Banked scratchpad: two compute read ports (A, B) and one DMA write port.
 
@@ -122,13 +178,20 @@ class Scratchpad(wiring.Component):
     granted read, so the responses are the same. The block RAMs' clock enables and the
     flip-flops Yosys adds on their read side then have no enable, where the grant (the bank
     decode) drove them.
+
+    ``registered_reads`` (the ECP5 target): each bank's data is registered (no enable) before
+    the bank select, and the ports answer through `RegisteredReadBuffer`: a read accepted in
+    cycle t returns its line in cycle t+2 (``read_latency`` 2), one line per port per cycle
+    as before. Arbitration, conflicts and write timing are unchanged.
     """
 
     read_latency = 1
 
-    def __init__(self, config: AcceleratorConfig, read_every_cycle: bool = False) -> None:
+    def __init__(self, config: AcceleratorConfig, read_every_cycle: bool = False,
+                 registered_reads: bool = False) -> None:
         self.config = config
         self.read_every_cycle = read_every_cycle
+        self.registered_reads = registered_reads
         super().__init__(
             {
                 "a_read": In(spad_read_port(config)),
@@ -146,7 +209,8 @@ class Scratchpad(wiring.Component):
         line_bits = config.spad_line_elems * config.precision.in_bits
 
         readers = {"a": self.a_read, "b": self.b_read}
-        slots = {name: ReadBuffer(port, line_bits, f"{name}_read")
+        buffer = RegisteredReadBuffer if self.registered_reads else ReadBuffer
+        slots = {name: buffer(port, line_bits, f"{name}_read")
                  for name, port in readers.items()}
         bank, row, want, grant, bank_q = {}, {}, {}, {}, {}
         for name, port in readers.items():
@@ -173,7 +237,7 @@ class Scratchpad(wiring.Component):
         write_bank, write_row = split_line(write.payload.addr, banks)
         m.d.comb += write.ready.eq(1)
 
-        read_data = []
+        read_data, registered_data = [], []
         for index in range(banks):
             memory = Memory(shape=unsigned(line_bits), depth=config.bank_depth, init=[])
             m.submodules[f"bank{index}"] = memory
@@ -189,6 +253,10 @@ class Scratchpad(wiring.Component):
                 write_port.en.eq(Mux(write.valid & (write_bank == index), write.payload.mask, 0)),
             ]
             read_data.append(read_port.data)
+            if self.registered_reads:
+                registered = Signal(line_bits, name=f"bank{index}_read_q")
+                m.d.sync += registered.eq(read_port.data)
+                registered_data.append(registered)
 
         for name, slot in slots.items():
             with m.If(grant[name]):
@@ -198,7 +266,17 @@ class Scratchpad(wiring.Component):
                 for index, data in enumerate(read_data):
                     with m.Case(index):
                         m.d.comb += fresh.eq(data)
-            slot.elaborate_into(m, fresh, grant[name])
+            if not self.registered_reads:
+                slot.elaborate_into(m, fresh, grant[name])
+                continue
+            bank_qq = Signal(range(banks), name=f"{name}_bank_qq")
+            late = Signal(line_bits, name=f"{name}_late_line")
+            m.d.sync += bank_qq.eq(bank_q[name])
+            with m.Switch(bank_qq):
+                for index, data in enumerate(registered_data):
+                    with m.Case(index):
+                        m.d.comb += late.eq(data)
+            slot.elaborate_into(m, fresh, grant[name], registered_data=late)
         return m
 
 

@@ -55,8 +55,9 @@ class DmaHarness(wiring.Component):
         m.submodules.load = load = LoadUnit(self.config, self.target)
         m.submodules.store = store = StoreUnit(self.config, self.target)
         every_cycle = self.target == "ecp5"  # the buffers as the ECP5 accelerator builds them
-        m.submodules.scratchpad = scratchpad = Scratchpad(self.config, every_cycle)
-        m.submodules.accumulator = accumulator = AccumulatorBuffer(self.config, every_cycle)
+        m.submodules.scratchpad = scratchpad = Scratchpad(self.config, every_cycle, every_cycle)
+        m.submodules.accumulator = accumulator = AccumulatorBuffer(
+            self.config, every_cycle, every_cycle)
         wiring.connect(m, wiring.flipped(self.load_cmd), load.cmd)
         wiring.connect(m, wiring.flipped(self.store_cmd), store.cmd)
         wiring.connect(m, wiring.flipped(self.spad_read), scratchpad.a_read)
@@ -144,7 +145,8 @@ def test_store_unit_sends_w_beats_back_to_back(target):
     beats = rows * config.acc_line_bytes // config.dma.bus_bytes
     m = Module()
     m.submodules.store = store = StoreUnit(config, target)
-    m.submodules.accumulator = accumulator = AccumulatorBuffer(config, target == "ecp5")
+    ecp5 = target == "ecp5"
+    m.submodules.accumulator = accumulator = AccumulatorBuffer(config, ecp5, ecp5)
     wiring.connect(m, store.acc_read, accumulator.dma_read)
     width = len(store.cmd.payload.as_value())
     insn = Store(rows=rows, row_len=config.acc_line_elems, stride=config.acc_line_elems,
