@@ -34,6 +34,16 @@ def _run(dut, testbench) -> None:
     sim.run()
 
 
+def _write_masked(memory, write) -> None:
+    """The reference memory after a write ``(line, values, mask)``; None writes nothing."""
+    if write is None:
+        return
+    line, values, mask = write
+    for index, value in enumerate(values):
+        if mask >> index & 1:
+            memory[line][index] = value
+
+
 @pytest.mark.amaranth_sim
 @pytest.mark.parametrize("read_every_cycle", [False, True], ids=["generic", "ecp5"])
 @pytest.mark.parametrize("banks", [1, 2, 3, 4])
@@ -133,12 +143,7 @@ def test_accumulator_masked_writes_and_write_priority(read_every_cycle, random_s
             for name, line in accepted.items():
                 if line is not None:
                     pending[name] = list(memory[line])  # old line: read before write
-            write = writes["compute"] or writes["dma"]
-            if write is not None:
-                line, values, mask = write
-                for index in range(elems):
-                    if mask >> index & 1:
-                        memory[line][index] = values[index]
+            _write_masked(memory, writes["compute"] or writes["dma"])
             await ctx.tick()
         assert stalled > 100, f"seed {seed}: too few stalled responses to test holding"
 
@@ -210,11 +215,7 @@ def _late_read_bench(dut, readers, write_port, lines, elems, rng, seed, low, hig
                 if ctx.get(port.req.ready) and requests[name] is not None:
                     owed[name].append((list(memory[requests[name]]), cycle))
                 assert len(owed[name]) <= 3, f"{where}: {name} owns {len(owed[name])} lines"
-            if write is not None:
-                line, values, mask = write
-                for index in range(elems):
-                    if mask >> index & 1:
-                        memory[line][index] = values[index]
+            _write_masked(memory, write)
             await ctx.tick()
         assert max(len(o) for o in owed.values()) <= 3
 
