@@ -52,9 +52,6 @@ MODEL_MODULES = ("tensorforge.dse.cost_model", "tensorforge.dse.cost_parameters"
                  "tensorforge.dse.cost_geometry", "tensorforge.dse.cost_space",
                  "tensorforge.dse.cost_rows", "tensorforge.dse.cost_transfers",
                  "tensorforge.dse.cost_trace", "tensorforge.dse.cost_holds")
-#: The packages whose code decides the programs both sides run: editing them may change a
-#: program, and so its RTL cycles, which `restamped_summary` alone can tell.
-PROGRAM_PACKAGES = ("tensorforge.compiler", "tensorforge.isa")
 #: How reports name the model whose cycles they quote.
 MODEL_NAME = "instruction-level timeline of the compiled program (dse/cost_trace.py)"
 #: The model a software search ranks its candidates with, thousands at a time.
@@ -302,20 +299,12 @@ def summary(outcomes: Sequence[CaseOutcome], *, commit: str) -> dict:
 
 
 def program_digest() -> str:
-    """A digest of the sources of `PROGRAM_PACKAGES` (every module, read, not imported)."""
-    import importlib.util
-    from pathlib import Path
+    """A digest of the code that decides the programs both sides run (every module of the
+    compiler, and the ISA): editing it may change a program, and so its RTL cycles, which
+    `restamped_summary` alone can tell."""
+    from tensorforge.hashing import package_modules, source_digest
 
-    files = []
-    for name in PROGRAM_PACKAGES:
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.origin is None:
-            raise ModuleNotFoundError(f"no source for {name!r}")
-        origin = Path(spec.origin)
-        found = sorted(origin.parent.rglob("*.py")) if origin.name == "__init__.py" else [origin]
-        files += [(f"{name}/{path.relative_to(origin.parent)}", path.read_bytes().hex())
-                  for path in found]
-    return stable_hash(*files)[:12]
+    return source_digest(*package_modules("tensorforge.compiler"), "tensorforge.isa")
 
 
 def load_summary() -> dict | None:

@@ -23,7 +23,7 @@ from tensorforge.dse.evaluate import LayerMetrics
 from tensorforge.dse.sw_search import SEARCHES, SearchResult
 from tensorforge.dse.sw_space import SoftwareSpace
 from tensorforge.errors import MappingError
-from tensorforge.hashing import source_digest
+from tensorforge.hashing import package_modules, source_digest
 from tensorforge.memory import DEFAULT_MEMORY, MemorySystem
 
 # the modules whose code decides a layer's result: their source is part of the version
@@ -136,14 +136,8 @@ def within_reach(workload: Workload, candidates: list, config: AcceleratorConfig
 def _model_digest() -> str:
     """The cost model's, the search's and the compiler's source (a finalist is priced on the
     program the code generator emits): a stored sweep resumes only under the same."""
-    import pkgutil
-
-    import tensorforge.compiler
-
-    compiler = [f"tensorforge.compiler.{m.name}"
-                for m in pkgutil.iter_modules(tensorforge.compiler.__path__)]
     return source_digest(*(f"tensorforge.dse.{name}" for name in MODEL_MODULES),
-                         "tensorforge.dse.sw_evaluator", *sorted(compiler))
+                         "tensorforge.dse.sw_evaluator", *package_modules("tensorforge.compiler"))
 
 
 def _metrics(mapping, numbers: dict, result: SearchResult, *, library: bool) -> LayerMetrics:

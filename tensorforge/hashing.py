@@ -54,3 +54,13 @@ def source_digest(*module_names: str, length: int = 12) -> str:
             raise ModuleNotFoundError(f"no source for module {name!r}")
         digest.update(name.encode() + b"\0" + Path(spec.origin).read_bytes())
     return digest.hexdigest()[:length]
+
+
+def package_modules(package: str) -> list[str]:
+    """The modules of ``package`` (its own, not its subpackages'), sorted: what
+    `source_digest` takes for "this package's code"."""
+    import importlib
+    import pkgutil
+
+    path = importlib.import_module(package).__path__
+    return sorted(f"{package}.{module.name}" for module in pkgutil.iter_modules(path))
