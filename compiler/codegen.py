@@ -45,6 +45,7 @@ from tensorforge.compiler.output_stage import OutputStage, ParamBlocks
 from tensorforge.compiler.param_reload import TileParams
 from tensorforge.compiler.program import Program
 from tensorforge.compiler.program_layout import program_layouts
+from tensorforge.compiler.repeats import fold_repeats
 from tensorforge.compiler.tile_walk import TileWalker, load_params
 from tensorforge.compiler.tiling import build_tiling
 from tensorforge.compiler.tokens import COMPUTE, Emitter
@@ -104,7 +105,7 @@ def generate(workload: Workload, mapping: Mapping, config: AcceleratorConfig, *,
     TileWalker(device, tiling, layouts, config, emitter, overwrite, params, region).run(
         mapping.order)
     emitter.add(COMPUTE, Finish)
-    instructions = emitter.build()
+    instructions = fold_repeats(emitter.build(), config)
     check_addressable([*layouts.values(), *extras])
     return Program(config=config, workload=workload, lowering=lowering, mapping=mapping,
                    instructions=tuple(instructions), operands=(layouts["A"], layouts["B"]),

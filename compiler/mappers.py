@@ -43,6 +43,7 @@ from tensorforge.memory import DEFAULT_MEMORY, MemorySystem
 LIBRARY_BLOCKS = 4  # intrinsic blocks per tile per matched index, as a fixed library would
 MAX_ORDERS = 24
 MAX_ENUMERATED = 512  # tilings per tensorize choice tried exhaustively; above: greedy growth
+EVEN_SPLITS = (2, 3, 4)  # `_even_splits`
 
 
 def device_choices(workload: Workload, config: AcceleratorConfig,
@@ -158,19 +159,41 @@ def _whole_taps(device: Workload, choice: TensorizeChoice) -> set[str]:
             if n not in outputs}
 
 
-def _index_options(device, choice, block) -> list[list[int]]:
-    """`_tile_options` of each device index (kernel taps whole, `_whole_taps`)."""
+def _index_options(device, choice, block, config) -> list[list[int]]:
+    """`_tile_options` of each device index (kernel taps whole, `_whole_taps`); with
+    ``controller.repeat``, a window's unblocked output rows also `_even_splits`."""
     whole = _whole_taps(device, choice)
-    return [[size] if n in whole else _tile_options(size, block[n])
+    rows = _window_rows(device, choice, block) if config.controller.repeat else set()
+    return [[size] if n in whole
+            else sorted({*_tile_options(size, block[n]), *_even_splits(size)}) if n in rows
+            else _tile_options(size, block[n])
             for n, size in device.sizes.items()]
+
+
+def _window_rows(device: Workload, choice: TensorizeChoice, block) -> set[str]:
+    """Output indices of one element per block that slide in an operand's window (a direct
+    convolution's image rows ``x`` of ``x+r``): a tile of ``t`` of them loads ``t + r - 1``
+    rows, so how evenly the tiles split the image decides how much halo is read again."""
+    outputs = set(device.output.indices)
+    return {n for role, access in choice.operands
+            for n in sliding_windows(access, choice.intrinsic, role, choice.index_map).members
+            if n in outputs and block[n] == 1}
+
+
+def _even_splits(size: int) -> list[int]:
+    """Tiles that cut ``size`` into 2, 3 or 4 nearly equal parts (56: 28, 19, 14). Where
+    repeated LOADs make a tile's many rows cheap to fetch, the largest tile that fits counts,
+    and the powers of two jump past it (16, then 32)."""
+    return [-(-size // parts) for parts in EVEN_SPLITS if size > parts]
 
 
 def _enumerate(device, choice, block, orders, config, memory, bursts, holds=()):
     """Every fitting tiling of `_index_options`; ``(cost, tiles, order)``, None if none
     fits or there are too many to try."""
     sizes = device.sizes
-    options = _index_options(device, choice, block)
-    if math.prod(len(o) for o in options) > MAX_ENUMERATED:
+    options = _index_options(device, choice, block, config)
+    limit = MAX_ENUMERATED * (2 if config.controller.repeat else 1)  # room for the splits
+    if math.prod(len(o) for o in options) > limit:
         return None
     best = None
     for tiles, tiling in _fitting(device, choice, block, config, list(sizes), options, {},

@@ -30,6 +30,7 @@ from tensorforge.isa import (
     Store,
     disassemble,
     encode_program,
+    expand,
 )
 
 
@@ -127,7 +128,8 @@ class Program:
         config = self.config
         counts = Counter(type(ins).__name__.upper() for ins in self.instructions)
         read = written = steps = 0
-        for ins in self.instructions:
+        for ins in expand(self.instructions, config.precision.in_bytes,
+                          config.precision.acc_bytes):
             if isinstance(ins, Load):
                 size = (config.precision.acc_bytes if ins.buffer is Buffer.ACC
                         else config.precision.in_bytes)

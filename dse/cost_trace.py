@@ -41,7 +41,15 @@ from dataclasses import dataclass
 from tensorforge.config import AcceleratorConfig
 from tensorforge.dse.cost_transfers import TransferShape, transfer_shape
 from tensorforge.hw.controller import TOKEN_QUEUES, Controller
-from tensorforge.isa import INSTRUCTION_BYTES, Compute, ComputeMode, Finish, Load, Store
+from tensorforge.isa import (
+    INSTRUCTION_BYTES,
+    Compute,
+    ComputeMode,
+    Finish,
+    Load,
+    Store,
+    expand,
+)
 from tensorforge.requant import PARAM_LINES
 
 
@@ -299,14 +307,16 @@ def trace_cycles(instructions, config: AcceleratorConfig, step, p,
     whose data shares the read channel with them; so the timeline runs again with the last
     pass's dispatch times until its cycles settle (`SETTLED`, `PASSES`)."""
     program = [i for i in instructions if not isinstance(i, Finish)]
-    transfers = {k: transfer_shape(config, i) for k, i in enumerate(program)
-                 if isinstance(i, (Load, Store))}
+    precision = config.precision
+    runs = [expand([i], precision.in_bytes, precision.acc_bytes) for i in program]
+    transfers = {(k, n): transfer_shape(config, run) for k, i in enumerate(program)
+                 if isinstance(i, (Load, Store)) for n, run in enumerate(runs[k])}
     hint: list[float] = []
     cycles = None
     for _ in range(PASSES):
         events: list = []
-        last, (cycles, hint) = cycles, _pass(program, transfers, config, step, p, terms, hint,
-                                             events)
+        last, (cycles, hint) = cycles, _pass(program, runs, transfers, config, step, p, terms,
+                                             hint, events)
         if last is not None and abs(cycles - last) <= SETTLED * last:
             break
     if log is not None:
@@ -314,8 +324,11 @@ def trace_cycles(instructions, config: AcceleratorConfig, step, p,
     return cycles
 
 
-def _pass(program, transfers, config, step, p, terms, hint, log):
-    """One run of the timeline: (cycles, dispatch time per instruction)."""
+def _pass(program, runs, transfers, config, step, p, terms, hint, log):
+    """One run of the timeline: (cycles, dispatch time per instruction). ``runs[k]`` are
+    the commands the gate issues for instruction ``k`` (one, or a repeated LOAD's or
+    STORE's runs, `isa.expand`): the gate issues the next run two cycles after the last
+    (RUN, then ISSUE again), without taking or popping anything."""
     units = {Load: "load", Compute: "compute", Store: "store"}
     depth = config.controller.queue_depth
     windows = Controller.retire_windows
@@ -350,24 +363,26 @@ def _pass(program, transfers, config, step, p, terms, hint, log):
                 index = popped[name]
                 popped[name] += 1
                 ready = max(ready, pushes[name][index] + 1)
-        issue = max(ready + 1, unit_ready[unit])
-        if unit == "load":
-            unit_ready[unit], retire = _load_time(dmas[unit], channel, fetch,
-                                                  transfers[k], issue, p, terms)
-        elif unit == "store":
-            # a requantizing STORE reads its parameter lines first, a cycle each
-            extra = PARAM_LINES if instruction.requant else 0
-            unit_ready[unit], retire = _store_time(dmas[unit], transfers[k],
-                                                   issue + extra, p, terms)
-        else:
-            unit_ready[unit], retire = computes.run(instruction, issue)
-        done = retired[unit]
-        retire = max(retire, done[-1] if done else 0.0)
-        done.append(retire)
-        window = windows[unit]
-        room = done[-1 - window] if len(done) > window else 0.0
-        gate_back[unit] = max(issue + terms.gate_cycles - 2, room + 1)
-        log.append((k, unit, at, take, issue, retire))
+        issue = ready - 1
+        for n, run in enumerate(runs[k]):
+            issue = max(issue + 2, unit_ready[unit])
+            if unit == "load":
+                unit_ready[unit], retire = _load_time(dmas[unit], channel, fetch,
+                                                      transfers[k, n], issue, p, terms)
+            elif unit == "store":
+                # a requantizing STORE reads its parameter lines first, a cycle each
+                extra = PARAM_LINES if instruction.requant else 0
+                unit_ready[unit], retire = _store_time(dmas[unit], transfers[k, n],
+                                                       issue + extra, p, terms)
+            else:
+                unit_ready[unit], retire = computes.run(run, issue)
+            done = retired[unit]
+            retire = max(retire, done[-1] if done else 0.0)
+            done.append(retire)
+            window = windows[unit]
+            room = done[-1 - window] if len(done) > window else 0.0
+            gate_back[unit] = max(issue + terms.gate_cycles - 2, room + 1)
+            log.append((k, unit, at, take, issue, retire))
         for flag in ("push_prev", "push_next"):
             name = produces.get((unit, flag))
             if name and getattr(instruction, flag):

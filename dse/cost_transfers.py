@@ -88,9 +88,14 @@ def transfer_shape(config: AcceleratorConfig, instruction) -> TransferShape:
 
 
 def _measure(instructions, config: AcceleratorConfig) -> TransferCounts:
-    shapes = [transfer_shape(config, i) for i in instructions]
+    """Counts of one transfer's (maybe repeated, `isa.expand`) instructions."""
+    from tensorforge.isa import expand
+
+    precision = config.precision
+    shapes = [transfer_shape(config, i)
+              for i in expand(instructions, precision.in_bytes, precision.acc_bytes)]
     return TransferCounts(
-        instructions=len(shapes), elements=sum(s.elements for s in shapes),
+        instructions=len(instructions), elements=sum(s.elements for s in shapes),
         beats=sum(sum(s.bursts) for s in shapes), bursts=sum(len(s.bursts) for s in shapes),
         rows=sum(s.rows for s in shapes), lines=sum(s.rows + s.zero_lines for s in shapes))
 
@@ -112,6 +117,7 @@ class TransferCounter:
         ``valid`` elements per index (a remainder tile or a chunk has fewer); ``holds`` as
         `tiling.build_tiling` takes it (a held index's whole extent is loaded)."""
         from tensorforge.compiler.program_layout import program_layouts
+        from tensorforge.compiler.repeats import fold_repeats
         from tensorforge.compiler.tile_walk import TileWalker
         from tensorforge.compiler.tiling import build_tiling
 
@@ -124,7 +130,7 @@ class TransferCounter:
             walker._store(0, origin, valid)
         else:
             walker._load(role, 0, origin, valid)
-        return _measure(recorder.instructions, self.config)
+        return _measure(fold_repeats(recorder.instructions, self.config), self.config)
 
     def batch(self, role: str, uses: tuple[int, ...], names: tuple[str, ...],
               tiles: np.ndarray, valid: np.ndarray, legal: np.ndarray,

@@ -24,7 +24,15 @@ from tensorforge.dse.cost_space import movement_hops
 from tensorforge.dse.cost_trace import stationary_run
 from tensorforge.dse.cost_transfers import transfer_shape
 from tensorforge.dse.energy import EVENTS
-from tensorforge.isa import INSTRUCTION_BYTES, Buffer, Compute, ComputeMode, Load, Store
+from tensorforge.isa import (
+    INSTRUCTION_BYTES,
+    Buffer,
+    Compute,
+    ComputeMode,
+    Load,
+    Store,
+    expand,
+)
 from tensorforge.requant import PARAM_LINES
 from tensorforge.sim.axi_traffic import line_geometry
 
@@ -37,7 +45,8 @@ def program_events(instructions, config: AcceleratorConfig, step) -> dict[str, f
     fetched = len(instructions) * INSTRUCTION_BYTES
     events["dram_bytes"] += fetched
     events["dma_beats"] += math.ceil(fetched / bus)
-    for instruction in instructions:
+    for instruction in expand(instructions, config.precision.in_bytes,
+                              config.precision.acc_bytes):
         if isinstance(instruction, (Load, Store)):
             _transfer(events, config, instruction)
         elif isinstance(instruction, Compute):

@@ -31,6 +31,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
+from tensorforge import isa
 from tensorforge.config import AcceleratorConfig
 from tensorforge.hw.axi import (
     ADDR_BITS,
@@ -52,6 +53,7 @@ TOKEN_QUEUES = (
     ("s2c", "store", "push_prev", "compute", "pop_next"),
 )
 UNIT_OPCODES = {"load": Opcode.LOAD, "compute": Opcode.COMPUTE, "store": Opcode.STORE}
+REPEATING = ("load", "store")  # units whose instructions carry `isa.REPEAT_FIELDS`
 
 
 class Controller(wiring.Component):
@@ -298,11 +300,21 @@ class Controller(wiring.Component):
 
         if unit in self.retiring:
             deferred = self._deferred_pushes(m, unit, pushes)
+        repeats = self.config.controller.repeat and unit in REPEATING
+        def pushed(flag: str):  # a repeated instruction pushes only after its last run
+            return getattr(flags, flag) & last_run if repeats else getattr(flags, flag)
+
+        if repeats:
+            runs_left, advance = self._repeat(m, unit, held)
+            last_run = runs_left == 0
         with m.FSM(name=f"{unit}_gate"):
             with m.State("TAKE"):
                 m.d.comb += [empty.eq(1), queue.r_en.eq(1)]
                 with m.If(queue.r_rdy):
                     m.d.sync += held.eq(queue.r_data)
+                    if repeats:
+                        lsb, bits = isa.field_offsets(UNIT_OPCODES[unit])["repeat"]
+                        m.d.sync += runs_left.eq(queue.r_data[lsb : lsb + bits])
                     m.next = "TOKENS"
             with m.State("TOKENS"):
                 m.d.comb += waiting.eq(~ready)
@@ -318,14 +330,58 @@ class Controller(wiring.Component):
                 if unit in self.retiring:  # the tokens wait for the retire pulse: take the next
                     deferred_room, defer = deferred
                     with m.If(deferred_room):
-                        defer(Cat(getattr(flags, flag) for flag in pushes))
+                        defer(Cat(pushed(flag) for flag in pushes))
                         m.next = "TAKE"
+                        if repeats:
+                            with m.If(~last_run):
+                                advance()
+                                m.next = "ISSUE"
                 else:
                     with m.If(idle):
                         for flag, push in pushes.items():
-                            m.d.comb += push.eq(getattr(flags, flag))
+                            m.d.comb += push.eq(pushed(flag))
                         m.next = "TAKE"
+                        if repeats:
+                            with m.If(~last_run):
+                                advance()
+                                m.next = "ISSUE"
         return waiting, empty
+
+    def _repeat(self, m: Module, unit: str, held: Signal):
+        """The run counter of a LOAD or STORE gate (``controller.repeat``). Returns
+        ``(runs_left, advance)``: the runs still to issue after the current one, and the
+        action that turns ``held`` into the next run (its line and DRAM address moved on,
+        `isa.expand`). The DRAM step is a product of two fields, registered while the gate
+        waits for tokens, so no multiplier sits on the way to the unit."""
+        config = self.config
+        opcode = UNIT_OPCODES[unit]
+        offsets = isa.field_offsets(opcode)
+
+        def field(name: str):
+            lsb, bits = offsets[name]
+            return held[lsb : lsb + bits]
+
+        in_shift = (config.precision.in_bits // 8).bit_length() - 1
+        acc_shift = (config.precision.acc_bits // 8).bit_length() - 1
+        if opcode is Opcode.LOAD:
+            wide = field("buffer") == isa.Buffer.ACC
+            run_lines = field("pad_before") + field("rows") + field("pad_after")
+        else:
+            wide = ~field("requant") if config.output_pipeline else Const(1)
+            run_lines = field("rows")
+        runs_left = Signal(offsets["repeat"][1], name=f"{unit}_runs_left")
+        step = Signal(ADDR_BITS, name=f"{unit}_run_step")
+        rows = field("repeat_stride") * field("stride")
+        m.d.sync += step.eq(Mux(wide, rows << acc_shift, rows << in_shift))
+
+        def advance() -> None:
+            m.d.sync += [
+                field("line").eq(field("line") + run_lines),
+                field("dram_addr").eq(field("dram_addr") + step),
+                runs_left.eq(runs_left - 1),
+            ]
+
+        return runs_left, advance
 
     def _deferred_pushes(self, m: Module, unit: str, pushes: dict):
         """A retiring unit's deferred pushes: the push flags of each command it took and has

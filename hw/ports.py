@@ -38,10 +38,12 @@ def instruction_layout(opcode: isa.Opcode, output_pipeline: bool = False) -> dat
     """The fields of one instruction format as a struct, packed exactly as `isa` encodes them.
 
     ``Signal(instruction_layout(op))`` can be assigned the low bits of a fetched 128-bit word.
-    The fields of `isa.OUTPUT_PIPELINE_FIELDS` (the last of their format) are left out unless
-    ``output_pipeline``: an accelerator without the pipeline decodes exactly what it did.
+    The fields of `isa.OUTPUT_PIPELINE_FIELDS` are left out unless ``output_pipeline``, and
+    those of `isa.REPEAT_FIELDS` (the controller's, after them: the last of their format)
+    always: a unit decodes exactly what it did before either existed.
     """
-    skipped = () if output_pipeline else isa.OUTPUT_PIPELINE_FIELDS.get(opcode, ())
+    skipped = ((() if output_pipeline else isa.OUTPUT_PIPELINE_FIELDS.get(opcode, ()))
+               + isa.REPEAT_FIELDS.get(opcode, ()))
     return data.StructLayout({f.name: unsigned(f.bits) for f in isa.FORMATS[opcode]
                               if f.name not in skipped})
 

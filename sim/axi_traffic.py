@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from tensorforge.config import AcceleratorConfig
 from tensorforge.hw.axi import plan_bursts
 from tensorforge.hw.dma_rows import transfer_runs
-from tensorforge.isa import INSTRUCTION_BYTES, Buffer, Instruction, Load, Store
+from tensorforge.isa import INSTRUCTION_BYTES, Buffer, Instruction, Load, Store, expand
 
 
 def line_geometry(config: AcceleratorConfig, instruction: Load | Store) -> tuple[int, int]:
@@ -85,9 +85,10 @@ def bus_traffic(
 ) -> Traffic:
     """What the ``bytes_read``/``bytes_written`` counters should say after the program."""
     instructions = list(instructions)
+    fetch = fetch_bytes(config, base, len(instructions))
+    instructions = expand(instructions, config.precision.in_bytes, config.precision.acc_bytes)
     loads = [run for i in instructions if isinstance(i, Load) for run in dram_runs(config, i)]
     stores = [run for i in instructions if isinstance(i, Store) for run in dram_runs(config, i)]
-    fetch = fetch_bytes(config, base, len(instructions))
     bus_bytes = config.dma.bus_bytes
     return Traffic(
         read=_beats(loads, config) * bus_bytes + fetch,

@@ -36,6 +36,7 @@ from tensorforge.isa import (
     Load,
     Store,
     decode_program,
+    expand,
 )
 from tensorforge.requant import PARAM_LINES, requantize_lines
 
@@ -161,6 +162,11 @@ class FunctionalSimulator:
             if isinstance(program, bytes | bytearray)
             else list(program)
         )
+        fetched = Counter(type(ins).__name__.upper() for ins in instructions
+                          if not isinstance(ins, Finish))
+        self._check_repeats(instructions)
+        precision = self.config.precision
+        instructions = expand(instructions, precision.in_bytes, precision.acc_bytes)
         queues = self._queues(instructions)
         self._instructions = instructions
         memory = np.frombuffer(dram, dtype=np.uint8) if len(dram) else np.zeros(0, np.uint8)
@@ -196,8 +202,18 @@ class FunctionalSimulator:
                     progressed = True
             if not progressed:
                 raise SimulationError(self._deadlock(instructions, queues, heads, tokens))
+        stats.instructions = fetched  # as fetched: a repeated LOAD or STORE counts once
         stats.instructions["FINISH"] += 1
         return stats
+
+    def _check_repeats(self, instructions: list[Instruction]) -> None:
+        if self.config.controller.repeat:
+            return
+        for pc, ins in enumerate(instructions):
+            if getattr(ins, "repeat", 0) or getattr(ins, "repeat_stride", 0):
+                raise SimulationError(
+                    f"instruction {pc} ({ins.describe()}) repeats, but the accelerator is built "
+                    "without controller.repeat; build it with --repeat or compile for this one")
 
     def _queues(self, instructions: list[Instruction]) -> list[list[int]]:
         finish = next((pc for pc, ins in enumerate(instructions) if isinstance(ins, Finish)), None)
@@ -262,7 +278,6 @@ class FunctionalSimulator:
     # ------------------------------------------------------------------ semantics
 
     def _execute(self, pc, instruction, memory, stats, trackers, unit, clock, queues) -> None:
-        stats.instructions[type(instruction).__name__.upper()] += 1
         try:
             if isinstance(instruction, Load):
                 accesses = self._load(instruction, memory, stats)

@@ -216,8 +216,14 @@ class ControllerConfig:
     """
 
     queue_depth: int = DEFAULT_QUEUE_DEPTH
+    #: LOAD and STORE carry a ``repeat`` count (`tensorforge.isa`): the controller expands one
+    #: instruction into that many runs, so a tile of several rows costs one fetched
+    #: instruction, not one per row. Off by default: the calibrated hardware has no expander.
+    repeat: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.repeat, bool):
+            raise ConfigError(f"controller.repeat must be true or false, not {self.repeat!r}")
         depth = self.queue_depth
         if isinstance(depth, bool) or not isinstance(depth, int) or not (
             2 <= depth <= MAX_QUEUE_DEPTH and depth & (depth - 1) == 0
@@ -407,6 +413,8 @@ class AcceleratorConfig:
             del values["output_pipeline"]
         if self.controller == ControllerConfig():  # likewise
             del values["controller"]
+        elif not self.controller.repeat:
+            del values["controller"]["repeat"]
         return values
 
     def to_json(self) -> str:
@@ -461,5 +469,6 @@ class AcceleratorConfig:
             f"int{self.precision.in_bits}/{self.precision.acc_bits}"
             + (", output pipeline" if self.output_pipeline else "")
             + (f", queues of {self.controller.queue_depth}"
-               if self.controller != ControllerConfig() else "")
+               if self.controller.queue_depth != DEFAULT_QUEUE_DEPTH else "")
+            + (", repeating LOAD/STORE" if self.controller.repeat else "")
         )

@@ -40,6 +40,16 @@ Semantics (``line`` addresses count scratchpad/accumulator lines, see `tensorfor
   opcode has no room left), and int8 leaves the chip at once; the parameters are ordinary
   LOADs into the accumulator. An ALU would also serve pooling and residual adds, which this
   does not (yet) do.
+* ``repeat`` (LOAD and STORE, only on an accelerator built with ``controller.repeat``; zero
+  otherwise): the instruction runs ``repeat + 1`` times, as that many instructions would one
+  after the other. Run ``n`` starts at line ``line + n * lines`` (``lines``: the lines one run
+  writes or reads, ``pad_before + rows + pad_after`` for a LOAD, ``rows`` for a STORE) and at
+  DRAM byte ``dram_addr + n * repeat_stride * stride * elem_bytes`` (``elem_bytes`` as for
+  ``stride``: the runs are ``repeat_stride`` rows apart, e.g. an image row of pixels),
+  with everything else the same. Only the first run waits for tokens and only the last sends
+  them. So a tile of several image rows (a convolution's input window, a C tile of several
+  output rows) is one instruction instead of one per row: the controller expands it
+  (`tensorforge.isa.expand`), and fewer instructions cost fewer fetched bytes.
 * ``COMPUTE``: the affine micro-loop ``for o < outer: for i < inner:`` runs one intrinsic
   step with blocks at ``acc_base + o*acc_outer + i*acc_inner`` (accumulator) and
   ``a_base + o*a_outer + i*a_inner``, ``b_base + o*b_outer + i*b_inner`` (scratchpad).
@@ -60,7 +70,8 @@ from __future__ import annotations
 
 import enum
 import functools
-from dataclasses import dataclass, fields
+from collections.abc import Iterable
+from dataclasses import dataclass, fields, replace
 from typing import ClassVar
 
 from tensorforge.errors import ConfigError
@@ -116,6 +127,8 @@ FORMATS: dict[Opcode, tuple[Field, ...]] = {
     + (
         Field("pad_before", 6, "zero lines written before the tile"),
         Field("pad_after", 6, "zero lines written after the tile"),
+        Field("repeat", 6, "run the LOAD this many more times (controller.repeat only)"),
+        Field("repeat_stride", 13, "DRAM distance between runs, in rows (of stride)"),
     ),
     Opcode.STORE: HEADER
     + _DRAM_TILE
@@ -125,6 +138,8 @@ FORMATS: dict[Opcode, tuple[Field, ...]] = {
         Field("params", 14, "requant: first of the 3 accumulator lines of output parameters"),
         Field("per_row", 1, "requant: row r takes lane r mod line_elems of block "
               "params + 3 * (r div line_elems) for all its elements"),
+        Field("repeat", 6, "run the STORE this many more times (controller.repeat only)"),
+        Field("repeat_stride", 10, "DRAM distance between runs, in rows (of stride)"),
     ),
     Opcode.COMPUTE: HEADER
     + (
@@ -150,6 +165,12 @@ FORMATS: dict[Opcode, tuple[Field, ...]] = {
 #: the others, whose decoders (and generated Verilog) leave them out.
 OUTPUT_PIPELINE_FIELDS: dict[Opcode, tuple[str, ...]] = {
     Opcode.STORE: ("requant", "params", "per_row")}
+
+#: Fields the controller consumes itself (it expands the instruction into ``repeat + 1``
+#: runs, `expand`): no unit decodes them, and they must be zero for an accelerator built
+#: without ``controller.repeat``.
+REPEAT_FIELDS: dict[Opcode, tuple[str, ...]] = {
+    Opcode.LOAD: ("repeat", "repeat_stride"), Opcode.STORE: ("repeat", "repeat_stride")}
 
 for _opcode, _format in FORMATS.items():
     if sum(f.bits for f in _format) > INSTRUCTION_BITS:  # a bug in the definition above
@@ -225,7 +246,8 @@ class Instruction:
             for f in fields(self)
             if f.name not in {"pop_prev", "pop_next", "push_prev", "push_next"}
             # pipeline fields only where set: other programs read as they always did
-            and (f.name not in OUTPUT_PIPELINE_FIELDS.get(self.opcode, ())
+            and ((f.name not in OUTPUT_PIPELINE_FIELDS.get(self.opcode, ())
+                  and f.name not in REPEAT_FIELDS.get(self.opcode, ()))
                  or getattr(self, f.name))
         )
         return f"{self.opcode.name:<7} {body} {flags}".rstrip()
@@ -242,6 +264,12 @@ class Load(Instruction):
     stride: int = 0
     pad_before: int = 0
     pad_after: int = 0
+    repeat: int = 0
+    repeat_stride: int = 0
+
+    def run_lines(self) -> int:
+        """Lines one run of the instruction writes (`expand`)."""
+        return self.pad_before + self.rows + self.pad_after
 
 
 @dataclass(frozen=True)
@@ -255,6 +283,12 @@ class Store(Instruction):
     requant: bool = False
     params: int = 0
     per_row: bool = False
+    repeat: int = 0
+    repeat_stride: int = 0
+
+    def run_lines(self) -> int:
+        """Lines one run of the instruction reads (`expand`)."""
+        return self.rows
 
 
 @dataclass(frozen=True)
@@ -313,6 +347,31 @@ def decode(word: int) -> Instruction:
             value = bool(value)
         values[name] = value
     return INSTRUCTION_TYPES[opcode](**values)
+
+
+def expand(instructions: Iterable[Instruction], in_bytes: int, acc_bytes: int
+           ) -> list[Instruction]:
+    """The program as the units see it: each LOAD or STORE with ``repeat`` replaced by its
+    ``repeat + 1`` runs (the module docstring), the first run keeping the pops and the last
+    the pushes, on an accelerator of ``in_bytes`` operand and ``acc_bytes`` accumulator
+    elements. The simulators and cost models execute this, as the controller does."""
+    runs: list[Instruction] = []
+    for ins in instructions:
+        repeat = getattr(ins, "repeat", 0)
+        if not repeat:
+            runs.append(ins)
+            continue
+        assert isinstance(ins, Load | Store)
+        wide = ins.buffer is Buffer.ACC if isinstance(ins, Load) else not ins.requant
+        step = ins.repeat_stride * ins.stride * (acc_bytes if wide else in_bytes)
+        for n in range(repeat + 1):
+            runs.append(replace(
+                ins, line=ins.line + n * ins.run_lines(), dram_addr=ins.dram_addr + n * step,
+                repeat=0, repeat_stride=0,
+                pop_prev=ins.pop_prev and n == 0, pop_next=ins.pop_next and n == 0,
+                push_prev=ins.push_prev and n == repeat,
+                push_next=ins.push_next and n == repeat))
+    return runs
 
 
 def encode_program(instructions: list[Instruction]) -> bytes:

@@ -119,6 +119,12 @@ def add_hardware_arguments(parser: argparse.ArgumentParser) -> None:
         f"(default {DEFAULT_QUEUE_DEPTH})",
     )
     group.add_argument(
+        "--repeat",
+        action="store_true",
+        help="LOAD and STORE carry a repeat count that the controller expands, so a tile of "
+        "several rows is one instruction (off by default: the calibrated hardware)",
+    )
+    group.add_argument(
         "--output-pipeline",
         action="store_true",
         help="STORE can add a bias, requantize, clamp (ReLU/ReLU6) and store in_bits "
@@ -178,7 +184,8 @@ def config_from_args(args: argparse.Namespace) -> AcceleratorConfig:
             },
             "precision": {"in_bits": args.in_bits, "acc_bits": args.acc_bits},
             "controller": {
-                "queue_depth": getattr(args, "queue_depth", DEFAULT_QUEUE_DEPTH)
+                "queue_depth": getattr(args, "queue_depth", DEFAULT_QUEUE_DEPTH),
+                "repeat": bool(getattr(args, "repeat", False)),
             },
             "output_pipeline": bool(getattr(args, "output_pipeline", False)),
         }

@@ -1,0 +1,130 @@
+"""Fold runs of LOADs (STOREs) into one repeated instruction (``controller.repeat``).
+
+The code generator moves a tile as one LOAD or STORE per run of lines it can address at one
+DRAM stride: a convolution's input window (several image rows, each with its halo) or a C
+tile of several output rows is one instruction per row. On an accelerator built with
+``controller.repeat`` the ISA's ``repeat`` field says "and as many more, each ``run_lines``
+lines and ``repeat_stride`` rows further on" (`tensorforge.isa`), so those instructions fold
+into one, and the program fetches fewer bytes.
+
+A *group* is a stretch of one unit's queue (LOADs or STOREs) with tokens only at its ends:
+its first may pop, its last may push, none in between, as the code generator emits one tile
+transfer. Within a group order does not matter (the instructions write distinct lines, or
+distinct DRAM bytes), so they are taken by line, and two that follow each other fold when
+they are the same but for their line and DRAM address, which move on by one run. The folded
+group takes the place of its first instruction in the program, the group's pops on its first
+instruction and its pushes on its last; `isa.expand` of it gives back the group's
+instructions, by line.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+
+from tensorforge.config import AcceleratorConfig
+from tensorforge.isa import Buffer, Instruction, Load, Store, field_offsets
+
+_MOVED = {"line", "dram_addr", "repeat", "repeat_stride", "pop_prev", "pop_next", "push_prev",
+          "push_next"}
+
+
+def fold_repeats(instructions: list[Instruction], config: AcceleratorConfig
+                 ) -> list[Instruction]:
+    """``instructions`` with foldable runs of LOADs and STOREs folded (none without
+    ``controller.repeat``)."""
+    if not config.controller.repeat:
+        return list(instructions)
+    groups: list[list[Instruction]] = []
+    open_group: dict[type, list[Instruction]] = {}  # unit -> its group still growing
+    for ins in instructions:
+        kind = type(ins)
+        group = open_group.get(kind)
+        if (isinstance(ins, Load | Store) and group is not None and not _pushes(group[-1])
+                and not ins.pop_prev and not ins.pop_next):
+            group.append(ins)
+            continue
+        open_group[kind] = [ins]
+        groups.append(open_group[kind])
+    return [folded for group in groups for folded in _fold_group(group, config)]
+
+
+def _fold_group(group: list[Instruction], config: AcceleratorConfig) -> list[Instruction]:
+    """One unit's instructions with tokens only at the ends (the first may pop, the last may
+    push), folded. They touch distinct lines and their order is free, so they are taken by
+    line: a tile's runs, wherever its loops put them, then lie one after the other."""
+    if len(group) == 1:
+        return group
+    first, last = group[0], group[-1]
+    tokens = {"pop_prev": first.pop_prev, "pop_next": first.pop_next,
+              "push_prev": last.push_prev, "push_next": last.push_next}
+    quiet = [replace(ins, pop_prev=False, pop_next=False, push_prev=False, push_next=False)
+             for ins in group]
+    if _disjoint(quiet, config):
+        quiet.sort(key=lambda i: i.line)
+    folded: list[Instruction] = []
+    for ins in quiet:
+        merged = _fold(folded[-1], ins, config) if folded else None
+        if merged is None:
+            folded.append(ins)
+        else:
+            folded[-1] = merged
+    folded[0] = replace(folded[0], pop_prev=tokens["pop_prev"], pop_next=tokens["pop_next"])
+    folded[-1] = replace(folded[-1], push_prev=tokens["push_prev"],
+                         push_next=tokens["push_next"])
+    return folded
+
+
+def _disjoint(group: list[Instruction], config: AcceleratorConfig) -> bool:
+    """Whether the group's lines, and a STORE group's DRAM bytes, do not overlap, so that its
+    order is free."""
+    lines = sorted((ins.line, ins.line + ins.run_lines()) for ins in group)
+    writes = sorted(
+        (ins.dram_addr,
+         ins.dram_addr + ((ins.rows - 1) * ins.stride + ins.row_len) * _element_bytes(ins, config))
+        for ins in group if isinstance(ins, Store) and ins.rows)
+    return _apart(lines) and _apart(writes)
+
+
+def _apart(spans: list[tuple[int, int]]) -> bool:
+    return all(end <= start for (_, end), (start, _) in itertools.pairwise(spans))
+
+
+def _pushes(ins: Instruction) -> bool:
+    return ins.push_prev or ins.push_next
+
+
+def _fold(earlier: Load | Store, later: Load | Store, config: AcceleratorConfig
+           ) -> Load | Store | None:
+    """``earlier`` with ``later`` as one more run, or None where they do not fold."""
+    if later.repeat or _fixed(earlier) != _fixed(later) or not later.stride:
+        return None
+    row_bytes = later.stride * _element_bytes(later, config)
+    runs = earlier.repeat + 1
+    if later.line != earlier.line + runs * earlier.run_lines():
+        return None
+    distance = later.dram_addr - earlier.dram_addr
+    if earlier.repeat:
+        if distance != runs * earlier.repeat_stride * row_bytes:
+            return None
+        stride_rows = earlier.repeat_stride
+    else:
+        if distance <= 0 or distance % row_bytes:
+            return None
+        stride_rows = distance // row_bytes
+    limits = field_offsets(later.opcode)
+    if runs >= 1 << limits["repeat"][1] or stride_rows >= 1 << limits["repeat_stride"][1]:
+        return None
+    return replace(earlier, repeat=runs, repeat_stride=stride_rows)
+
+
+def _fixed(ins: Load | Store) -> tuple:
+    """The fields every run of a repeated instruction shares."""
+    return tuple((name, getattr(ins, name)) for name in field_offsets(ins.opcode)
+                 if name not in _MOVED and name != "opcode")
+
+
+def _element_bytes(ins: Load | Store, config: AcceleratorConfig) -> int:
+    precision = config.precision
+    wide = ins.buffer is Buffer.ACC if isinstance(ins, Load) else not ins.requant
+    return precision.acc_bytes if wide else precision.in_bytes

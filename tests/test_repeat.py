@@ -1,0 +1,136 @@
+"""``controller.repeat``: LOAD and STORE with a repeat count, expanded by the controller.
+
+The references: `isa.expand` is checked on a hand-worked instruction; a folded program must
+give back, run by run, the instructions it was folded from (as the controller expands them),
+compute what numpy computes, and on the RTL match numpy with the DRAM traffic its
+instructions imply and the cycles the timeline model gives within the fidelity target.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from tensorforge.compiler.codegen import generate
+from tensorforge.compiler.mappers import default_mapping, device_choices
+from tensorforge.compiler.mapping import random_mapping
+from tensorforge.compiler.repeats import fold_repeats
+from tensorforge.compiler.workload import parse_workload
+from tensorforge.config import AcceleratorConfig, ControllerConfig
+from tensorforge.errors import ConfigError, SimulationError
+from tensorforge.isa import Buffer, Finish, Load, Store, decode, expand
+from tensorforge.sim.functional import run_program
+
+PLAIN = AcceleratorConfig.from_dict({
+    "array": {"rows": 4, "cols": 4},
+    "scratchpad": {"capacity": 8192, "banks": 4, "accumulator": 4096},
+})
+REPEAT = dataclasses.replace(PLAIN, controller=ControllerConfig(repeat=True))
+CONV = parse_workload("C[k,x,y] += A[c,x+r,y+s] * B[k,c,r,s]", "k=8,x=10,y=10,c=8,r=3,s=3",
+                      name="conv")
+GEMM = parse_workload("C[i,j] += A[i,k] * B[k,j]", "i=24,j=20,k=36", name="gemm")
+
+
+def test_expand_by_hand():
+    """Three runs of a LOAD with a zero line on each side: lines 0, 5, 10 (1 + 3 + 1 lines a
+    run), DRAM 100 + n * 7 rows * 4 elements * 1 byte; tokens at the ends only."""
+    load = Load(buffer=Buffer.SPAD, line=0, dram_addr=100, rows=3, row_len=4, stride=4,
+                pad_before=1, pad_after=1, repeat=2, repeat_stride=7, pop_next=True,
+                push_next=True)
+    runs = expand([load, Finish()], in_bytes=1, acc_bytes=4)
+    assert [(r.line, r.dram_addr) for r in runs[:3]] == [(0, 100), (5, 128), (10, 156)]
+    assert [(r.pop_next, r.push_next) for r in runs[:3]] == [(True, False), (False, False),
+                                                            (False, True)]
+    assert all(r.repeat == 0 and r.repeat_stride == 0 for r in runs[:3])
+    assert isinstance(runs[3], Finish)
+    store = Store(line=8, dram_addr=0, rows=2, row_len=4, stride=4, repeat=1, repeat_stride=3)
+    assert [(r.line, r.dram_addr) for r in expand([store], 1, 4)] == [(8, 0), (10, 48)]
+    assert decode(load.encode()) == load and decode(store.encode()) == store
+
+
+def test_plain_programs_are_untouched():
+    """Without the option nothing folds, and the configuration serializes as before."""
+    program = generate(CONV, default_mapping(CONV, PLAIN), PLAIN)
+    assert fold_repeats(list(program.instructions), PLAIN) == list(program.instructions)
+    assert not any(getattr(i, "repeat", 0) for i in program.instructions)
+    deep = dataclasses.replace(PLAIN, controller=ControllerConfig(queue_depth=8))
+    assert "repeat" not in deep.to_dict()["controller"]
+    assert "repeat" not in PLAIN.to_dict().get("controller", {})
+    with pytest.raises(ConfigError, match="controller.repeat"):
+        ControllerConfig(repeat=1)
+
+
+def _programs(config, seed=0):
+    rng = np.random.default_rng(seed)
+    for workload in (CONV, GEMM):
+        yield workload, default_mapping(workload, config)
+        for choice in device_choices(workload, config)[:2]:
+            yield workload, random_mapping(workload, choice, config, rng)
+
+
+@pytest.mark.parametrize("index", range(6))
+def test_folded_programs_give_back_their_instructions_and_are_exact(index, random_seed):
+    """A folded program expands to the instructions it was folded from (each group in line
+    order) and computes what numpy computes; it is shorter wherever a tile has several rows."""
+    workload, mapping = list(_programs(REPEAT, random_seed))[index]
+    plain = generate(workload, mapping, PLAIN).instructions
+    folded = generate(workload, mapping, REPEAT).instructions
+    assert len(folded) <= len(plain)
+    runs = expand(folded, 1, 4)
+    assert sorted(map(_quiet, runs)) == sorted(map(_quiet, plain))
+    for flag in ("pop_prev", "pop_next", "push_prev", "push_next"):  # the same tokens
+        assert ([(type(i), getattr(i, flag)) for i in runs if getattr(i, flag)]
+                == [(type(i), getattr(i, flag)) for i in plain if getattr(i, flag)])
+    inputs = workload.random_inputs(np.random.default_rng(random_seed))
+    program = generate(workload, mapping, REPEAT)
+    np.testing.assert_array_equal(program.run_functional(inputs), workload.reference(inputs))
+
+
+def _quiet(instruction) -> str:
+    return repr(dataclasses.replace(instruction, pop_prev=False, pop_next=False,
+                                    push_prev=False, push_next=False))
+
+
+def test_the_default_conv_mapping_folds_its_rows():
+    program = generate(CONV, default_mapping(CONV, REPEAT), REPEAT)
+    assert any(getattr(i, "repeat", 0) for i in program.instructions)
+
+
+def test_a_repeat_needs_the_option():
+    load = Load(line=0, dram_addr=0, rows=1, row_len=4, stride=4, repeat=1, repeat_stride=1)
+    with pytest.raises(SimulationError, match="controller.repeat"):
+        run_program(PLAIN, [load, Finish()], bytearray(64))
+    run_program(REPEAT, [load, Finish()], bytearray(64))
+
+
+def test_the_expander_is_absent_without_the_option():
+    """The plain accelerator's Verilog has no run counter (it is the calibrated hardware);
+    the repeating one has one per DMA gate."""
+    from tensorforge.sim.rtl_run import accelerator_verilog
+
+    assert "runs_left" not in accelerator_verilog(PLAIN)
+    text = accelerator_verilog(REPEAT)
+    assert "load_runs_left" in text and "store_runs_left" in text
+
+
+@pytest.mark.rtl
+def test_rtl_runs_repeated_transfers(random_seed):
+    """Folded programs on the repeating accelerator's RTL: equal to numpy, the DRAM bytes
+    their runs and fetch imply, and the timeline model's cycles within the fidelity
+    target."""
+    from tensorforge.dse.fidelity import TARGET_MAX_ERROR, model_cycles
+    from tensorforge.memory import DEFAULT_MEMORY
+    from tensorforge.sim.rtl_run import RtlCase, RunOptions, run_programs_on_rtl
+
+    programs = list(_programs(REPEAT, random_seed))
+    cases = [RtlCase(w, program=generate(w, m, REPEAT), seed=random_seed) for w, m in programs]
+    assert any(getattr(i, "repeat", 0) for c in cases for i in c.program.instructions)
+    results = run_programs_on_rtl(REPEAT, cases, RunOptions(seed=random_seed))
+    for (workload, mapping), result in zip(programs, results, strict=True):
+        assert result.match, (workload, result.mismatches)
+        assert result.dram_bytes_read == result.expected_traffic.read
+        assert result.dram_bytes_written == result.expected_traffic.written
+        model = model_cycles(workload, mapping, REPEAT, DEFAULT_MEMORY)
+        assert abs(model / result.cycles - 1) <= TARGET_MAX_ERROR, (workload, mapping)
