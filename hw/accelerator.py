@@ -102,7 +102,7 @@ class Accelerator(wiring.Component):
         m.submodules.scratchpad = scratchpad = Scratchpad(
             config, read_every_cycle=ecp5, registered_reads=ecp5)
         m.submodules.accumulator = accumulator = AccumulatorBuffer(
-            config, read_every_cycle=ecp5, registered_reads=ecp5)
+            config, read_every_cycle=ecp5, registered_reads=ecp5, registered_writes=ecp5)
         m.submodules.read_arbiter = arbiter = AxiReadArbiter(
             config.dma.bus_bits, registered=self.target is Target.ECP5)
 

@@ -8,7 +8,7 @@ a second write port would not.
 
 from __future__ import annotations
 
-from amaranth import Module, Signal, unsigned
+from amaranth import Module, Mux, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In
@@ -39,16 +39,29 @@ class AccumulatorBuffer(wiring.Component):
     ``resp.ready``. Writes and what a read sees (the line as of its acceptance) are unchanged.
     The DMA port keeps `ReadSlot` (one line owned at a time): the store unit latches each
     row's fields with the request and relies on that.
+
+    ``registered_writes`` (the ECP5 target): each writer's request (address, data, mask) and
+    the choice between them are registered (no enable) before the memory's write port, so a
+    write accepted in cycle t reaches the memory in cycle t+1. A read accepted in t+1 still
+    sees it, so the contract above is unchanged: the registered compute port
+    (``registered_reads``) takes the elements that port wrote in its read's cycle into its line
+    two cycles later (`_bypassed_read`), the DMA port is transparent to it. The compute unit's
+    sum (its LUT-RAM queues' heads and the adders) and the choice of writer (from the writer's
+    handshake, on about 550 loads) then end at these registers instead of at the write-data
+    flip-flops Yosys puts in front of the block RAMs (to give the non-transparent read ports
+    their old line on a collision, it writes them a cycle late and passes the written data
+    around them).
     """
 
     read_latency = 1
     write_latency = 1
 
     def __init__(self, config: AcceleratorConfig, read_every_cycle: bool = False,
-                 registered_reads: bool = False) -> None:
+                 registered_reads: bool = False, registered_writes: bool = False) -> None:
         self.config = config
         self.read_every_cycle = read_every_cycle
         self.registered_reads = registered_reads
+        self.registered_writes = registered_writes
         super().__init__(
             {
                 "compute_read": In(acc_read_port(config)),
@@ -66,9 +79,14 @@ class AccumulatorBuffer(wiring.Component):
         m.submodules.memory = memory
         address_bits = max(1, (config.acc_lines - 1).bit_length())
 
+        early_write = None  # registered_writes: the registered requests' write port
+        if self.registered_writes:
+            early_write = memory.write_port(granularity=config.precision.acc_bits)
         for name, port in (("compute", self.compute_read), ("dma", self.dma_read)):
-            read_port = memory.read_port(transparent_for=())
             registered = self.registered_reads and name == "compute"
+            bypassed = registered and early_write is not None
+            transparent_for = () if early_write is None or bypassed else (early_write,)
+            read_port = memory.read_port(transparent_for=transparent_for)
             slot = (RegisteredReadBuffer if registered else ReadSlot)(
                 port, line_bits, f"{name}_read")
             accepted = Signal(name=f"{name}_read_accepted")
@@ -78,10 +96,18 @@ class AccumulatorBuffer(wiring.Component):
                 read_port.en.eq(1 if self.read_every_cycle else accepted),
                 read_port.addr.eq(port.req.payload[:address_bits]),
             ]
-            slot.elaborate_into(m, read_port.data, accepted)
+            if bypassed:
+                late = self._bypassed_read(m, early_write, read_port, name)
+                slot.elaborate_into(m, read_port.data, accepted, registered_data=late)
+            else:
+                slot.elaborate_into(m, read_port.data, accepted)
 
-        write_port = memory.write_port(granularity=config.precision.acc_bits)
         compute, dma = self.compute_write.req, self.dma_write.req
+        if early_write is not None:
+            m.d.comb += [compute.ready.eq(1), dma.ready.eq(~compute.valid)]
+            self._registered_write(m, early_write, compute, dma)
+            return m
+        write_port = memory.write_port(granularity=config.precision.acc_bits)
         m.d.comb += [compute.ready.eq(1), dma.ready.eq(~compute.valid)]
         with m.If(compute.valid):
             m.d.comb += [
@@ -96,3 +122,55 @@ class AccumulatorBuffer(wiring.Component):
                 write_port.en.eq(dma.payload.mask),
             ]
         return m
+
+    @staticmethod
+    def _registered_write(m: Module, write_port, compute, dma) -> None:
+        """Both writers' requests registered as they are, and which one writes; the memory's
+        write port takes the chosen one in the next cycle."""
+        from_compute = Signal(name="write_from_compute")
+        from_dma = Signal(name="write_from_dma")
+        compute_q = Signal.like(compute.payload, name="compute_write_q")
+        dma_q = Signal.like(dma.payload, name="dma_write_q")
+        m.d.sync += [
+            from_compute.eq(compute.valid),
+            from_dma.eq(dma.valid & ~compute.valid),
+            compute_q.eq(compute.payload),
+            dma_q.eq(dma.payload),
+        ]
+        with m.If(from_compute):
+            m.d.comb += [
+                write_port.addr.eq(compute_q.addr),
+                write_port.data.eq(compute_q.data),
+                write_port.en.eq(compute_q.mask),
+            ]
+        with m.Elif(from_dma):
+            m.d.comb += [
+                write_port.addr.eq(dma_q.addr),
+                write_port.data.eq(dma_q.data),
+                write_port.en.eq(dma_q.mask),
+            ]
+
+    def _bypassed_read(self, m: Module, write_port, read_port, name: str):
+        """The registered compute port's line, two cycles after its read, with the elements
+        the write port wrote in the read's cycle (which a non-transparent read does not see).
+
+        The port is not made transparent instead because Yosys would then merge the data
+        register into the block RAM's read (the read data's only user), which puts the
+        buffer's logic back behind the block RAM's 5.6 ns read."""
+        acc_bits = self.config.precision.acc_bits
+        elems = self.config.acc_line_elems
+        hits = [Signal(elems, name=f"{name}_bypass_hits_{i}") for i in (1, 2)]
+        lines = [Signal(len(write_port.data), name=f"{name}_bypass_line_{i}") for i in (1, 2)]
+        data = Signal(len(read_port.data), name=f"{name}_read_q")
+        m.d.sync += [
+            hits[0].eq(Mux(read_port.addr == write_port.addr, write_port.en, 0)),
+            lines[0].eq(write_port.data),
+            hits[1].eq(hits[0]),
+            lines[1].eq(lines[0]),
+            data.eq(read_port.data),
+        ]
+        merged = Signal(len(read_port.data), name=f"{name}_read_merged")
+        for e in range(elems):
+            bits = slice(e * acc_bits, (e + 1) * acc_bits)
+            m.d.comb += merged[bits].eq(Mux(hits[1][e], lines[1][bits], data[bits]))
+        return merged

@@ -57,7 +57,7 @@ class DmaHarness(wiring.Component):
         every_cycle = self.target == "ecp5"  # the buffers as the ECP5 accelerator builds them
         m.submodules.scratchpad = scratchpad = Scratchpad(self.config, every_cycle, every_cycle)
         m.submodules.accumulator = accumulator = AccumulatorBuffer(
-            self.config, every_cycle, every_cycle)
+            self.config, every_cycle, every_cycle, every_cycle)
         wiring.connect(m, wiring.flipped(self.load_cmd), load.cmd)
         wiring.connect(m, wiring.flipped(self.store_cmd), store.cmd)
         wiring.connect(m, wiring.flipped(self.spad_read), scratchpad.a_read)
@@ -146,7 +146,7 @@ def test_store_unit_sends_w_beats_back_to_back(target):
     m = Module()
     m.submodules.store = store = StoreUnit(config, target)
     ecp5 = target == "ecp5"
-    m.submodules.accumulator = accumulator = AccumulatorBuffer(config, ecp5, ecp5)
+    m.submodules.accumulator = accumulator = AccumulatorBuffer(config, ecp5, ecp5, ecp5)
     wiring.connect(m, store.acc_read, accumulator.dma_read)
     width = len(store.cmd.payload.as_value())
     insn = Store(rows=rows, row_len=config.acc_line_elems, stride=config.acc_line_elems,

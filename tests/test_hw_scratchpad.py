@@ -89,15 +89,21 @@ def test_scratchpad_matches_model_cycle_by_cycle(banks, read_every_cycle, random
 
 
 @pytest.mark.amaranth_sim
-@pytest.mark.parametrize("read_every_cycle", [False, True], ids=["generic", "ecp5"])
-def test_accumulator_masked_writes_and_write_priority(read_every_cycle, random_seed):
+@pytest.mark.parametrize("read_every_cycle, registered_writes",
+                         [(False, False), (True, False), (True, True)],
+                         ids=["generic", "ecp5-every-cycle", "ecp5-registered-writes"])
+def test_accumulator_masked_writes_and_write_priority(read_every_cycle, registered_writes,
+                                                      random_seed):
     # Random read requests and response back-pressure: a response not taken stays on the port
     # (unchanged) while the memory reads other lines; with read_every_cycle (the ECP5 target)
-    # the memory reads every cycle, whether or not a request is accepted.
+    # the memory reads every cycle, whether or not a request is accepted; with
+    # registered_writes (the ECP5 target) a write reaches the memory a cycle later and the
+    # reads are transparent to it, so a read in the cycle after a write still sees it.
     seed = random_seed
     config = small_config(2)
     rng = np.random.default_rng(seed)
-    dut = AccumulatorBuffer(config, read_every_cycle=read_every_cycle)
+    dut = AccumulatorBuffer(config, read_every_cycle=read_every_cycle,
+                            registered_writes=registered_writes)
     lines, elems = config.acc_lines, config.acc_line_elems
     memory = [[0] * elems for _ in range(lines)]
     writers = {"compute": dut.compute_write, "dma": dut.dma_write}
@@ -234,10 +240,12 @@ def test_scratchpad_registered_reads(banks, random_seed):
 
 
 @pytest.mark.amaranth_sim
-def test_accumulator_registered_reads(random_seed):
+@pytest.mark.parametrize("registered_writes", [False, True], ids=["writes", "registered-writes"])
+def test_accumulator_registered_reads(registered_writes, random_seed):
     config = small_config(2)
     rng = np.random.default_rng(random_seed)
-    dut = AccumulatorBuffer(config, read_every_cycle=True, registered_reads=True)
+    dut = AccumulatorBuffer(config, read_every_cycle=True, registered_reads=True,
+                            registered_writes=registered_writes)
     # the DMA port keeps ReadSlot (the store unit relies on one line at a time)
     _late_read_bench(dut, {"compute": dut.compute_read}, dut.compute_write,
                      config.acc_lines, config.acc_line_elems, rng, random_seed,
