@@ -411,9 +411,9 @@ class AcceleratorConfig:
         values = json.loads(json.dumps(asdict(self), default=lambda v: v.value))
         if not self.output_pipeline:  # absent by default: hashes of existing configs stay
             del values["output_pipeline"]
-        if self.controller == ControllerConfig():  # likewise
+        if self.controller == ControllerConfig():  # likewise: fields at their defaults
             del values["controller"]
-        elif not self.controller.repeat:
+        elif self.controller.repeat == ControllerConfig().repeat:
             del values["controller"]["repeat"]
         return values
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tensorforge.config import DATAFLOWS, DEFAULT_QUEUE_DEPTH, AcceleratorConfig
+from tensorforge.config import DATAFLOWS, DEFAULT_QUEUE_DEPTH, AcceleratorConfig, ControllerConfig
 from tensorforge.errors import ConfigError
 from tensorforge.intrinsics import Intrinsic
 from tensorforge.units import Bytes
@@ -120,9 +120,11 @@ def add_hardware_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--repeat",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="LOAD and STORE carry a repeat count that the controller expands, so a tile of "
-        "several rows is one instruction (off by default: the calibrated hardware)",
+        "several rows is one instruction (default: controller.repeat's, "
+        f"{'on' if ControllerConfig().repeat else 'off'})",
     )
     group.add_argument(
         "--output-pipeline",
@@ -185,7 +187,8 @@ def config_from_args(args: argparse.Namespace) -> AcceleratorConfig:
             "precision": {"in_bits": args.in_bits, "acc_bits": args.acc_bits},
             "controller": {
                 "queue_depth": getattr(args, "queue_depth", DEFAULT_QUEUE_DEPTH),
-                "repeat": bool(getattr(args, "repeat", False)),
+                "repeat": (ControllerConfig().repeat if getattr(args, "repeat", None) is None
+                           else args.repeat),
             },
             "output_pipeline": bool(getattr(args, "output_pipeline", False)),
         }
