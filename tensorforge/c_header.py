@@ -66,6 +66,13 @@ def _accelerator_lines(program: Program) -> list[str]:
         _define("MAX_BURST", config.dma.max_burst, "beats per AXI burst"),
         _define("OUTSTANDING", config.dma.outstanding, "bursts in flight per DMA unit"),
         _define("INSTRUCTION_BYTES", INSTRUCTION_BYTES),
+        "",
+        "/* controller and STORE path */",
+        _define("QUEUE_DEPTH", config.controller.queue_depth, "instructions queued per unit"),
+        _define("REPEAT", int(config.controller.repeat),
+                "1: LOAD/STORE repeat counts are expanded (else they must be 0)"),
+        _define("OUTPUT_PIPELINE", int(config.output_pipeline),
+                "1: STORE can requantize (else requant must be 0)"),
     ]
 
 

@@ -98,6 +98,14 @@ def test_the_default_conv_mapping_folds_its_rows():
     assert any(getattr(i, "repeat", 0) for i in program.instructions)
 
 
+def test_the_c_header_says_whether_transfers_repeat():
+    from tensorforge.c_header import accelerator_header
+
+    for config, flag in ((PLAIN, 0), (REPEAT, 1)):
+        header = accelerator_header(generate(CONV, default_mapping(CONV, config), config))
+        assert f"#define TF_REPEAT {flag}" in header
+
+
 def test_a_repeat_needs_the_option():
     load = Load(line=0, dram_addr=0, rows=1, row_len=4, stride=4, repeat=1, repeat_stride=1)
     with pytest.raises(SimulationError, match="controller.repeat"):
