@@ -24,6 +24,7 @@ so CI keeps to the tables; the space pool is for campaigns.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,8 +52,9 @@ POOL = (
 #: configuration, one per intrinsic x dataflow x interconnect and more (24; the default test
 #: suite builds each of them too).
 POOLS: dict[str, tuple[str, ...]] = {"default": POOL, "all": tuple(all_configs())}
-#: Every pool name `pool_configs` accepts.
-POOL_NAMES = (*POOLS, "space")
+#: Every pool name `pool_configs` accepts: ``repeat`` is the default pool built with
+#: ``controller.repeat`` (its programs fold their transfers, `compiler.repeats`).
+POOL_NAMES = (*POOLS, "space", "repeat")
 
 #: The default design space, arrays kept to 2-4 PEs a side (each builds in about a minute)
 #: and buffers to 32-64 KiB (the sizes the fuzzer's small workloads can use).
@@ -190,6 +192,10 @@ def pool_configs(name: str, seed: int) -> dict[str, AcceleratorConfig]:
     """The configurations of pool ``name`` (one of `POOL_NAMES`) for campaign ``seed``."""
     if name == "space":
         return space_pool(seed)
+    if name == "repeat":
+        return {f"{key}+repeat": dataclasses.replace(
+                    config, controller=dataclasses.replace(config.controller, repeat=True))
+                for key, config in _configs_of(POOL).items()}
     return _configs_of(POOLS[name])
 
 

@@ -84,6 +84,31 @@ def test_the_space_pool_draws_design_points_a_sweep_could_propose():
     assert {c.config_name for c in cases} <= set(pool)
 
 
+def test_the_repeat_pool_is_the_default_one_with_the_expander():
+    """Same accelerators as the default pool but for controller.repeat; its drawn programs
+    run on the functional simulator as numpy says, and some of them fold transfers."""
+    import dataclasses
+
+    from tensorforge.compiler.codegen import generate
+
+    pool = pool_configs("repeat", 0)
+    assert [name.removesuffix("+repeat") for name in pool] == list(POOLS["default"])
+    table = all_configs()
+    for name, config in pool.items():
+        assert config.controller.repeat
+        plain = dataclasses.replace(config, controller=table[name.removesuffix("+repeat")]
+                                    .controller)
+        assert plain == table[name.removesuffix("+repeat")]
+    folded = 0
+    for case in draw_cases(30, 5, pool):
+        workload = case.workload()
+        program = generate(workload, case.resolve_mapping(), case.config)
+        folded += any(getattr(i, "repeat", 0) for i in program.instructions)
+        inputs = case.inputs()
+        np.testing.assert_array_equal(program.run_functional(inputs), workload.reference(inputs))
+    assert folded
+
+
 def _outruns_fetch_queue(config) -> bool:
     """A burst longer than the fetch queue's beats: 16 chunks of max(16, bus bytes) bytes."""
     bus_bytes = config.dma.bus_bits // 8

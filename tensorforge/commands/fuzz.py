@@ -30,10 +30,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="campaign seed; case i is the same for every N (default 0)")
     parser.add_argument("--jobs", type=_positive, default=1, metavar="J",
                         help="simulator processes in parallel (default 1)")
-    parser.add_argument("--pool", choices=("default", "all", "space"), default="default",
+    parser.add_argument("--pool", choices=("default", "all", "space", "repeat"), default="default",
                         help="configurations to draw from: the default 12, all 24 of the "
-                        "RTL regression and matrix, or 8 small accelerators drawn from the "
-                        "default design space by the seed (each one more Verilator build)")
+                        "RTL regression and matrix, 8 small accelerators drawn from the "
+                        "default design space by the seed (each one more Verilator build), "
+                        "or the default 12 built with controller.repeat")
     parser.add_argument("--replay", type=Path, default=None, metavar="FILE",
                         help="rerun the case in FILE (a case file a failing run wrote)")
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
