@@ -470,5 +470,7 @@ class AcceleratorConfig:
             + (", output pipeline" if self.output_pipeline else "")
             + (f", queues of {self.controller.queue_depth}"
                if self.controller.queue_depth != DEFAULT_QUEUE_DEPTH else "")
-            + (", repeating LOAD/STORE" if self.controller.repeat else "")
+            + ("" if self.controller.repeat == ControllerConfig().repeat
+               else ", repeating LOAD/STORE" if self.controller.repeat
+               else ", LOAD/STORE without repeat")
         )

@@ -13,17 +13,20 @@ from tensorforge.compiler.mappers import device_choices
 from tensorforge.compiler.mapping import Mapping
 from tensorforge.compiler.tiling import build_tiling
 from tensorforge.compiler.workload import parse_workload
-from tensorforge.config import AcceleratorConfig, ArrayConfig, ScratchpadConfig
+from tensorforge.config import AcceleratorConfig, ArrayConfig, ControllerConfig, ScratchpadConfig
 from tensorforge.dse.cost_mapping import batch_cycles, mapping_arrays
 from tensorforge.dse.cost_model import CostParameters, evaluate, evaluate_rows
 from tensorforge.dse.cost_space import build_space
 from tensorforge.dse.cost_trace import trace_cycles
 from tensorforge.errors import MappingError
-from tensorforge.isa import Load, Store
+from tensorforge.isa import Load, Store, expand
 
+# Plain DMA gates (no LOAD/STORE repeat): the batch model's closed form counts one fetched
+# instruction per run; with controller.repeat it does not fold runs yet (docs/repeat.md).
+PLAIN = ControllerConfig(repeat=False)
 GEMM_4x4 = AcceleratorConfig(array=ArrayConfig(rows=4, cols=4),
                              scratchpad=ScratchpadConfig(capacity=8192, banks=2,
-                                                         accumulator=4096))
+                                                         accumulator=4096), controller=PLAIN)
 CONV = "C[k,x,y] += A[c,x+r,y+s] * B[k,c,r,s]"
 # (sizes, tiles): several output-channel tiles, so holding the weights changes the program
 CASES = {
@@ -49,12 +52,14 @@ def _held(workload, tiles, config=GEMM_4x4, order=("x", "y", "k", "c", "r", "s")
 def _program_counts(workload, mapping, config):
     """DRAM bytes read and written and LOAD/STORE instructions of the generated program."""
     program = generate(workload, mapping, config)
-    loads = [i for i in program.instructions if isinstance(i, Load)]
-    stores = [i for i in program.instructions if isinstance(i, Store)]
+    precision = config.precision
+    runs = expand(program.instructions, precision.in_bytes, precision.acc_bytes)
     return program, {
-        "read": sum(i.rows * i.row_len * config.precision.in_bytes for i in loads),
-        "written": sum(i.rows * i.row_len * config.precision.acc_bytes for i in stores),
-        "transfers": len(loads) + len(stores)}
+        "read": sum(i.rows * i.row_len * precision.in_bytes for i in runs
+                    if isinstance(i, Load)),
+        "written": sum(i.rows * i.row_len * precision.acc_bytes for i in runs
+                       if isinstance(i, Store)),
+        "transfers": sum(isinstance(i, Load | Store) for i in program.instructions)}
 
 
 def _priced(workload, mapping, config, **kwargs):
@@ -98,7 +103,8 @@ def _conv2_1b():
     from tensorforge.compiler.zoo import load_workload
 
     return load_workload("resnet50:conv2_1b"), AcceleratorConfig(
-        array=ArrayConfig(rows=8, cols=8), scratchpad=ScratchpadConfig(banks=8))
+        array=ArrayConfig(rows=8, cols=8), scratchpad=ScratchpadConfig(banks=8),
+        controller=PLAIN)
 
 
 def test_conv2_1b_held_weights_batch_model():

@@ -18,7 +18,7 @@ from tensorforge.dse.cost_mapping import mapping_arrays
 from tensorforge.dse.cost_model import evaluate
 from tensorforge.dse.cost_space import build_space
 from tensorforge.errors import MappingError
-from tensorforge.isa import Load
+from tensorforge.isa import Load, expand
 from tensorforge.sim.functional import run_program
 
 GEMM_4x4 = AcceleratorConfig(array=ArrayConfig(rows=4, cols=4),
@@ -77,7 +77,7 @@ def test_the_input_is_read_once_per_tile_with_its_halo(name):
     for mapping in _mappings(workload):
         program = generate(workload, mapping, GEMM_4x4)
         layout = program.operands[0]
-        read = sum(i.rows * i.row_len for i in program.instructions
+        read = sum(i.rows * i.row_len for i in _runs(program)
                    if isinstance(i, Load) and i.rows and layout.base <= i.dram_addr < layout.end)
         tiles, sizes = mapping.tile_sizes, workload.sizes
         assert layout.kind == "dense"
@@ -197,8 +197,14 @@ def _held(workload, tiles, config=GEMM_4x4, order=("x", "y", "k", "c", "r", "s")
 
 
 def _load_bytes(program, layout):
-    return sum(i.rows * i.row_len * layout.elem_bytes for i in program.instructions
+    return sum(i.rows * i.row_len * layout.elem_bytes for i in _runs(program)
                if isinstance(i, Load) and i.rows and layout.base <= i.dram_addr < layout.end)
+
+
+def _runs(program):
+    """The program's LOADs and STOREs as the units run them (repeats expanded)."""
+    precision = program.config.precision
+    return expand(program.instructions, precision.in_bytes, precision.acc_bytes)
 
 
 @pytest.mark.parametrize("name", sorted(CONVS))

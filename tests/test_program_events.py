@@ -12,7 +12,7 @@ from tensorforge.compiler.workload import parse_workload
 from tensorforge.config import AcceleratorConfig
 from tensorforge.dse.cost_space import build_space
 from tensorforge.dse.program_events import program_events
-from tensorforge.isa import Buffer, Compute, Finish, Load, Store
+from tensorforge.isa import Buffer, Compute, Finish, Load, Store, expand
 from tensorforge.sim.functional import run_program
 
 CASES = [
@@ -41,7 +41,8 @@ def test_counts_agree_with_the_functional_simulator(text, sizes, changes):
     assert events["macs"] == stats.macs
     fetched = 16 * len(program.instructions)
     assert events["dram_bytes"] == fetched + stats.dram_bytes_read + stats.dram_bytes_written
-    stores = sum(i.rows for i in program.instructions if isinstance(i, Store))
+    stores = sum(i.rows for i in expand(program.instructions, config.precision.in_bytes,
+                                        config.precision.acc_bytes) if isinstance(i, Store))
     c_lines = config.blocks["C"].lines
     mac_reads = (stats.mac_steps - stats.overwrite_steps) * c_lines
     assert events["acc_line_reads"] == mac_reads + stores
