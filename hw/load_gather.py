@@ -6,17 +6,20 @@ cycle was the whole accelerator's critical path (docs/ecp5_target.md). Here the 
 first and the wide data follows them in later cycles:
 
 * cycle t (control): take a beat and cut lines from byte counts only (``have``, the head run's
-  queued thresholds), and place the beat: rotate it to its byte lane and work out which bytes
-  of a circular buffer it fills. Nothing wide depends on the decisions in this cycle.
+  queued thresholds); register the beat as it came, where its first kept byte goes and how
+  many bytes it keeps. Nothing wide depends on the decisions in this cycle.
 * cycle t+1: the beat is written into the circular buffer (``N`` bytes, a power of two at least
-  a line and a beat): plain byte enables, no shift, no clearing.
-* cycle t+2: a line cut in cycle t is read from the buffer at its start and goes, masked to the
-  row's bytes, into a small queue of lines that write the scratchpad or accumulator.
+  a line and a beat), each byte from the beat's byte at its lane (a mux on registers) under
+  its own enable (a compare on registers): no shift of the buffer, no clearing.
+* cycle t+2: a line cut in cycle t is read from the buffer: the bytes from its start, rounded
+  down to 8 bytes, to 7 bytes past its end, are registered.
+* cycle t+3: they are moved down the rest of the way and go, masked to the row's bytes, into
+  a small queue of lines that write the scratchpad or accumulator.
 
 A line is read two cycles after it is cut and a beat lands two cycles after it is taken, so the
 beats taken up to the cut are in the buffer when the line is read, and later beats, which may
-wrap onto the line's bytes, land only after it is read. Each line takes two more cycles than on
-the generic target; one beat and one line per cycle as before.
+wrap onto the line's bytes, land only after it is read. Each line takes three more cycles than
+on the generic target; one beat and one line per cycle as before.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from amaranth.lib import data
 from tensorforge.hw.axi import Response
 from tensorforge.hw.dma_rows import Queue, byte_mask, expand_bytes, log2
 
-LINE_QUEUE_DEPTH = 4  # lines cut and not yet written: two in the pipeline, room to stream
+LINE_QUEUE_DEPTH = 5  # lines cut and not yet written: three in the pipeline, room to stream
+FINE_BYTES = 8  # a line is read from the buffer in steps of this many bytes, then moved down
 
 
 def gather_lines(unit, m, runs, settled, line_bytes: int, spad_bits: int, acc_bits: int) -> None:
@@ -53,28 +57,29 @@ def gather_lines(unit, m, runs, settled, line_bytes: int, spad_bits: int, acc_bi
                                     "keep": unsigned(line_bytes), "meta": meta})
     cut_d = Signal(cut_layout)  # a line cut in the last cycle, and where it starts
     cut_e = Signal(cut_layout)  # ... two cycles ago: read now
+    cut_f = Signal(cut_layout)  # ... three cycles ago: its bytes moved down and queued now
     m.submodules.lines = lines = Queue(
         data.StructLayout({"data": unsigned(line_bytes * 8), "meta": meta}), LINE_QUEUE_DEPTH)
     beat_d = Signal()
-    beat_lanes = Signal(bus_bytes * 8)  # the beat taken in the last cycle, rotated to its lanes
-    beat_enables = Signal(size)  # the buffer bytes it fills
+    beat_data = Signal(bus_bytes * 8)  # the beat taken in the last cycle, as it came
+    beat_at = Signal(pointer_bits)  # where its first kept byte goes
+    lane_bits = log2(bus_bytes)
+    beat_lane = Signal(max(1, lane_bits))  # the lane its byte 0 goes to: (beat_at - skip) mod bus
+    beat_keeps = Signal(range(bus_bytes + 1))  # how many bytes it keeps (from its ``skip``)
 
     # --- cycle t: decisions on byte counts -----------------------------------------------
     beat_in = take_beat(m, unit, runs, taken, have)
     skip = Mux(first, head.offset, 0)  # a run's first beat starts ``offset`` bytes in
-    base = Signal(pointer_bits)  # where the beat's byte 0 would go
-    m.d.comb += base.eq(write_at - skip)
-    lane = base[: log2(bus_bytes)] if bus_bytes > 1 else Const(0, 1)
     m.d.sync += [
         beat_d.eq(beat_in),
-        beat_lanes.eq((Cat(axi.rdata, axi.rdata) << Cat(Const(0, 3), lane))[
-            bus_bytes * 8 : 2 * bus_bytes * 8]),
-        beat_enables.eq(Cat(_in_beat(j, base, skip, bus_bytes, pointer_bits)
-                            for j in range(size))),
+        beat_data.eq(axi.rdata),
+        beat_at.eq(write_at),
+        beat_lane.eq((write_at - skip)[:lane_bits] if lane_bits else 0),
+        beat_keeps.eq(bus_bytes - skip),
     ]
 
     in_flight = Signal(range(LINE_QUEUE_DEPTH + 1))
-    m.d.comb += in_flight.eq(lines.level + cut_d.valid + cut_e.valid)
+    m.d.comb += in_flight.eq(lines.level + cut_d.valid + cut_e.valid + cut_f.valid)
     free = in_flight < LINE_QUEUE_DEPTH  # the line queue has room when this cut arrives
     enough = Mux(beat_in, have >= Mux(first, head.need_first, head.need), have >= head.bytes)
     cut = Signal()
@@ -82,16 +87,16 @@ def gather_lines(unit, m, runs, settled, line_bytes: int, spad_bits: int, acc_bi
     run_done = cut & (head.no_lines | (lines_cut == head.last_line))
     merged_have = Mux(beat_in, have + bus_bytes - skip, have)
     next_read = (read_at + head.bytes)[:pointer_bits]
-    m.d.sync += cut_d.valid.eq(cut)
-    with m.If(cut):
-        m.d.sync += [
-            cut_d.at.eq(read_at),
-            cut_d.keep.eq(byte_mask(m, head.bytes, line_bytes, "load_keep")),
-            cut_d.meta.line.eq(head.line + lines_cut),
-            cut_d.meta.acc.eq(head.to_acc),
-            cut_d.meta.writes.eq(~head.no_lines),
-            cut_d.meta.retires.eq(head.retires & run_done),
-        ]
+    # the cut line's fields are registered in every cycle (no enable): only a valid one is used
+    m.d.sync += [
+        cut_d.valid.eq(cut),
+        cut_d.at.eq(read_at),
+        cut_d.keep.eq(byte_mask(m, head.bytes, line_bytes, "load_keep")),
+        cut_d.meta.line.eq(head.line + lines_cut),
+        cut_d.meta.acc.eq(head.to_acc),
+        cut_d.meta.writes.eq(~head.no_lines),
+        cut_d.meta.retires.eq(head.retires & run_done),
+    ]
     with m.If(run_done):
         # the run's last line: whatever else its last beat held is not ours
         m.d.comb += runs.r_en.eq(1)
@@ -108,18 +113,36 @@ def gather_lines(unit, m, runs, settled, line_bytes: int, spad_bits: int, acc_bi
             m.d.sync += have.eq(merged_have)
 
     # --- cycle t+1: the beat lands ---------------------------------------------------------
+    # buffer byte j takes the beat's byte (j - beat_lane) mod bus_bytes when it is one of the
+    # ``beat_keeps`` bytes from ``beat_at`` on
     for j, byte in enumerate(buffer):
-        with m.If(beat_d & beat_enables[j]):
-            m.d.sync += byte.eq(beat_lanes.word_select(j % bus_bytes, 8))
+        offset = (Const(j, pointer_bits) - beat_at)[:pointer_bits]
+        with m.If(beat_d & (offset < beat_keeps)):
+            if lane_bits:
+                lane = (Const(j % bus_bytes, lane_bits) - beat_lane)[:lane_bits]
+                m.d.sync += byte.eq(beat_data.word_select(lane, 8))
+            else:
+                m.d.sync += byte.eq(beat_data)
     m.d.sync += cut_e.eq(cut_d)
 
-    # --- cycle t+2: the line is read, masked, queued; the queue's head is written ---------------
+    # --- cycle t+2: the line's bytes are read, from its start rounded down to FINE_BYTES -------
+    fine = min(FINE_BYTES, size)
+    fine_bits = log2(fine)
+    window = Signal((line_bytes + fine - 1) * 8)
     whole = Cat(*buffer, *buffer)
-    line = (whole >> Cat(Const(0, 3), cut_e.at))[: line_bytes * 8]
+    coarse_at = cut_e.at[fine_bits:] if fine_bits < pointer_bits else Const(0, 1)
+    m.d.sync += [
+        window.eq((whole >> Cat(Const(0, 3 + fine_bits), coarse_at))[: len(window)]),
+        cut_f.eq(cut_e),
+    ]
+
+    # --- cycle t+3: the rest of the move, the mask, the queue; the queue's head is written -------
+    fine_at = cut_f.at[:fine_bits] if fine_bits else Const(0, 1)
+    line = (window >> Cat(Const(0, 3), fine_at))[: line_bytes * 8]
     m.d.comb += [
-        lines.w_en.eq(cut_e.valid),
-        lines.pushed.data.eq(line & expand_bytes(cut_e.keep)),
-        lines.pushed.meta.eq(cut_e.meta),
+        lines.w_en.eq(cut_f.valid),
+        lines.pushed.data.eq(line & expand_bytes(cut_f.keep)),
+        lines.pushed.meta.eq(cut_f.meta),
     ]
     out = lines.head
     written = Signal()
@@ -155,9 +178,3 @@ def take_beat(m, unit, runs, taken, have):
         m.d.sync += unit.error.eq(1)
     return beat_in
 
-
-def _in_beat(j: int, base, skip, bus_bytes: int, pointer_bits: int):
-    """Whether buffer byte ``j`` takes a byte of a beat placed at ``base`` (the beat's byte
-    ``j - base``, mod the buffer, is one of its bytes at or after ``skip``)."""
-    lane = (Const(j, pointer_bits) - base)[:pointer_bits]
-    return (lane < bus_bytes) & (lane >= skip)

@@ -61,7 +61,7 @@ class LoadUnit(wiring.Component):
     ``target`` ``ecp5`` works out, as each run is queued, the byte counts the data half compares
     against, keeps the runs queue's head in a register, and takes R beats and cuts lines with
     `load_gather.gather_lines`, which moves the wide data in the cycles after the decisions:
-    each run reaches the data half a cycle later and each line two cycles later.
+    each run reaches the data half a cycle later and each line three cycles later.
     """
 
     beats_per_cycle = 1
