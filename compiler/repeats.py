@@ -10,11 +10,12 @@ into one, and the program fetches fewer bytes.
 A *group* is a stretch of one unit's queue (LOADs or STOREs) with tokens only at its ends:
 its first may pop, its last may push, none in between, as the code generator emits one tile
 transfer. Within a group order does not matter (the instructions write distinct lines, or
-distinct DRAM bytes), so they are taken by line, and two that follow each other fold when
+distinct DRAM bytes), so they are taken by line (a LOAD of zero lines only joins the LOAD
+before it as its ``pad_after``), and two that follow each other fold when
 they are the same but for their line and DRAM address, which move on by one run. The folded
 group takes the place of its first instruction in the program, the group's pops on its first
-instruction and its pushes on its last; `isa.expand` of it gives back the group's
-instructions, by line.
+instruction and its pushes on its last; `isa.expand` of it writes the same lines from the
+same DRAM bytes (or zeros) as the group did.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import replace
 
+from tensorforge.compiler.field_limits import MAX_PAD
 from tensorforge.config import AcceleratorConfig
 from tensorforge.isa import Buffer, Instruction, Load, Store, field_offsets
 
@@ -61,7 +63,7 @@ def _fold_group(group: list[Instruction], config: AcceleratorConfig) -> list[Ins
     quiet = [replace(ins, pop_prev=False, pop_next=False, push_prev=False, push_next=False)
              for ins in group]
     if _disjoint(quiet, config):
-        quiet.sort(key=lambda i: i.line)
+        quiet = _absorb_padding(sorted(quiet, key=lambda i: i.line))
     folded: list[Instruction] = []
     for ins in quiet:
         merged = _fold(folded[-1], ins, config) if folded else None
@@ -73,6 +75,24 @@ def _fold_group(group: list[Instruction], config: AcceleratorConfig) -> list[Ins
     folded[-1] = replace(folded[-1], push_prev=tokens["push_prev"],
                          push_next=tokens["push_next"])
     return folded
+
+
+def _absorb_padding(group: list[Instruction]) -> list[Instruction]:
+    """A LOAD of zero lines only (no rows) right after another LOAD's lines becomes that
+    LOAD's ``pad_after``: the same lines, zero, in one instruction, and two such pairs can
+    then fold (a padded window row is data then zeros)."""
+    merged: list[Instruction] = []
+    for ins in group:
+        last = merged[-1] if merged else None
+        if (isinstance(ins, Load) and isinstance(last, Load) and not ins.rows
+                and not last.repeat and ins.buffer is last.buffer
+                and ins.line == last.line + last.run_lines()
+                and last.pad_after + ins.pad_before + ins.pad_after <= MAX_PAD):
+            merged[-1] = replace(last, pad_after=last.pad_after + ins.pad_before
+                                 + ins.pad_after)
+        else:
+            merged.append(ins)
+    return merged
 
 
 def _disjoint(group: list[Instruction], config: AcceleratorConfig) -> bool:

@@ -363,9 +363,10 @@ def _pass(program, runs, transfers, config, step, p, terms, hint, log):
                 index = popped[name]
                 popped[name] += 1
                 ready = max(ready, pushes[name][index] + 1)
-        issue = ready - 1
+        issue, room = ready - 1, 0.0
         for n, run in enumerate(runs[k]):
-            issue = max(issue + 2, unit_ready[unit])
+            # the next run waits in RUN for a free retire slot, as the gate's TAKE does
+            issue = max(issue + 2, room + 1, unit_ready[unit])
             if unit == "load":
                 unit_ready[unit], retire = _load_time(dmas[unit], channel, fetch,
                                                       transfers[k, n], issue, p, terms)
