@@ -52,7 +52,7 @@ from tensorforge.dse.evaluate import LayerMetrics
 from tensorforge.dse.sw_evaluator_batch import batch_price
 from tensorforge.dse.sw_space import MAX_DIMS, SoftwareSpace
 from tensorforge.errors import MappingError
-from tensorforge.hashing import source_digest
+from tensorforge.hashing import package_modules, source_digest
 from tensorforge.memory import DEFAULT_MEMORY, MemorySystem
 
 #: Unrolling actions per layer; a layer rarely has more runnable tensorize choices than this.
@@ -234,4 +234,7 @@ def _model_digest() -> str:
              "cost_batch", "cost_mapping", "cost_holds", "cost_space", "cost_rows",
              "cost_micro_loop", "cost_tile_step", "cost_overlap", "cost_boundary", "cost_split",
              "cost_timeline", "cost_geometry", "cost_transfers", "sw_space")
-    return source_digest(*(f"tensorforge.dse.{name}" for name in names))
+    # as `sw_evaluator_batch`'s digest: the code generator's transfers and the defaults too
+    return source_digest(*(f"tensorforge.dse.{name}" for name in names),
+                         *package_modules("tensorforge.compiler"), "tensorforge.isa",
+                         "tensorforge.config")

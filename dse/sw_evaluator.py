@@ -135,9 +135,12 @@ def within_reach(workload: Workload, candidates: list, config: AcceleratorConfig
 
 def _model_digest() -> str:
     """The cost model's, the search's and the compiler's source (a finalist is priced on the
-    program the code generator emits): a stored sweep resumes only under the same."""
+    program the code generator emits), with the ISA and the configuration's defaults (a
+    stored configuration leaves its defaults out: a new default is new hardware): a stored
+    sweep resumes only under the same."""
     return source_digest(*(f"tensorforge.dse.{name}" for name in MODEL_MODULES),
-                         "tensorforge.dse.sw_evaluator", *package_modules("tensorforge.compiler"))
+                         "tensorforge.dse.sw_evaluator", *package_modules("tensorforge.compiler"),
+                         "tensorforge.isa", "tensorforge.config")
 
 
 def _metrics(mapping, numbers: dict, result: SearchResult, *, library: bool) -> LayerMetrics:

@@ -34,7 +34,7 @@ from tensorforge.dse.evaluate import LayerMetrics
 from tensorforge.dse.sw_search import SEARCHES
 from tensorforge.dse.sw_space import SoftwareSpace
 from tensorforge.errors import MappingError
-from tensorforge.hashing import source_digest
+from tensorforge.hashing import package_modules, source_digest
 from tensorforge.memory import DEFAULT_MEMORY, MemorySystem
 
 #: Cost-model evaluations per layer of `hasco_batch_evaluator` (the co-design loop's budget).
@@ -130,4 +130,8 @@ def _model_digest() -> str:
              "cost_tile_step", "cost_overlap", "cost_boundary", "cost_split", "cost_timeline",
              "cost_geometry", "cost_transfers", "sw_space", "sw_search", "sw_dqn",
              "sw_search_bo", "gp_lcb")
-    return source_digest(*(f"tensorforge.dse.{name}" for name in names))
+    # the transfer counts come from the code generator; a stored configuration leaves its
+    # defaults out, so a new default (new hardware) must change the digest too
+    return source_digest(*(f"tensorforge.dse.{name}" for name in names),
+                         *package_modules("tensorforge.compiler"), "tensorforge.isa",
+                         "tensorforge.config")
