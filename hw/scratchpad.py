@@ -112,6 +112,12 @@ class RegisteredReadBuffer:
     one in the memory, one in the register and the rest in ``held``; ``can_accept`` is a
     register, high while fewer than three would be owned after this cycle, so one line per
     cycle goes through while ``resp`` is ready.
+
+    ``held`` is a ring of three lines: the registered line is written into the slot at
+    ``put`` in every cycle it is valid, whether or not it is kept (``put`` moves on only when
+    it is), and ``resp`` shows the slot at ``get`` while any line is held. So a held line's
+    data and enable come from registers only; the consumer's ``ready`` moves the pointers
+    and the count, not the lines.
     """
 
     LINES = 3
@@ -123,6 +129,8 @@ class RegisteredReadBuffer:
         self.data = Signal(width, name=f"{name}_data")
         self.count = Signal(range(self.LINES + 1), name=f"{name}_held_count")
         self.held = [Signal(width, name=f"{name}_held_{i}") for i in range(self.LINES)]
+        self.put = Signal(range(self.LINES), name=f"{name}_put")
+        self.get = Signal(range(self.LINES), name=f"{name}_get")
         self.can_accept = Signal(name=f"{name}_can_accept", init=1)
 
     def elaborate_into(self, m: Module, fresh_data, accepted, registered_data=None) -> None:
@@ -131,24 +139,32 @@ class RegisteredReadBuffer:
         resp = self.port.resp
         holding = self.count != 0
         taken = resp.valid & resp.ready
+        oldest = Signal.like(self.data, name=f"{self.data.name}_oldest")
+        with m.Switch(self.get):
+            for i, line in enumerate(self.held):
+                with m.Case(i):
+                    m.d.comb += oldest.eq(line)
         m.d.comb += [
             resp.valid.eq(self.fresh | holding),
-            resp.payload.eq(Mux(holding, self.held[0], self.data)),
+            resp.payload.eq(Mux(holding, oldest, self.data)),
         ]
         if registered_data is None:
             m.d.sync += self.data.eq(fresh_data)
         else:
             m.d.comb += self.data.eq(registered_data)
-        shift = taken & holding
-        with m.If(shift):
-            for i in range(self.LINES - 1):
-                m.d.sync += self.held[i].eq(self.held[i + 1])
+
+        def following(pointer):
+            return Mux(pointer == self.LINES - 1, 0, pointer + 1)
+
+        for i, line in enumerate(self.held):
+            with m.If(self.fresh & (self.put == i)):
+                m.d.sync += line.eq(self.data)
         keep = self.fresh & (holding | ~resp.ready)  # the registered line waits its turn
-        slot = self.count - shift
+        shift = taken & holding  # the oldest held line leaves
         with m.If(keep):
-            for i in range(self.LINES):
-                with m.If(slot == i):
-                    m.d.sync += self.held[i].eq(self.data)
+            m.d.sync += self.put.eq(following(self.put))
+        with m.If(shift):
+            m.d.sync += self.get.eq(following(self.get))
         count = self.count + keep - shift
         m.d.sync += [
             self.count.eq(count),
