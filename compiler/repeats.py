@@ -62,8 +62,11 @@ def _fold_group(group: list[Instruction], config: AcceleratorConfig) -> list[Ins
               "push_prev": last.push_prev, "push_next": last.push_next}
     quiet = [replace(ins, pop_prev=False, pop_next=False, push_prev=False, push_next=False)
              for ins in group]
-    if _disjoint(quiet, config):
-        quiet = _absorb_padding(sorted(quiet, key=lambda i: i.line))
+    if _disjoint(quiet, config):  # by line within each buffer, the buffers in their order
+        first = {}
+        for ins in quiet:
+            first.setdefault(_buffer(ins), len(first))
+        quiet = _absorb_padding(sorted(quiet, key=lambda i: (first[_buffer(i)], i.line)))
     folded: list[Instruction] = []
     for ins in quiet:
         merged = _fold(folded[-1], ins, config) if folded else None
@@ -98,16 +101,18 @@ def _absorb_padding(group: list[Instruction]) -> list[Instruction]:
 def _disjoint(group: list[Instruction], config: AcceleratorConfig) -> bool:
     """Whether the group's lines, and a STORE group's DRAM bytes, do not overlap, so that its
     order is free."""
-    lines = sorted((ins.line, ins.line + ins.run_lines()) for ins in group)
+    lines = sorted((_buffer(ins), ins.line, ins.line + ins.run_lines()) for ins in group)
     writes = sorted(
         (ins.dram_addr,
          ins.dram_addr + ((ins.rows - 1) * ins.stride + ins.row_len) * _element_bytes(ins, config))
         for ins in group if isinstance(ins, Store) and ins.rows)
-    return _apart(lines) and _apart(writes)
+    return (all(a[0] != b[0] or a[2] <= b[1] for a, b in itertools.pairwise(lines))
+            and all(end <= start for (_, end), (start, _) in itertools.pairwise(writes)))
 
 
-def _apart(spans: list[tuple[int, int]]) -> bool:
-    return all(end <= start for (_, end), (start, _) in itertools.pairwise(spans))
+def _buffer(ins: Instruction) -> Buffer:
+    """The memory whose lines the instruction names (a STORE reads the accumulator)."""
+    return ins.buffer if isinstance(ins, Load) else Buffer.ACC
 
 
 def _pushes(ins: Instruction) -> bool:

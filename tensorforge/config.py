@@ -218,8 +218,9 @@ class ControllerConfig:
     queue_depth: int = DEFAULT_QUEUE_DEPTH
     #: LOAD and STORE carry a ``repeat`` count (`tensorforge.isa`): the controller expands one
     #: instruction into that many runs, so a tile of several rows costs one fetched
-    #: instruction, not one per row. Off by default: the calibrated hardware has no expander.
-    repeat: bool = False
+    #: instruction, not one per row. On by default (the calibrated hardware, docs/repeat.md);
+    #: ``False`` builds the plain gates of earlier releases.
+    repeat: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.repeat, bool):
