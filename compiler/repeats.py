@@ -63,10 +63,10 @@ def _fold_group(group: list[Instruction], config: AcceleratorConfig) -> list[Ins
     quiet = [replace(ins, pop_prev=False, pop_next=False, push_prev=False, push_next=False)
              for ins in group]
     if _disjoint(quiet, config):  # by line within each buffer, the buffers in their order
-        first = {}
+        buffers = {}
         for ins in quiet:
-            first.setdefault(_buffer(ins), len(first))
-        quiet = _absorb_padding(sorted(quiet, key=lambda i: (first[_buffer(i)], i.line)))
+            buffers.setdefault(_buffer(ins), len(buffers))
+        quiet = _absorb_padding(sorted(quiet, key=lambda i: (buffers[_buffer(i)], i.line)))
     folded: list[Instruction] = []
     for ins in quiet:
         merged = _fold(folded[-1], ins, config) if folded else None
@@ -150,6 +150,6 @@ def _fixed(ins: Load | Store) -> tuple:
 
 
 def _element_bytes(ins: Load | Store, config: AcceleratorConfig) -> int:
-    precision = config.precision
-    wide = ins.buffer is Buffer.ACC if isinstance(ins, Load) else not ins.requant
-    return precision.acc_bytes if wide else precision.in_bytes
+    from tensorforge.sim.axi_traffic import line_geometry  # the DMA's own reading of a row
+
+    return line_geometry(config, ins)[1]
