@@ -12,6 +12,8 @@ read manager.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from amaranth.hdl import Assert, Assume, Signal
 from formal_axi_models import read_subordinate
@@ -26,6 +28,7 @@ from formal_properties import (
 from sby_runner import check_harness
 from test_formal_load_unit import CONFIGS, small_config
 
+from tensorforge.config import ControllerConfig
 from tensorforge.hw.controller import TOKEN_BITS, TOKEN_QUEUES, UNITS, Controller
 
 DEPTH = 16  # a command issues from step 11, a token is popped from step 14
@@ -103,13 +106,22 @@ def controller_harness(config, retiring: tuple[str, ...]) -> Harness:
     return harness
 
 
+def _plain_gates():
+    """The harness matches one issued command to each queued instruction, which a repeated
+    LOAD/STORE (controller.repeat, the default) breaks by design: these proofs cover the
+    plain gates; the repeating ones are checked against numpy on the RTL
+    (tests/test_repeat.py), not formally yet."""
+    config = small_config(CONFIGS["bus32-burst4-out2"])
+    return dataclasses.replace(config, controller=ControllerConfig(repeat=False))
+
+
 @pytest.mark.parametrize(
     "retiring",
     [("load", "compute", "store"), pytest.param((), marks=pytest.mark.slow)],
     ids=["retiring", "idle"],
 )
 def test_controller_queues_and_tokens_never_overflow_or_underflow(retiring, tmp_path):
-    harness = controller_harness(small_config(CONFIGS["bus32-burst4-out2"]), retiring)
+    harness = controller_harness(_plain_gates(), retiring)
     result = check_harness(harness, depth=DEPTH, workdir=tmp_path)
     assert result.passed, result.failure()
 
@@ -118,7 +130,7 @@ def test_controller_queues_and_tokens_never_overflow_or_underflow(retiring, tmp_
 def test_the_depth_reaches_a_token_pop(tmp_path):
     """Not vacuous: within the depth a compute instruction pops a token a LOAD pushed (a
     claim that it never happens fails)."""
-    harness = controller_harness(small_config(CONFIGS["bus32-burst4-out2"]), ("load",))
+    harness = controller_harness(_plain_gates(), ("load",))
     pop = signal_named(harness.fragment, "pop_l2c")
     harness.m.d.comb += Assert(~pop, "no token is ever popped")
     result = check_harness(harness, depth=DEPTH, workdir=tmp_path)
