@@ -14,7 +14,9 @@ the user's workload:
   ``acc_bits`` wide and cannot feed the ``in_bits`` operand scratchpad. The remaining products
   (MTTKRP's ``* C[k,j]`` and the sum over ``k``) run on the host in int64, from the stage's
   result and the extra inputs, which the program keeps in DRAM so that the DRAM image alone
-  determines the output.
+  determines the output. That is the program of one stage; an accelerator with the output
+  pipeline runs every stage on the device instead, each intermediate requantized to
+  ``in_bits`` at STORE, the stages chained into one program (`compiler.stage_chain`).
 """
 
 from __future__ import annotations

@@ -21,11 +21,15 @@ requantization, activation at STORE, int8 out), and strings the layers together:
   segment; the host runs it on the integers and packs the next segment's input. Each
   segment is one program with one FINISH; `NetworkProgram.host_ops` lists what ran on the
   host.
+* **a last layer without an output stage** (a multi-stage workload's final product,
+  `tensorforge.compiler.stage_chain`) stores its ``acc_bits`` accumulator. Such a
+  workload's operands are the layers' weights, given when the program runs
+  (`Segment.pack`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -70,12 +74,15 @@ class Segment:
         local = next(x for x in (*program.operands, program.output) if x.tensor == tensor)
         return replace(local, base=self.regions[position][tensor])
 
-    def pack(self, q: np.ndarray) -> bytearray:
-        """The DRAM image (without instructions) with the int8 input ``q``."""
+    def pack(self, q: np.ndarray, weights: Mapping[str, np.ndarray] | None = None
+             ) -> bytearray:
+        """The DRAM image (without instructions) with the int8 input ``q``; ``weights`` (by
+        layer name) replace the layers' own (a workload's operands, given at run time)."""
         image = bytearray(self.data_bytes)
+        weights = weights or {}
         for position, (layer, program) in enumerate(zip(self.layers, self.programs,
                                                         strict=True)):
-            tensors = {"B": layer.weight}
+            tensors = {"B": weights.get(layer.name, layer.weight)}
             if position == 0:
                 tensors["A"] = np.asarray(q).reshape(layer.workload.shapes["A"])
             prepared = program.lowering.prepare({**tensors, "A": tensors.get(
@@ -85,9 +92,9 @@ class Segment:
                 layout = self.layout(position, name)
                 access = next(a for a in device.inputs if a.tensor == name)
                 image[layout.base:layout.end] = layout.pack(prepared[name], access, device.sizes)
-            params = program.params
-            base = self.regions[position]["P"]
-            image[base:base + len(params.data)] = params.data
+            if program.params is not None:
+                base = self.regions[position]["P"]
+                image[base:base + len(program.params.data)] = program.params.data
         return image
 
     def unpack(self, dram: bytes | bytearray) -> np.ndarray:
@@ -116,14 +123,16 @@ class NetworkProgram:
     def host_ops(self) -> tuple[HostOp, ...]:
         return tuple(i for i in self.items if isinstance(i, HostOp))
 
-    def run(self, q: np.ndarray, device: Callable[[Segment, bytearray], tuple[bytes, int | None]]
+    def run(self, q: np.ndarray, device: Callable[[Segment, bytearray], tuple[bytes, int | None]],
+            weights: Mapping[str, np.ndarray] | None = None
             ) -> tuple[np.ndarray, list[int | None]]:
         """The int8 output for the int8 input ``q``, each segment run by ``device`` (image in,
-        ``(DRAM after, cycles)`` out); and each segment's cycles."""
+        ``(DRAM after, cycles)`` out); and each segment's cycles. ``weights`` as in
+        `Segment.pack`."""
         cycles = []
         for item in self.items:
             if isinstance(item, Segment):
-                after, count = device(item, item.pack(q))
+                after, count = device(item, item.pack(q, weights))
                 q = item.unpack(after)
                 cycles.append(count)
             elif item.op == "global_avg_pool":
@@ -159,6 +168,9 @@ def compile_network(network: QuantizedNetwork, config: AcceleratorConfig,
         raise MappingError(f"quantized networks are int8 with int32 accumulators; this "
                            f"accelerator has in_bits {precision.in_bits}, acc_bits "
                            f"{precision.acc_bits}")
+    if any(layer.params is None for layer in network.layers[:-1]):
+        raise MappingError("only a network's last layer may lack an output stage (it stores "
+                           "its acc_bits accumulator, which no later layer can read)")
     items: list[Item] = []
     for run, host in _device_runs(network.steps):
         for group in chain(run, config, memory):
@@ -209,7 +221,8 @@ def _segment(group: list[tuple[QuantLayer, Program, Link]],
     for position, (_, program, _) in enumerate(group):
         weights = next(x for x in program.operands if x.tensor == "B")
         regions[position]["B"], base = base, aligned(base + weights.nbytes)
-        regions[position]["P"], base = base, aligned(base + len(program.params.data))
+        if program.params is not None:
+            regions[position]["P"], base = base, aligned(base + len(program.params.data))
     instructions: list[Instruction] = []
     for position, (_, program, _) in enumerate(group):
         body = _relocate(program, regions[position])
@@ -229,7 +242,8 @@ def _relocate(program: Program, bases: dict[str, int]) -> list[Instruction]:
     moves = [(x.base, x.end, bases[x.tensor] - x.base) for x in (*program.operands,
                                                                   program.output)]
     params = program.params
-    moves.append((params.base, params.end, bases["P"] - params.base))
+    if params is not None:
+        moves.append((params.base, params.end, bases["P"] - params.base))
     body = []
     for instruction in program.instructions:
         if isinstance(instruction, Finish):

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from tensorforge.compiler.codegen import generate
 from tensorforge.compiler.layout import DramLayout
 from tensorforge.compiler.mappers import choice_mappings, default_mapping
 from tensorforge.compiler.mapping import Mapping
@@ -53,13 +54,16 @@ class _Candidate:
         return bool(self.mapping.groups)
 
 
-def stage(layer: QuantLayer) -> OutputStage:
-    return OutputStage(layer.params, layer.channel)
+def stage(layer: QuantLayer) -> OutputStage | None:
+    """The layer's output stage; None for one that stores its ``acc_bits`` accumulator (a
+    multi-stage workload's last stage: `compiler.stage_chain`)."""
+    return None if layer.params is None else OutputStage(layer.params, layer.channel)
 
 
 def _reserve(layer: QuantLayer, config: AcceleratorConfig) -> int:
     """Accumulator lines to leave the parameter blocks (`output_stage.first_reserve`)."""
-    return first_reserve(layer.workload.sizes[layer.channel], config)
+    output = stage(layer)
+    return 0 if output is None else first_reserve(output.channels(layer.workload), config)
 
 
 def _candidates(layer: QuantLayer, config: AcceleratorConfig, memory: MemorySystem
@@ -68,18 +72,19 @@ def _candidates(layer: QuantLayer, config: AcceleratorConfig, memory: MemorySyst
     and (if that differs) row-major, a hair dearer on a tie; im2col only if none runs."""
     workload = layer.workload
     room = reserve_accumulator(config, _reserve(layer, config))
+    narrow = layer.params is not None
     found = []
     for cost, mapping in choice_mappings(workload, room, (), memory):
         for tile_major in (True, False):
             regions = region_layouts(workload, mapping, config, tile_major=tile_major,
-                                     narrow_output=True)
+                                     narrow_output=narrow)
             found.append(_Candidate(cost * (1 if tile_major else 1 + 1e-9), mapping, tile_major,
                                     regions["A"], regions["C"]))
             if all(x.line_block == 1 for x in regions.values()):
                 break  # row-major already
     if not found:  # no direct choice: the host lowers the input (im2col), a re-layout
         mapping = default_mapping(workload, room, memory)
-        regions = region_layouts(workload, mapping, config, narrow_output=True)
+        regions = region_layouts(workload, mapping, config, narrow_output=narrow)
         found.append(_Candidate(0.0, mapping, True, regions["A"], regions["C"]))
     return found
 
@@ -88,6 +93,10 @@ def _generate(layer: QuantLayer, candidate: _Candidate, config: AcceleratorConfi
               memory: MemorySystem, output_layout: DramLayout | None) -> Program:
     """The candidate's program; where its parameter blocks turn out not to fit, the same
     tensorize choice mapped again with the room they need (its layouts do not change)."""
+    if layer.params is None:
+        return generate(layer.workload, candidate.mapping, config,
+                        tile_major=candidate.tile_major, output_layout=output_layout)
+
     def remap(room: AcceleratorConfig) -> Mapping:
         again = [m for _, m in choice_mappings(layer.workload, room, candidate.mapping.groups,
                                                memory) if m.choice == candidate.mapping.choice]

@@ -1,9 +1,11 @@
 """A layer's output stage on the device: bias, requantization and activation at STORE.
 
 `OutputStage` names the per-channel parameters (`tensorforge.requant.OutputParams`) and the
-workload's output index that is the channel. The code generator (`codegen.generate` with
-``output=``) makes every STORE requantize (`isa.Store.requant`) and write ``in_bits``
-elements; `ParamBlocks` collects the parameter blocks those STOREs need.
+workload's output index that is the channel, or no index: one set of parameters for the whole
+tensor (per-tensor, a workload's requantized intermediate: `compiler.stage_chain`). The
+code generator (`codegen.generate` with ``output=``) makes every STORE requantize
+(`isa.Store.requant`) and write ``in_bits`` elements; `ParamBlocks` collects the parameter
+blocks those STOREs need.
 
 Which channel each stored element belongs to is read off the output's DRAM layout (the
 channel number of every element, packed like the output), so any tensorize choice and tile
@@ -34,37 +36,49 @@ _MAX_ROWS, _MAX_STRIDE = _LIMITS["rows"], _LIMITS["stride"]
 
 @dataclass(frozen=True, eq=False)  # holds arrays: compared by identity
 class OutputStage:
-    """Per-channel output parameters and the output index they run along."""
+    """Per-channel output parameters and the output index they run along (None: one
+    channel, the whole tensor, so every STORE shares one parameter block)."""
 
     params: OutputParams
-    channel: str
+    channel: str | None
 
     def check(self, workload: Workload, config: AcceleratorConfig) -> None:
         if not config.output_pipeline:
             raise MappingError("an output stage needs an accelerator with the output pipeline "
                                "(AcceleratorConfig(output_pipeline=True), --output-pipeline)")
-        if self.channel not in workload.output.indices:
+        if self.channel is not None and self.channel not in workload.output.indices:
             raise MappingError(f"output stage channel {self.channel!r} is not an index of "
                                f"{workload.output} ({', '.join(workload.output.indices)})")
-        size = workload.sizes[self.channel]
+        size = self.channels(workload)
         if self.params.channels != size:
             raise MappingError(f"the output stage has {self.params.channels} channels, "
-                               f"{self.channel} has {size}")
+                               f"{self.channel or 'a per-tensor stage'} has {size}")
         self.params.check(config.precision.in_bits, config.precision.acc_bits)
+
+    def channels(self, workload: Workload) -> int:
+        """How many parameter sets the stage has on ``workload``."""
+        return 1 if self.channel is None else workload.sizes[self.channel]
 
     def apply(self, result: np.ndarray, workload: Workload, acc_bits: int) -> np.ndarray:
         """The reference: the workload's exact output through the output stage."""
+        if self.channel is None:
+            return self.params.apply(np.asarray(result)[None], 0, acc_bits)[0]
         axis = workload.output.indices.index(self.channel)
         return self.params.apply(result, axis, acc_bits)
 
 
-def device_channels(lowering: Lowering, channel: str) -> np.ndarray:
-    """The channel number of every element of the device stage's output (its shape)."""
+def device_channels(lowering: Lowering, channel: str | None) -> np.ndarray:
+    """The channel number of every element of the device stage's output (its shape; all 0
+    for a per-tensor stage, ``channel`` None)."""
     workload = lowering.workload
     if len(lowering.stages) != 1:
         raise MappingError(f"{workload.name} finishes on the host ({len(lowering.stages) - 1} "
                            "later stage(s)); the output stage needs the device's result to be "
-                           "the workload's output")
+                           "the workload's output (a multi-stage workload runs every stage "
+                           "on the device as a chain: compiler.stage_chain)")
+    if channel is None:
+        device = lowering.device
+        return np.zeros(device.shapes[device.output.tensor], dtype=np.int64)
     shape = workload.shapes[workload.output.tensor]
     axis = workload.output.indices.index(channel)
     view = [1] * len(shape)

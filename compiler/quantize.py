@@ -58,8 +58,8 @@ class QuantLayer:
     kind: str  # conv2d, depthwise_conv2d, linear or global_avg_pool
     workload: Workload
     weight: np.ndarray  # int64 holding int8 values, the workload's B shape
-    params: OutputParams
-    channel: str  # the output index the params run along
+    params: OutputParams | None  # None: the accumulator is stored (a workload's last stage)
+    channel: str | None  # the output index the params run along (None: per-tensor)
     activation: str  # none, relu or relu6
     input_scale: float
     output_scale: float

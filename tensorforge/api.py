@@ -57,7 +57,7 @@ def compile_workload(
     def remap(room: AcceleratorConfig) -> Mapping:
         return resolve_mapping(workload, room, mapping, memory)
 
-    reserve = first_reserve(workload.sizes[output.channel], config)
+    reserve = first_reserve(output.channels(workload), config)
     return generate_with_room(workload, remap(reserve_accumulator(config, reserve)), config,
                               output, remap)
 

@@ -1,6 +1,9 @@
 """`tensorforge compile`: workload + accelerator + mapping -> program binary.
 
-A bare zoo model name compiles the whole network (`tensorforge.commands.compile_network`).
+A bare zoo model name compiles the whole network (`tensorforge.commands.compile_network`);
+a workload of three or more inputs (MTTKRP) with ``--output-pipeline`` runs every stage on
+the device as one program (`tensorforge.commands.staged`); without it the host finishes the
+stages after the first, which the summary's ``host_ops`` lists.
 
 ``--out DIR`` writes what a user's own project needs (`tensorforge.project_files`): the
 program and its disassembly, the packed DRAM image of seeded inputs, the register values, the
@@ -59,14 +62,17 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from tensorforge.api import resolve_mapping
-    from tensorforge.commands import compile_network
+    from tensorforge.commands import compile_network, staged
     from tensorforge.compiler.codegen import generate
+    from tensorforge.compiler.stage_chain import is_multi_stage
 
     config = config_from_args(args)
     memory = memory_from_args(args)
     if compile_network.is_model_name(args.workload):
         return compile_network.run(args, config, memory)
     workload = workload_from_args(args)
+    if is_multi_stage(workload) and config.output_pipeline:
+        return staged.compile_run(args, workload, config, memory)
     mapping = resolve_mapping(workload, config, args.mapping, memory)
     program = generate(workload, mapping, config)
     if args.out and args.out.suffix == ".bin":
@@ -79,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
         args.save_mapping.write_text(mapping.to_json())
     summary = program.describe()
     summary["memory"] = {"name": memory.describe(), **memory.to_dict()}
+    summary["host_ops"] = staged.host_stages(program)
     status = 0
     if args.check:
         rng = np.random.default_rng(args.seed)
@@ -101,6 +108,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"program: {stats['instructions']}, DRAM read {stats['dram_bytes_read']} B, "
               f"written {stats['dram_bytes_written']} B"
               + (f", written to {args.out}" if args.out else ""))
+        if summary["host_ops"]:
+            print(f"host:    {'; '.join(summary['host_ops'])}; --output-pipeline runs every "
+                  "stage on the device")
         if args.check:
             verdict = "equal to" if summary["check"]["equal"] else "DIFFERENT from"
             print(f"check:   functional simulator result is {verdict} the numpy reference "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from tensorforge.errors import ConfigError, MappingError
 
@@ -22,6 +23,34 @@ def is_model_name(text: str) -> bool:
     from tensorforge.compiler.zoo import list_models
 
     return "[" not in text and ":" not in text and text in list_models()
+
+
+def segments_summary(program) -> dict[str, list]:
+    """A `NetworkProgram`'s segments (layers, instructions, DRAM bytes) and host ops."""
+    return {"segments": [{"layers": [layer.name for layer in segment.layers],
+                          "instructions": len(segment.instructions),
+                          "dram_bytes": segment.data_bytes + 16 * len(segment.instructions)}
+                         for segment in program.segments],
+            "host_ops": [str(op) for op in program.host_ops]}
+
+
+def write_segments(program, out: Path, summary: dict) -> None:
+    """``segment<i>.bin``, ``segment<i>.asm`` and ``network.json`` (``summary``) into ``out``."""
+    from tensorforge.isa import disassemble, encode_program
+
+    out.mkdir(parents=True, exist_ok=True)
+    for number, segment in enumerate(program.segments):
+        instructions = list(segment.instructions)
+        (out / f"segment{number}.bin").write_bytes(encode_program(instructions))
+        (out / f"segment{number}.asm").write_text(disassemble(instructions))
+    (out / "network.json").write_text(json.dumps(summary, indent=2))
+
+
+def print_segments(summary: dict) -> None:
+    for number, segment in enumerate(summary["segments"]):
+        print(f"segment {number}: {segment['instructions']} instructions, "
+              f"layers {', '.join(segment['layers'])}")
+    print(f"host ops: {', '.join(summary['host_ops']) or 'none'}")
 
 
 def run(args: argparse.Namespace, config, memory) -> int:
@@ -37,23 +66,10 @@ def run(args: argparse.Namespace, config, memory) -> int:
         raise MappingError("a whole-network program picks each layer's mapping itself; "
                            "--mapping and --save-mapping apply to one layer (MODEL:LAYER)")
     program = compile_network(zoo_network(load_model(args.workload), args.seed), config, memory)
-    summary = {
-        "network": args.workload, "config": config.describe(), "memory": memory.describe(),
-        "segments": [{"layers": [layer.name for layer in segment.layers],
-                      "instructions": len(segment.instructions),
-                      "dram_bytes": segment.data_bytes + 16 * len(segment.instructions)}
-                     for segment in program.segments],
-        "host_ops": [str(op) for op in program.host_ops],
-    }
+    summary = {"network": args.workload, "config": config.describe(),
+               "memory": memory.describe(), **segments_summary(program)}
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        from tensorforge.isa import disassemble, encode_program
-
-        for number, segment in enumerate(program.segments):
-            instructions = list(segment.instructions)
-            (args.out / f"segment{number}.bin").write_bytes(encode_program(instructions))
-            (args.out / f"segment{number}.asm").write_text(disassemble(instructions))
-        (args.out / "network.json").write_text(json.dumps(summary, indent=2))
+        write_segments(program, args.out, summary)
     status = 0
     if args.check:
         summary["check"] = check_zoo_network(program, args.seed)
@@ -63,10 +79,7 @@ def run(args: argparse.Namespace, config, memory) -> int:
         return status
     layers = sum(len(s["layers"]) for s in summary["segments"])
     print(f"{args.workload}: {layers} layers on {config.describe()}, {memory.describe()}")
-    for number, segment in enumerate(summary["segments"]):
-        print(f"segment {number}: {segment['instructions']} instructions, "
-              f"layers {', '.join(segment['layers'])}")
-    print(f"host ops: {', '.join(summary['host_ops']) or 'none'}")
+    print_segments(summary)
     if args.check:
         verdict = "equal to" if status == 0 else "DIFFERENT from"
         print(f"check:   functional simulator result is {verdict} the numpy reference "

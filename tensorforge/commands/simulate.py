@@ -13,6 +13,10 @@ from numpy prints the first differing elements and exits 1. A synthesis or OpenS
 fails or outlasts ``--timeout`` still prints the RTL's figures, beside the tool's error, and
 exits 1: a large design's simulation is not lost to its pricing.
 
+A workload of three or more inputs (MTTKRP) with ``--output-pipeline`` runs all its stages
+as one chained program instead (`tensorforge.commands.staged`), reporting its cycles, its
+instructions, its host ops (none) and whether it equals the staged numpy reference.
+
 The DRAM is `tensorforge.memory.DEFAULT_MEMORY` (DDR3 behind an FPGA controller: 32 cycles of
 latency) unless ``--memory`` or the ``--dram-*`` overrides say otherwise: the cycles and the
 utilization a user reads should be those of a memory that exists, and ``--memory ideal``
@@ -160,11 +164,15 @@ def model_power_summary(workload, mapping, config, memory, clock_ns: float) -> d
 
 def run(args: argparse.Namespace) -> int:
     from tensorforge.api import resolve_mapping
+    from tensorforge.commands import staged
+    from tensorforge.compiler.stage_chain import is_multi_stage
     from tensorforge.sim.rtl_run import run_on_rtl
 
     workload = workload_from_args(args)
     config = config_from_args(args)
     memory = memory_from_args(args)
+    if is_multi_stage(workload) and config.output_pipeline:
+        return staged.simulate_run(args, workload, config, memory)
     mapping = resolve_mapping(workload, config, args.mapping, memory)
     if args.power and args.waves:
         raise ConfigError("--power and --waves need two runs (the activity model records no "
