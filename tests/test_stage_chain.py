@@ -158,3 +158,14 @@ def test_mttkrp_on_the_rtl(random_seed):
     np.testing.assert_array_equal(output, _mttkrp_by_hand(inputs, program.params[0]),
                                   err_msg=f"seed {random_seed}")
     assert len(cycles) == 1 and cycles[0] > 0
+
+
+@pytest.mark.rtl
+def test_simulate_cli_runs_the_chain_on_the_rtl(capsys):
+    """`tensorforge simulate --output-pipeline` on the test configuration's flags."""
+    flags = ["--workload", MTTKRP, "--sizes", "i=8,j=5,k=6,l=7", "--pe", "4x4", "--spad-kib",
+             "2", "--banks", "4", "--acc-kib", "2", "--output-pipeline", "--json"]
+    assert main(["simulate", *flags]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["match"] and summary["host_ops"] == [] and summary["cycles"] > 0
+    assert summary["segments"][0]["layers"] == ["stage0", "stage1"]
