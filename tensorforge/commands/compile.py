@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         args.save_mapping.write_text(mapping.to_json())
     summary = program.describe()
     summary["memory"] = {"name": memory.describe(), **memory.to_dict()}
-    summary["host_ops"] = staged.host_stages(program)
+    summary["host_ops"] = staged.host_stages(program.lowering)
     status = 0
     if args.check:
         rng = np.random.default_rng(args.seed)

@@ -83,9 +83,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _print_table(summary: dict, power: dict | None) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"{summary['workload']}\n{summary['config']}", show_header=False)
+    # escape: rich would read a workload's [i,j] as markup and drop it
+    table = Table(title=escape(f"{summary['workload']}\n{summary['config']}"),
+                  show_header=False)
     table.add_column("metric")
     table.add_column("value", justify="right")
     verdict = "[green]yes[/green]" if summary["match"] else "[red]NO[/red]"
@@ -126,6 +129,9 @@ def _print_table(summary: dict, power: dict | None) -> None:
             ("energy: total uJ", f"{energy['total']:.4f}"),
             ("flip-flops annotated", f"{power['flops_annotated']:,} of {power['flops_total']:,}"),
         ]
+    if summary.get("host_ops"):
+        rows.append(("host ops (--output-pipeline: none)",
+                     escape("; ".join(summary["host_ops"]))))
     if summary.get("waveform"):
         rows.append(("waveform", summary["waveform"]))
     for name, value in rows:
@@ -165,6 +171,7 @@ def model_power_summary(workload, mapping, config, memory, clock_ns: float) -> d
 def run(args: argparse.Namespace) -> int:
     from tensorforge.api import resolve_mapping
     from tensorforge.commands import staged
+    from tensorforge.compiler.lowering import Lowering
     from tensorforge.compiler.stage_chain import is_multi_stage
     from tensorforge.sim.rtl_run import run_on_rtl
 
@@ -183,6 +190,8 @@ def run(args: argparse.Namespace) -> int:
     )
     summary = result.to_dict()
     summary["instructions_by_kind"] = instruction_kinds(workload, mapping, config)
+    summary["host_ops"] = staged.host_stages(
+        Lowering(workload, mapping.groups, mapping.choice.stage))
     summary["memory"] = {"name": memory.describe(), **memory.to_dict()}
     summary.update(model_summary(workload, mapping, config, memory, result.cycles))
     summary.update(model_power_summary(workload, mapping, config, memory, args.clock_ns))

@@ -18,9 +18,9 @@ import sys
 from tensorforge.errors import MappingError
 
 
-def host_stages(program) -> list[str]:
-    """The stages a single-stage program leaves to the host (in int64), as text."""
-    lowering = program.lowering
+def host_stages(lowering) -> list[str]:
+    """The stages a single-stage program (its `compiler.lowering.Lowering`) leaves to the
+    host (in int64), as text."""
     return [f"{stage.text} (int64 on the host)"
             for stage in lowering.stages[lowering.stage + 1:]]
 
