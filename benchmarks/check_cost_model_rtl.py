@@ -92,9 +92,12 @@ TERMS = [
     "COMPUTE overheads above (bank stalls included) |",
     "| LOAD/STORE instructions, bytes, beats, bursts | per distinct tile, what the code "
     "generator emits for it (`dse/cost_transfers.py` runs its `_load`/`_store`), summed over "
-    "full and remainder tiles | equal to the compiled programs' on every fidelity program; "
-    "the search ranks with the closed form (`cost_geometry.transfers`, row-major runs) and "
-    "re-prices its choice exactly |",
+    "full and remainder tiles; a repeated instruction's runs are commands of the DMA unit "
+    "(fixed cost each, hidden under the stream but a transfer's first) and wait `run_cycles` "
+    "2 each at the gate | equal to the compiled programs' on every fidelity program; "
+    "the search ranks with the closed form (`cost_geometry.transfers`, row-major runs, "
+    "folded along the tile's second dimension where `repeat_stride` holds its DRAM step: "
+    "`tests/test_cost_folds.py`) and re-prices its choice exactly |",
     "| split first / last tile step (`cost_split`) | chunks of 1, 1, 2, 4, ... blocks (the "
     "last step's reversed) along the index the code generator picks, each priced as a tile "
     "step of its own (`cost_tile_step.tile_costs`: its LOADs, micro-loop, STOREs) | "

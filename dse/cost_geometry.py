@@ -2,8 +2,9 @@
 
 Per mapping and device index: tile sizes, tile counts, remainders and blocks (`Geometry`);
 per operand: buffer lines of a tile, DRAM elements, rows, beats and lines of one pass over
-its tiles (`sweep_sums`), LOAD/STORE instructions per tile transfer (`transfers`), and the
-tile steps between an operand's reloads in a loop order (`reload_periods`). A `Geometry`
+its tiles (`sweep_sums`), LOAD/STORE commands and instructions per tile transfer
+(`transfers`), and the tile steps between an operand's reloads in a loop order
+(`reload_periods`). A `Geometry`
 of one tile (``sizes`` = the tile) gives the same quantities for one tile step or chunk.
 Every space constant comes per mapping (`cost_rows.SpaceRows`): a batch may mix tensorize
 choices.
@@ -95,15 +96,7 @@ def tile_lines(g: Geometry, spec: OperandRows) -> np.ndarray:
     """Buffer lines of one full tile (as `compiler.tiling` allocates)."""
     lines = np.ones(g.tile.shape[0], dtype=I64)
     for dim in spec.dims:
-        p = dim.positions[0]
-        if dim.kind == GROUP:
-            lines *= g.col("tile", p)
-        elif dim.kind == ELEM:
-            lines *= g.col("full_blocks", p)
-        else:
-            extent = sum(s * g.col("full_blocks", q) for q, s in zip(dim.positions, dim.sizes,
-                                                                      strict=True))
-            lines *= extent - (len(dim.positions) - 1)
+        lines *= _dim_lines(g, dim)
     return lines
 
 
@@ -185,48 +178,72 @@ def reload_periods(g: Geometry, rows: SpaceRows, order: np.ndarray,
     return total, periods[0], periods[1], periods[2]
 
 
-def transfers(g: Geometry, spec: OperandRows, lines: np.ndarray, padded: bool
-               ) -> np.ndarray:
-    """LOAD/STORE instructions per transfer of a tile of ``lines`` lines (mean over the tiles).
+#: Runs one repeated LOAD/STORE may carry (`isa`: a 6-bit ``repeat`` field counts the runs
+#: after the first).
+MAX_RUNS = 64
 
-    One per run of the innermost dimension's lines (`tile_runs.tile_runs`); where that
-    dimension packs a block of elements per line, a partial last line is an instruction of
+
+def transfers(g: Geometry, spec: OperandRows, lines: np.ndarray, padded: bool,
+              repeat: bool = False, folds: np.ndarray | bool = False
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """``(commands, instructions)`` of one transfer of a tile of ``lines`` lines (means over
+    the tiles): the DMA unit's commands and the LOAD/STOREs fetched for them.
+
+    A command per run of the innermost dimension's lines (`tile_runs.tile_runs`); where
+    that dimension packs a block of elements per line, a partial last line is a command of
     its own (its row is shorter); where it is a line axis of one index whose partial block
-    a LOAD (``padded``) fills with zero lines, those lines are one more LOAD (``pad_after``;
-    sliding windows are counted one LOAD a run).
+    a LOAD (``padded``) fills with zero lines, those lines are one more LOAD (``pad_after``
+    of the run's LOAD with ``repeat``; sliding windows are counted one LOAD a run). Without
+    ``repeat`` each command is an instruction; with it (``controller.repeat``,
+    `compiler.repeats`), where ``folds`` (per mapping: the second innermost dimension's
+    DRAM step fits the ``repeat_stride`` field, `LayerSpace.folds`), the commands of one
+    line run each fold into an instruction per `MAX_RUNS` runs along that dimension (a run
+    split into a full and a partial line does not fold).
     """
-    runs = (lines // last_dim_lines(g, spec)).astype(float)
-    if not spec.dims or spec.dims[-1].kind == GROUP:
-        return runs
-    last = spec.dims[-1]
-    if last.kind == AXIS and not padded:
-        return runs
+    runs = (lines // _dim_lines(g, spec.dims[-1]) if spec.dims
+            else np.ones(len(lines), dtype=I64)).astype(float)
+    folds = np.where(folds, _folded(g, spec), 1.0) if repeat else 1.0
+    last = spec.dims[-1] if spec.dims else None
+    used = [] if last is None else [q for q, present in zip(last.positions, last.present,
+                                                            strict=True) if present]
+    if (last is None or last.kind == GROUP or (last.kind == AXIS and not padded)
+            or len(last.positions) != 1 or not used):  # (a sliding window: a run per extent)
+        return runs, runs * folds
 
-    def per_tile(valid: list[np.ndarray]) -> np.ndarray:
+    def per_tile(valid: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """(commands, instructions) per run of a tile of ``valid`` elements."""
+        partial = (valid[0] % last.sizes[0] > 0).astype(float)
         if last.kind == ELEM:
-            return (valid[0] >= last.sizes[0]).astype(float) + (valid[0] % last.sizes[0] > 0)
-        return 1.0 + (valid[0] % last.sizes[0] > 0)
+            commands = (valid[0] >= last.sizes[0]) + partial
+            return commands, np.where(commands > 1, commands, commands * folds)
+        if repeat:  # the zero lines are the run's own LOAD's pad_after
+            return np.ones_like(partial), np.ones_like(partial) * folds
+        return 1.0 + partial, 1.0 + partial
 
-    used = [q for q, present in zip(last.positions, last.present, strict=True) if present]
-    if len(last.positions) != 1 or not used:  # a sliding window: one run per line extent
-        return runs
     full = per_tile([g.col("tile", q) for q in used])
     if g.single:  # one tile, its own remainder: the mean below is ``runs * full``
-        return runs * full
-    partial = per_tile([g.col("rem", q) for q in used])
+        return runs * full[0], runs * full[1]
+    rem = per_tile([g.col("rem", q) for q in used])
     count = g.col("count", used[0])
-    return runs * ((count - 1) * full + partial) / count
+    return tuple(runs * ((count - 1) * f + r) / count for f, r in zip(full, rem, strict=True))
 
 
-def last_dim_lines(g: Geometry, spec: OperandRows) -> np.ndarray:
-    """Lines of the innermost tile dimension (one LOAD/STORE run covers them)."""
-    if not spec.dims:
-        return np.ones(g.tile.shape[0], dtype=I64)
-    last = spec.dims[-1]
-    if last.kind == GROUP:
-        return g.col("tile", last.positions[0])
-    if last.kind == ELEM:
-        return g.col("full_blocks", last.positions[0])
-    extent = sum(s * g.col("full_blocks", q) for q, s in zip(last.positions, last.sizes,
+def _folded(g: Geometry, spec: OperandRows) -> np.ndarray | float:
+    """Instructions per command where runs fold: one per `MAX_RUNS` runs of the second
+    innermost dimension (one where the tile has a single dimension)."""
+    if len(spec.dims) < 2:
+        return 1.0
+    second = _dim_lines(g, spec.dims[-2])
+    return ceil_div(second, MAX_RUNS) / np.maximum(second, 1)
+
+
+def _dim_lines(g: Geometry, dim) -> np.ndarray:
+    """Buffer lines along one tile dimension: a group's tile, an element block's full
+    blocks, or a line axis's extent (a window's indices overlap)."""
+    if dim.kind == GROUP:
+        return g.col("tile", dim.positions[0])
+    if dim.kind == ELEM:
+        return g.col("full_blocks", dim.positions[0])
+    extent = sum(s * g.col("full_blocks", q) for q, s in zip(dim.positions, dim.sizes,
                                                               strict=True))
-    return extent - (len(last.positions) - 1)
+    return extent - (len(dim.positions) - 1)

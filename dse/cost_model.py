@@ -136,7 +136,8 @@ def evaluate(space: LayerSpace, tiles: np.ndarray, order: np.ndarray,
     ``exact`` takes each tile transfer's LOAD/STORE instructions, bytes, beats and bursts
     from the code generator (`cost_transfers`: what the program does, about a millisecond per
     new tile shape); otherwise from the closed-form geometry (`cost_geometry.transfers`,
-    `sweep_sums`: row-major runs, one burst a row; fast enough to rank the hundreds of
+    `sweep_sums`: row-major runs, folded as `compiler.repeats` folds them where the
+    accelerator repeats LOADs/STOREs, one burst a row; fast enough to rank the hundreds of
     thousands of mappings a search tries). Reported figures use ``exact``.
     ``holds``: held operands of every mapping, as `compiler.mapping.Mapping.holds` names
     them (`cost_holds`).

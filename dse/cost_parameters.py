@@ -34,6 +34,8 @@ class CostParameters:
     gate_cycles: int = Controller.gate_latency + 1  # LOAD/STORE units idle between commands:
     # their gate takes, checks and issues the next, and a unit lowers `idle` the cycle after
     # it accepts one (the compute unit's gate overlaps its run)
+    run_cycles: int = 2  # per further run of a repeated LOAD/STORE: the gate goes from RUN
+    # back to ISSUE, with no TAKE and no tokens (`Controller._repeat`)
     fetch_request_cycles: int = 3  # per fetched chunk beyond its beats and DRAM latency:
     # REQUEST, the address handshake, the first beat's response (`fetch_cycles`)
     beat_cycles: float = 1.0  # cycles a bus beat takes: above 1 where the DRAM's bandwidth is

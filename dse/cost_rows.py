@@ -117,6 +117,7 @@ class SpaceRows:
     chunkable = _Gathered()
     host_bytes = _Gathered()
     useful = _Gathered()
+    folds = _Gathered()  # (n x 3) whether A's, B's, C's runs fold (`LayerSpace.folds`)
 
     @cached_property
     def operands(self) -> tuple[OperandRows, OperandRows, OperandRows]:
@@ -187,6 +188,7 @@ class SpaceStack:
                         for spec in s.operands for dim in spec.dims) for d in range(s.dims)]
         self.host_bytes = np.array([s.host_bytes for s in spaces], dtype=I64)
         self.useful = np.array([float(np.prod(s.sizes.astype(float))) for s in spaces])
+        self.folds = np.array([s.folds for s in spaces], dtype=bool).reshape(count, len(ROLES))
         self.operand_tables = [self._operand_tables(r, pad) for r in range(len(ROLES))]
 
     def _operand_tables(self, role: int, pad: int) -> tuple[np.ndarray, list, np.ndarray]:

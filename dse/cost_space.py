@@ -125,6 +125,12 @@ class LayerSpace:
         return TransferCounter(self.workload, self.choice, self.groups, self.config)
 
     @cached_property
+    def folds(self) -> tuple[bool, bool, bool]:
+        """Per operand: whether its runs fold into repeated LOADs/STOREs
+        (`cost_transfers.TransferCounter.folds`)."""
+        return self.transfer_counter.folds()
+
+    @cached_property
     def stack(self):
         """This space alone as a `cost_rows.SpaceStack`, the form the batch model prices."""
         from tensorforge.dse.cost_rows import SpaceStack

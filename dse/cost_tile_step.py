@@ -24,7 +24,7 @@ from tensorforge.dse.cost_geometry import (
 from tensorforge.dse.cost_holds import hold_patterns, take_held
 from tensorforge.dse.cost_micro_loop import micro_loops, step_cycles
 from tensorforge.dse.cost_parameters import CostParameters
-from tensorforge.dse.cost_rows import OperandRows, SpaceRows
+from tensorforge.dse.cost_rows import ROLES, OperandRows, SpaceRows
 from tensorforge.dse.cost_transfers import COUNTS
 
 
@@ -71,28 +71,34 @@ def sweep_counts(rows: SpaceRows, g: Geometry, spec: OperandRows, tiles: np.ndar
 def _closed_form_counts(rows: SpaceRows, g: Geometry, spec: OperandRows,
                         known: tuple[np.ndarray, np.ndarray] | None = None
                         ) -> dict[str, np.ndarray]:
-    """The counts of `sweep_counts` by the closed-form geometry: LOAD/STORE instructions
-    per run of a tile's innermost lines (`cost_geometry.transfers`), rows, beats and lines
-    of row-major regions (`cost_geometry.sweep_sums`), one burst per row."""
+    """The counts of `sweep_counts` by the closed-form geometry: LOAD/STORE commands per
+    run of a tile's innermost lines and the instructions they fold into
+    (`cost_geometry.transfers`), rows, beats and lines of row-major regions
+    (`cost_geometry.sweep_sums`), one burst per row."""
     config, store = rows.config, spec.role == "C"
     elem_bytes = config.precision.acc_bytes if store else config.precision.in_bytes
     sums = sweep_sums(g, spec, elem_bytes, config.dma.bus_bytes)
     keys, lines = known or (distinct_tiles(g, spec), tile_lines(g, spec))
-    runs = transfers(g, spec, lines, padded=not store)
-    return {"instructions": keys * runs, "elements": sums["elements"], "beats": sums["beats"],
-            "bursts": sums["rows"], "rows": sums["rows"],
-            "lines": sums["rows"] if store else sums["lines"]}
+    commands, instructions = transfers(g, spec, lines, padded=not store,
+                                       repeat=config.controller.repeat,
+                                       folds=rows.folds[:, ROLES.index(spec.role)])
+    return {"instructions": keys * instructions, "commands": keys * commands,
+            "elements": sums["elements"], "beats": sums["beats"], "bursts": sums["rows"],
+            "rows": sums["rows"], "lines": sums["rows"] if store else sums["lines"]}
 
 
 def unit_time(c: dict[str, np.ndarray], events: np.ndarray, p: CostParameters, *,
               store: bool) -> np.ndarray:
-    """A DMA unit's cycles for ``c``'s instructions in ``events`` transfers: a retiring unit
-    takes its next instruction while the last one's data still streams (`hw.load_unit`,
-    `hw.store_unit`), so within a transfer an instruction's fixed cost hides under the
-    stream; the transfer's first one does not."""
+    """A DMA unit's cycles for ``c``'s commands in ``events`` transfers: a retiring unit
+    takes its next command while the last one's data still streams (`hw.load_unit`,
+    `hw.store_unit`), so within a transfer a command's fixed cost hides under the stream;
+    the transfer's first one does not. A repeated instruction's further runs each wait
+    `CostParameters.run_cycles` at the gate (the gate's gap per instruction,
+    `CostParameters.gate_cycles`, the caller adds)."""
     fixed = p.issue_cycles + (p.store_fixed_cycles if store else p.load_fixed_cycles)
-    hidden = (c["instructions"] - events) * fixed
-    return np.maximum(_stream(c, p, store=store), hidden) + events * fixed
+    hidden = (c["commands"] - events) * fixed
+    runs = (c["commands"] - c["instructions"]) * p.run_cycles
+    return np.maximum(_stream(c, p, store=store), hidden + runs) + events * fixed
 
 
 def _stream(c: dict[str, np.ndarray], p: CostParameters, *, store: bool) -> np.ndarray:

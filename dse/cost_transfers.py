@@ -23,14 +23,16 @@ from tensorforge.config import AcceleratorConfig
 from tensorforge.dse.cost_geometry import distinct_rows
 from tensorforge.errors import MappingError
 
-COUNTS = ("instructions", "elements", "beats", "bursts", "rows", "lines")
+COUNTS = ("instructions", "elements", "beats", "bursts", "rows", "lines", "commands")
 
 
 @dataclass(frozen=True)
 class TransferCounts:
-    """One tile transfer: LOAD/STORE ``instructions`` (zero-line LOADs included), DRAM
-    ``elements`` moved (a widened row's padding included), bus ``beats`` and AXI ``bursts``,
-    DRAM ``rows`` (one per line of data) and buffer ``lines`` (data and zero lines)."""
+    """One tile transfer: LOAD/STORE ``instructions`` fetched (zero-line LOADs included),
+    DRAM ``elements`` moved (a widened row's padding included), bus ``beats`` and AXI
+    ``bursts``, DRAM ``rows`` (one per line of data), buffer ``lines`` (data and zero
+    lines), and the ``commands`` the DMA unit runs: one per instruction, or a repeated
+    instruction's runs (`isa.expand`; `compiler.repeats`)."""
 
     instructions: int = 0
     elements: int = 0
@@ -38,6 +40,7 @@ class TransferCounts:
     bursts: int = 0
     rows: int = 0
     lines: int = 0
+    commands: int = 0
 
 
 class _Recorder:
@@ -97,7 +100,8 @@ def _measure(instructions, config: AcceleratorConfig) -> TransferCounts:
     return TransferCounts(
         instructions=len(instructions), elements=sum(s.elements for s in shapes),
         beats=sum(sum(s.bursts) for s in shapes), bursts=sum(len(s.bursts) for s in shapes),
-        rows=sum(s.rows for s in shapes), lines=sum(s.rows + s.zero_lines for s in shapes))
+        rows=sum(s.rows for s in shapes), lines=sum(s.rows + s.zero_lines for s in shapes),
+        commands=len(shapes))
 
 
 class TransferCounter:
@@ -131,6 +135,41 @@ class TransferCounter:
         else:
             walker._load(role, 0, origin, valid)
         return _measure(fold_repeats(recorder.instructions, self.config), self.config)
+
+    def folds(self) -> tuple[bool, bool, bool]:
+        """Per operand (A, B, C): whether its runs of lines fold into repeated LOADs
+        (STOREs) along the tile's second innermost dimension (`compiler.repeats`): that
+        dimension's DRAM step is a whole number of the runs' row strides, and the number
+        fits the ``repeat_stride`` field. The steps are the code generator's own
+        (`compiler.tile_runs.run_plan`) on this space's DRAM layout, which does not depend
+        on the tiles; a tile of one intrinsic block per index stands in for any."""
+        from tensorforge.compiler.program_layout import program_layouts
+        from tensorforge.compiler.tile_runs import run_plan
+        from tensorforge.compiler.tiling import build_tiling
+        from tensorforge.isa import Opcode, field_offsets
+
+        if not self.config.controller.repeat:
+            return False, False, False
+        isizes = self.config.intrinsic_sizes
+        block = {n: isizes.get(i, 1) for i, n in self.choice.index_map.items()}
+        tiles = {n: min(size, block.get(n, 1)) for n, size in self.device.sizes.items()}
+        try:
+            tiling = build_tiling(self.device, self.choice, tiles, self.config)
+        except MappingError:
+            return False, False, False
+        layouts, _, _ = program_layouts(self.lowering, tiling, self.config, True)
+        out = []
+        for role in ("A", "B", "C"):
+            access = tiling.operand(role).access
+            dims = run_plan(tiling.operand(role), *layouts[role].index_strides(access))[2]
+            opcode = Opcode.STORE if role == "C" else Opcode.LOAD
+            limit = 1 << field_offsets(opcode)["repeat_stride"][1]
+            if len(dims) < 2:
+                out.append(False)
+                continue
+            row, step = dims[-1][5], dims[-2][5]
+            out.append(bool(row > 0 and step > 0 and step % row == 0 and step // row < limit))
+        return tuple(out)
 
     def batch(self, role: str, uses: tuple[int, ...], names: tuple[str, ...],
               tiles: np.ndarray, valid: np.ndarray, legal: np.ndarray,

@@ -21,8 +21,8 @@ from tensorforge.dse.cost_trace import trace_cycles
 from tensorforge.errors import MappingError
 from tensorforge.isa import Load, Store, expand
 
-# Plain DMA gates (no LOAD/STORE repeat): the batch model's closed form counts one fetched
-# instruction per run; with controller.repeat it does not fold runs yet (docs/repeat.md).
+# Plain DMA gates (no LOAD/STORE repeat): these cases pin the counts of one instruction per
+# run; tests/test_cost_folds.py prices the same convolutions with repeats.
 PLAIN = ControllerConfig(repeat=False)
 GEMM_4x4 = AcceleratorConfig(array=ArrayConfig(rows=4, cols=4),
                              scratchpad=ScratchpadConfig(capacity=8192, banks=2,
