@@ -51,6 +51,8 @@ from tensorforge.compiler.tiling import build_tiling
 from tensorforge.compiler.tokens import COMPUTE, Emitter
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
+from tensorforge.errors import MappingError
+from tensorforge.hw.dataflow_plan import plan_for
 from tensorforge.isa import Finish
 
 
@@ -79,6 +81,8 @@ def generate(workload: Workload, mapping: Mapping, config: AcceleratorConfig, *,
     """
     if output is not None:
         output.check(workload, config)
+    if workload.reduction == "max":
+        check_max_reduction(workload, config, overwrite)
     lowering = Lowering(workload, mapping.groups, mapping.choice.stage)
     device = lowering.device
     tiling = build_tiling(device, mapping.choice, mapping.tile_sizes, config, mapping.holds)
@@ -111,3 +115,24 @@ def generate(workload: Workload, mapping: Mapping, config: AcceleratorConfig, *,
                    instructions=tuple(instructions), operands=(layouts["A"], layouts["B"]),
                    output=layouts["C"], extras=tuple(extras), instruction_base=aligned(end),
                    output_stage=output, params=region)
+
+
+def check_max_reduction(workload: Workload, config: AcceleratorConfig, overwrite: bool = True
+                        ) -> None:
+    """Raise `MappingError` where ``config`` cannot run the ``max=`` ``workload``: MAX
+    COMPUTEs (`tensorforge.isa`'s ``reduce``) need the output pipeline's datapath, PEs that
+    hand out each step's outputs (not ``os``, whose PEs keep summing across steps), and the
+    ``overwrite`` bit to start each C block from its first product (a ZERO would start the
+    max at 0)."""
+    what = f"{workload.text} (a max= workload, e.g. max pooling)"
+    if not config.output_pipeline:
+        raise MappingError(f"{what} needs the compute unit's max datapath, which only an "
+                           "accelerator with the output pipeline has: "
+                           "AcceleratorConfig(output_pipeline=True), or --output-pipeline")
+    if plan_for(config).groups_span_steps:
+        raise MappingError(f"{what} cannot run on the {config.array.dataflow.value} "
+                           "dataflow, whose PEs sum over steps before C is written; use "
+                           "dataflow ws (or is)")
+    if not overwrite:
+        raise MappingError(f"{what} starts each C block with its first product (the "
+                           "overwrite bit); generate it with overwrite=True")

@@ -97,7 +97,8 @@ class Lowering:
             (fused_name(g), math.prod(sizes[i] for i in g))
             for g in self._groups_in_order([self.workload.output, *self.workload.inputs])
         )
-        return Workload(self.workload.name, output, inputs, extents)
+        return Workload(self.workload.name, output, inputs, extents,
+                        reduction=self.workload.reduction)
 
     @cached_property
     def stages(self) -> tuple[Workload, ...]:

@@ -53,9 +53,11 @@ def device_choices(workload: Workload, config: AcceleratorConfig,
 
 
 def _no_choice(workload: Workload, config: AcceleratorConfig) -> MappingError:
+    instead = ("gemm, gemv or conv2d (a max= workload needs an intrinsic index that is not "
+               "summed over)" if workload.reduction == "max" else "another intrinsic")
     return MappingError(f"the {config.intrinsic.value} intrinsic cannot implement "
                         f"{workload.text}: the matching finds no tensorize choice for its first "
-                        "product; use an accelerator with another intrinsic")
+                        f"product; use an accelerator with {instead}")
 
 
 def _blocks(choice: TensorizeChoice, device: Workload, config: AcceleratorConfig

@@ -132,7 +132,7 @@ def _cached_choices(workload: Workload, intrinsic: Workload) -> tuple[TensorizeC
     choices: list[TensorizeChoice] = []
     parts = stages(workload)
     for position, stage in enumerate(parts):
-        for level in _padding_levels(intrinsic):
+        for level in _padding_levels(intrinsic, workload.reduction == "max"):
             found = [_choice(workload, intrinsic, parts, position, *matched, pads)
                      for pads in level for matched in _matches(stage, intrinsic, pads=pads)]
             if found:
@@ -141,19 +141,25 @@ def _cached_choices(workload: Workload, intrinsic: Workload) -> tuple[TensorizeC
     return tuple(choices)
 
 
-def _padding_levels(intrinsic: Workload) -> list[list[tuple[str, ...]]]:
+def _padding_levels(intrinsic: Workload, pad_reduction: bool = False
+                    ) -> list[list[tuple[str, ...]]]:
     """Sets of intrinsic indices to pad, grouped by waste, least first: ``[[()], ...]``.
 
     Waste is the product of the padded indices' nominal sizes, then their count; sets of one
     level are tried together. Only indices that reach an input can be padded (the others are
-    never matched anyway).
+    never matched anyway). ``pad_reduction`` (a ``max=`` workload) keeps only the sets that
+    pad every intrinsic reduction index: the array sums over those, and a max must see one
+    product per step (`tensorforge.isa`'s ``reduce``).
     """
     used = {i for a in intrinsic.inputs for i in a.indices}
     candidates = [i for i in intrinsic.indices if i in used]
+    required = set(intrinsic.reduction_indices) if pad_reduction else set()
     sizes = intrinsic.sizes
     levels: dict[tuple[int, int], list[tuple[str, ...]]] = {}
     for count in range(len(candidates)):  # padding every index would match anything
         for pads in itertools.combinations(candidates, count):
+            if not required <= set(pads):
+                continue
             waste = math.prod(sizes[i] for i in pads)
             levels.setdefault((waste, count), []).append(pads)
     return [levels[key] for key in sorted(levels)]

@@ -22,10 +22,21 @@ output stage multiplies the sum by ``1 / pixels`` (gemmlowp multiplier and round
 As a host step (``pool_on_device=False``, or a 1x1 image) it is the integer sum divided by
 the pixel count, rounded half away from zero. Flatten is a reshape.
 
+Max pooling (``MaxPool2d``, ``F.max_pool2d``: any kernel and stride, padding up to half the
+kernel, no dilation or ceil mode) keeps its input's scale and is always a device layer of
+its own that reads the previous layer's int8 output: ``C[c,x,y] max= A[c,sx*x+r-p,sy*y+s-p]
+* B[c,r,s]`` with all-ones ``B`` (MAX COMPUTEs, `tensorforge.isa`'s ``reduce``), stored
+through an identity output stage (multiplier ``2**31 - 1``, shift 0, no clamp beyond int8),
+so the stored int8 values are the window maxima themselves. Requantization is monotone, so
+the max could as well be taken after the producing layer's output stage; a separate layer
+is simpler than fusing it into the convolution. LOAD pads with zeros, which equals max
+pooling's -inf padding only on input that cannot be negative: a padded pool must follow a
+ReLU or ReLU6 (otherwise a `WorkloadError`).
+
 Supported: a chain (each node reads the one before) of ``Conv2d`` (any kernel, stride,
 padding, dilation; groups 1 or depthwise), ``Linear``, ReLU / ReLU6 right after a layer
-(module or function), global average pooling (``AdaptiveAvgPool2d(1)``, ``mean`` over the
-pixels) and flatten, batch 1.
+(module or function), max pooling, global average pooling (``AdaptiveAvgPool2d(1)``,
+``mean`` over the pixels) and flatten, batch 1.
 """
 
 from __future__ import annotations
@@ -37,7 +48,7 @@ import numpy as np
 import torch
 from torch import fx, nn
 
-from tensorforge.compiler.torch_import import ImportedLayer, from_torch
+from tensorforge.compiler.torch_import import ImportedLayer, from_torch, window_expression
 from tensorforge.compiler.workload import Workload, parse_workload
 from tensorforge.errors import WorkloadError
 from tensorforge.requant import OutputParams, params_from_scales, quantize_multiplier
@@ -55,7 +66,7 @@ class QuantLayer:
     """A device layer: int8 weights in the workload's B shape, per-channel output stage."""
 
     name: str  # the fx node name
-    kind: str  # conv2d, depthwise_conv2d, linear or global_avg_pool
+    kind: str  # conv2d, depthwise_conv2d, linear, global_avg_pool or max_pool
     workload: Workload
     weight: np.ndarray  # int64 holding int8 values, the workload's B shape
     params: OutputParams | None  # None: the accumulator is stored (a workload's last stage)
@@ -64,6 +75,7 @@ class QuantLayer:
     input_scale: float
     output_scale: float
     conv: tuple[int, int, int, int, int, int] | None  # stride, padding, dilation (h, w)
+    kernel: tuple[int, int] | None = None  # max_pool: the window (the weight is all ones)
 
 
 @dataclass(frozen=True)
@@ -149,6 +161,13 @@ def quantize_model(module: nn.Module, example_inputs: Sequence[torch.Tensor],
             steps.append(_pool(node.name, shape, scale) if pool_on_device and
                          shape[1] * shape[2] > 1 else HostStep(node.name, "global_avg_pool"))
             previous = node
+        elif (pool := _max_pool_geometry(node, target)) is not None:
+            shape = tuple(values[previous].shape[1:]) if previous is not None else tuple(
+                x.shape[1:])
+            layer = _max_pool(node.name, shape, tuple(values[node].shape[1:]), pool, scale,
+                              _nonnegative(steps))
+            steps.append(layer)
+            previous = node
         elif isinstance(target, nn.Flatten) or node.target in _FLATTENS:
             steps.append(HostStep(node.name, "flatten"))
             previous = node
@@ -156,8 +175,8 @@ def quantize_model(module: nn.Module, example_inputs: Sequence[torch.Tensor],
             what = type(target).__name__ if target is not None else str(node.target)
             raise WorkloadError(
                 f"{node.name} ({what}) is not supported by simulate_model: it runs chains of "
-                "Conv2d (groups 1 or depthwise), Linear, ReLU/ReLU6 after a layer, global "
-                "average pooling and flatten")
+                "Conv2d (groups 1 or depthwise), Linear, ReLU/ReLU6 after a layer, max "
+                "pooling, global average pooling and flatten")
         index += 1
     if not steps or not isinstance(steps[-1], QuantLayer):
         raise WorkloadError("the network must end with a Conv2d or Linear layer")
@@ -228,6 +247,69 @@ def _pool(name: str, shape: tuple[int, ...], scale: float) -> QuantLayer:
                                       low=-QMAX - 1, high=QMAX)
     return QuantLayer(name, "global_avg_pool", workload, np.ones(shape, dtype=np.int64), params,
                       "c", "none", scale, scale, None)
+
+
+def _max_pool_geometry(node: fx.Node, target) -> tuple[tuple[int, int], ...] | None:
+    """``(kernel, stride, padding)`` (each ``(h, w)``) of a max pooling node, else None;
+    a `WorkloadError` for the options the device does not run."""
+    if isinstance(target, nn.MaxPool2d):
+        options = {name: getattr(target, name) for name in (
+            "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices")}
+    elif node.op == "call_function" and node.target is torch.nn.functional.max_pool2d:
+        names = ("input", "kernel_size", "stride", "padding", "dilation", "ceil_mode",
+                 "return_indices")
+        options = {"stride": None, "padding": 0, "dilation": 1, "ceil_mode": False,
+                   "return_indices": False, **dict(zip(names, node.args, strict=False)),
+                   **node.kwargs}
+    else:
+        return None
+
+    def pair(value) -> tuple[int, int]:
+        return (value, value) if isinstance(value, int) else tuple(value)
+
+    kernel = pair(options["kernel_size"])
+    stride = pair(options["stride"] or kernel)  # torch: the kernel when not given
+    padding = pair(options["padding"])
+    if (pair(options["dilation"]) != (1, 1) or options["ceil_mode"]
+            or options["return_indices"]):
+        raise WorkloadError(f"{node.name}: max pooling with dilation, ceil_mode or "
+                            "return_indices is not supported by simulate_model; use "
+                            "dilation=1, ceil_mode=False")
+    return kernel, stride, padding
+
+
+def _nonnegative(steps: list) -> bool:
+    """Whether the last step's output cannot be negative: a layer with ReLU/ReLU6, or a max
+    pool over such an output."""
+    for step in reversed(steps):
+        if isinstance(step, QuantLayer) and step.kind != "max_pool":
+            return step.activation in ("relu", "relu6")
+        if isinstance(step, HostStep):
+            return False
+    return False
+
+
+def _max_pool(name: str, shape: tuple[int, ...], out_shape: tuple[int, ...],
+              geometry: tuple[tuple[int, int], ...], scale: float, nonnegative: bool
+              ) -> QuantLayer:
+    """Max pooling as a device layer (module docstring): a ``max=`` workload over the
+    ``(C, H, W)`` input with an all-ones kernel, stored through an identity output stage."""
+    (kh, kw), (sh, sw), (ph, pw) = geometry
+    if (ph or pw) and not nonnegative:
+        raise WorkloadError(
+            f"{name}: a padded max pool runs on the device only after a ReLU or ReLU6 (the "
+            "LOADs pad with zeros, which is max pooling's -inf padding only on non-negative "
+            "input); use padding=0 or put the pool after the activation")
+    channels = shape[0]
+    rows, cols = window_expression(sh, "x", 1, "r", ph), window_expression(sw, "y", 1, "s", pw)
+    workload = parse_workload(f"C[c,x,y] max= A[c,{rows},{cols}] * B[c,r,s]",
+                              {"c": channels, "x": out_shape[1], "y": out_shape[2], "r": kh,
+                               "s": kw, "A": shape}, name=name)
+    # multiplier 2**31 - 1 at shift 0 returns every int8 value as it is (`requant`)
+    params = OutputParams.per_channel(channels, multiplier=(1 << 31) - 1, shift=0,
+                                      low=-QMAX - 1, high=QMAX)
+    return QuantLayer(name, "max_pool", workload, np.ones((channels, kh, kw), dtype=np.int64),
+                      params, "c", "none", scale, scale, (sh, sw, ph, pw, 1, 1), (kh, kw))
 
 
 def _layer(imported: ImportedLayer, target: nn.Module, input_scale: float, output_scale: float,

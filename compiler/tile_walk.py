@@ -29,8 +29,9 @@ from tensorforge.compiler.tiling import ROLES, Tiling
 from tensorforge.compiler.tokens import COMPUTE, LOAD, STORE, Emitter
 from tensorforge.compiler.workload import Workload
 from tensorforge.config import AcceleratorConfig
+from tensorforge.errors import MappingError
 from tensorforge.hw.dataflow_plan import plan_for
-from tensorforge.isa import Buffer, Compute, ComputeMode, Load, Store
+from tensorforge.isa import Buffer, Compute, ComputeMode, Load, Reduction, Store
 
 
 class TileWalker:
@@ -68,6 +69,8 @@ class TileWalker:
         self.mac_plans: dict[tuple[int, ...], list] = {}  # by blocks per index of a step
         self.overwrite_plans: dict[tuple[int, ...], list[bool] | None] = {}  # same keys
         self.stationary = plan_for(config).stationary.value  # the operand the PEs hold
+        # a max= workload's MACs keep the larger of C and the step's product
+        self.reduce = Reduction.MAX if device.reduction == "max" else Reduction.ADD
 
     def run(self, order: tuple[str, ...]) -> None:
         counts = [range(self.tiling.count(n)) for n in order]
@@ -325,6 +328,10 @@ class TileWalker:
                 self.overwrite_plans[counts] = overwrite_plan(plan, self.config.blocks["C"].lines)
             if self.overwrite_plans[counts] is not None:
                 overwrites = self.overwrite_plans[counts]
+            elif self.reduce is Reduction.MAX:  # zero is no start for a max
+                raise MappingError(f"{self.device.text}: the overwrite rule cannot pick the "
+                                   "first visits of this tiling's C blocks, and a max needs "
+                                   "them to initialize C; choose another mapping")
             else:  # the rule cannot express this plan's first visits: clear them with ZEROs
                 self._zero_first_visits(plan, c_base + offsets.get("C", 0))
         elif new_tile and not self.overwrite:
@@ -334,7 +341,8 @@ class TileWalker:
         acc_base = c_base + offsets.get("C", 0)
         for (acc, a, b, loop), overwrite in zip(plan, overwrites, strict=True):
             emit.add(COMPUTE, Compute, mode=ComputeMode.MAC, acc_base=acc_base + acc,
-                     a_base=a_base + a, b_base=b_base + b, overwrite=overwrite, **loop)
+                     a_base=a_base + a, b_base=b_base + b, overwrite=overwrite,
+                     reduce=self.reduce, **loop)
         reads = [_region(r, slot[r], parts.get(r)) for r in ("A", "B")]
         tile = self._tile(origin) if new_tile and self.params is not None else None
         if tile is not None and self.params.slot(tile) is not None:

@@ -125,8 +125,8 @@ def _conv(label: str, node: fx.Node, conv: nn.Conv2d) -> ImportedLayer:
     else:
         padding = conv.padding
     (kh, kw), (sh, sw), (dh, dw) = conv.kernel_size, conv.stride, conv.dilation
-    rows = _window(sh, "x", dh, "r", padding[0])
-    cols = _window(sw, "y", dw, "s", padding[1])
+    rows = window_expression(sh, "x", dh, "r", padding[0])
+    cols = window_expression(sw, "y", dw, "s", padding[1])
     groups = conv.groups
     sizes = {"x": out_h, "y": out_w, "r": kh, "s": kw}
     if groups == 1:
@@ -150,7 +150,8 @@ def _conv(label: str, node: fx.Node, conv: nn.Conv2d) -> ImportedLayer:
     return ImportedLayer(node.name, kind, workload, conv.bias is not None)
 
 
-def _window(stride: int, out: str, dilation: int, tap: str, pad: int) -> str:
+def window_expression(stride: int, out: str, dilation: int, tap: str, pad: int) -> str:
+    """One input coordinate of a sliding window, e.g. ``2*x+r-1`` (stride 2, padding 1)."""
     text = (f"{stride}*{out}" if stride != 1 else out) + "+"
     text += f"{dilation}*{tap}" if dilation != 1 else tap
     return text + (f"-{pad}" if pad else "")

@@ -191,7 +191,8 @@ def stages(workload: Workload) -> tuple[Workload, ...]:
             (t, s) for t, s in workload.shape_overrides if t in (left.tensor, right.tensor)
         )
         name = workload.name if len(products) == 1 else f"{workload.name}/stage{position}"
-        found.append(Workload(name, output, (left, right), extents, overrides))
+        found.append(Workload(name, output, (left, right), extents, overrides,
+                              workload.reduction))
         left = output
     return tuple(found)
 

@@ -11,6 +11,12 @@ that does not appear in the output::
 Index sizes come separately (``k=64,c=64,x=56,y=56,r=3,s=3``), so one text serves every layer
 of a model. ``=`` and ``+=`` mean the same: the output starts at zero and accumulates.
 
+``max=`` reduces with the maximum instead of the sum: each output is the largest product over
+the indices it does not have (max pooling: ``C[c,x,y] max= A[c,2*x+r,2*y+s] * B[c,r,s]``
+with an all-ones ``B``). Zero padding applies as for sums: a padded coordinate's product is
+0, which is only the neutral element of the max where the input is not negative (after a
+ReLU). A max workload multiplies exactly two inputs.
+
 Padding. An input access may reach outside its tensor: every input element whose coordinate is
 below 0 or at/after the tensor's extent reads as zero (implicit zero padding). By default a
 tensor's extent along a dimension is one past the largest coordinate its accesses reach (so
@@ -45,12 +51,13 @@ from tensorforge.errors import WorkloadError
 __all__ = ["Access", "AffineExpr", "Workload", "parse_sizes", "parse_workload"]
 
 SizeSpec = Mapping[str, int | tuple[int, ...]]
+REDUCTIONS = ("sum", "max")
 
 
 def parse_workload(text: str, sizes: SizeSpec | str, *, name: str = "") -> Workload:
     """Parse ``text`` with ``sizes`` (a mapping or a ``parse_sizes`` string) into a Workload."""
     parser = Parser(text)
-    output, inputs = parser.statement()
+    output, inputs, reduction = parser.statement()
     if isinstance(sizes, str):
         sizes = parse_sizes(sizes)
     _check_tensors(text, parser, output, inputs)
@@ -87,6 +94,7 @@ def parse_workload(text: str, sizes: SizeSpec | str, *, name: str = "") -> Workl
         tuple(inputs),
         extents,
         tuple(sorted(shapes.items())),
+        reduction,
     )
 
 
@@ -141,8 +149,16 @@ class Workload:
     inputs: tuple[Access, ...]
     extents: tuple[tuple[str, int], ...]  # every index with its size, output indices first
     shape_overrides: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    reduction: str = "sum"  # or "max" (module docstring)
 
     def __post_init__(self) -> None:
+        if self.reduction not in REDUCTIONS:
+            raise WorkloadError(f"reduction must be one of {', '.join(REDUCTIONS)}, not "
+                                f"{self.reduction!r}")
+        if self.reduction == "max" and len(self.inputs) != 2:
+            raise WorkloadError(f"a max= workload multiplies exactly two inputs, not "
+                                f"{len(self.inputs)}; give the pooled tensor and a kernel "
+                                "of ones, e.g. C[c,x,y] max= A[c,x+r,y+s] * B[c,r,s]")
         for tensor, shape in self.shape_overrides:
             ranks = {len(a.dims) for a in self.inputs if a.tensor == tensor}
             if not ranks:
@@ -182,7 +198,8 @@ class Workload:
 
     @property
     def text(self) -> str:
-        return f"{self.output} += " + " * ".join(str(a) for a in self.inputs)
+        operator = "max=" if self.reduction == "max" else "+="
+        return f"{self.output} {operator} " + " * ".join(str(a) for a in self.inputs)
 
     @property
     def sizes_text(self) -> str:
@@ -247,8 +264,14 @@ class Workload:
             if index not in used:
                 operands += [np.ones(sizes[index], dtype=np.int64), [letters[index]]]
         subscripts = ",".join("".join(s) for s in operands[1::2])
-        subscripts += "->" + "".join(letters[i] for i in self.output.indices)
-        result = np.einsum(subscripts, *operands[0::2], optimize="greedy")
+        if self.reduction == "max":  # every product, then the max over the reduced indices
+            subscripts += "->" + "".join(letters[i] for i in self.indices)
+            products = np.einsum(subscripts, *operands[0::2])
+            reduced = tuple(range(len(self.output.indices), len(self.indices)))
+            result = products.max(axis=reduced) if reduced else products
+        else:
+            subscripts += "->" + "".join(letters[i] for i in self.output.indices)
+            result = np.einsum(subscripts, *operands[0::2], optimize="greedy")
         return np.asarray(result, dtype=np.int64).reshape(shapes[self.output.tensor])
 
 

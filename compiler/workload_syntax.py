@@ -128,18 +128,24 @@ class Parser:
         self.position += 1
         return token
 
-    def statement(self) -> tuple[Access, list[Access]]:
+    def statement(self) -> tuple[Access, list[Access], str]:
+        """The output, the inputs and the reduction: ``sum`` (``+=`` or ``=``) or ``max``
+        (``max=``)."""
         output = self.access(output=True)
         token = self.peek()
-        if token[1] not in ("+=", "="):
-            self.take("op", "+=", expected="'+=' after the output")
+        reduction = "sum"
+        if token[:2] == ("name", "max") and self.tokens[self.position + 1][1] == "=":
+            reduction = "max"
+            self.position += 1
+        elif token[1] not in ("+=", "="):
+            self.take("op", "+=", expected="'+=' (or 'max=') after the output")
         self.position += 1
         inputs = [self.access(output=False)]
         while self.peek()[1] == "*":
             self.position += 1
             inputs.append(self.access(output=False))
         self.take("end", expected="'*' or the end of the text")
-        return output, inputs
+        return output, inputs, reduction
 
     def access(self, output: bool) -> Access:
         _, tensor, column = self.take("name", expected="a tensor name")

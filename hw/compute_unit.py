@@ -14,7 +14,11 @@ Three walkers go over the same ``for o < outer: for i < inner:`` steps, each at 
 
 The writer adds each output line of the array to its old C line and writes it back (or writes
 it as is, on an overwriting step); when it cannot (old line not back, write port stalled, a
-ZERO writing) it freezes the whole array. ZERO instructions only write zero lines.
+ZERO writing) it freezes the whole array. ZERO instructions only write zero lines. With
+``output_pipeline`` the writer also takes the max (`isa.Reduction.MAX`): it writes the larger
+of each lane and its old value instead of their sum, a comparator beside the adder; nothing
+else changes, since every dataflow whose PEs hand out each step's outputs sees each product
+there once (``os`` sums steps inside the PEs: the compiler rejects it for a max).
 
 Each walker keeps its own copy of the instruction and takes the next one as soon as it is done
 with its part of the current one, so back-to-back COMPUTE instructions do not drain the array
@@ -118,8 +122,9 @@ class _Latch:
     instruction as soon as it is done with its part of the last one (``kick``: the cycle after
     it took it; ``kick_mac``: the same for MAC, which the operand walkers skip ZERO for)."""
 
-    def __init__(self, name: str) -> None:
-        self.instr = Signal(instruction_layout(isa.Opcode.COMPUTE), name=f"{name}_instr")
+    def __init__(self, name: str, output_pipeline: bool) -> None:
+        self.instr = Signal(instruction_layout(isa.Opcode.COMPUTE, output_pipeline),
+                            name=f"{name}_instr")
         self.loop = Signal(LOOP_LAYOUT, name=f"{name}_loop")
         self.kick = Signal(name=f"{name}_kick")
         self.kick_mac = self.kick & ~self.loop.zero
@@ -184,7 +189,8 @@ class ComputeUnit(wiring.Component):
         self.step_latency = step_latency(config)
         super().__init__(
             {
-                "cmd": In(stream.Signature(instruction_layout(isa.Opcode.COMPUTE))),
+                "cmd": In(stream.Signature(
+                    instruction_layout(isa.Opcode.COMPUTE, config.output_pipeline))),
                 "idle": Out(1, init=1),
                 "busy": Out(1),
                 "retired": Out(1),
@@ -206,14 +212,15 @@ class ComputeUnit(wiring.Component):
         if self.target is Target.ECP5:  # the DSPs' clock enable: the inserter stops at them
             m.d.comb += array.advance.eq(~freeze)
 
-        self.latches = latches = {name: _Latch(name) for name in ("load", "stream", "acc")}
+        self.latches = latches = {name: _Latch(name, config.output_pipeline)
+                                  for name in ("load", "stream", "acc")}
         load_free = self._stationary_walker(m, latches["load"])
         stream_free, stream_drained = self._stream_walker(m, latches["stream"])
         acc_free, pending_empty, lines = self._accumulator_walker_and_writer(m, latches["acc"])
         marks_empty = self._retirement(m, latches["acc"], acc_free, lines)
 
         # the next instruction, decoded, until each walker has taken it
-        upcoming = Signal(instruction_layout(isa.Opcode.COMPUTE))
+        upcoming = Signal(instruction_layout(isa.Opcode.COMPUTE, config.output_pipeline))
         upcoming_loop = Signal(LOOP_LAYOUT)
         upcoming_valid = Signal()
         free = {"load": load_free, "stream": stream_free,
@@ -543,6 +550,8 @@ class ComputeUnit(wiring.Component):
         pending = [Signal(ACC_ADDR_BITS, name=f"pending_{i}") for i in range(depth)]
         pending_valid = Signal(depth)
         pending_overwrite = Signal(depth)  # the line is written without its old value
+        # the line keeps the larger of its values, not their sum (only the pipeline's writer)
+        pending_max = Signal(depth) if config.output_pipeline else None
         head, tail = Signal(range(depth)), Signal(range(depth))
         old = SyncFIFO(width=len(self.acc_read.resp.payload.as_value()), depth=depth)
         m.submodules.old_lines = old
@@ -609,8 +618,12 @@ class ComputeUnit(wiring.Component):
                 with m.If(head == i):
                     m.d.comb += self.acc_write.req.payload.addr.eq(pending[i])
             for e in range(config.acc_line_elems):
-                m.d.comb += self.acc_write.req.payload.data[e].eq(
-                    array_out.payload[e] + Mux(head_overwrites, 0, old_line[e]))
+                new, old_value = array_out.payload[e], old_line[e]
+                result = new + Mux(head_overwrites, 0, old_value)
+                if pending_max is not None:  # MAX: the larger, a signed compare
+                    head_max = pending_max.bit_select(head, 1) & ~head_overwrites
+                    result = Mux(head_max, Mux(new > old_value, new, old_value), result)
+                m.d.comb += self.acc_write.req.payload.data[e].eq(result)
             with m.If(self.acc_write.req.valid & self.acc_write.req.ready):
                 m.d.comb += [pop.eq(1), old.r_en.eq(~head_overwrites)]
                 if array_out is not array.out:
@@ -633,6 +646,9 @@ class ComputeUnit(wiring.Component):
         m.d.sync += pending_valid.eq((pending_valid | set_bits) & ~clear_bits)
         with m.If(push):
             m.d.sync += pending_overwrite.bit_select(tail, 1).eq(overwrites)
+            if pending_max is not None:
+                m.d.sync += pending_max.bit_select(tail, 1).eq(
+                    latch.instr.reduce == isa.Reduction.MAX)
         with m.If(pop):
             m.d.sync += head.eq(step(head))
         return walk.done & ~kick, pending_valid == 0, _LineCounts(m, push, pop, depth)

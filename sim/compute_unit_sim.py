@@ -35,9 +35,11 @@ class ComputeRun:
     retired: int
 
 
-def command_payload(instruction: Compute) -> dict:
-    """The unit's command port payload for one COMPUTE instruction."""
-    return {name: int(getattr(instruction, name)) for name in COMPUTE_FIELDS} | {"opcode": 2}
+def command_payload(instruction: Compute, output_pipeline: bool = False) -> dict:
+    """The unit's command port payload for one COMPUTE instruction (with ``reduce`` on a unit
+    built with the output pipeline, whose command carries it)."""
+    names = COMPUTE_FIELDS + (("reduce",) if output_pipeline else ())
+    return {name: int(getattr(instruction, name)) for name in names} | {"opcode": 2}
 
 
 def read_port_model(port, lines, rng: np.random.Generator, stall: float, latency: int):
@@ -111,7 +113,7 @@ def run_compute_program(
     async def driver(ctx):
         count = 0
         for instruction in program:
-            ctx.set(unit.cmd.payload, command_payload(instruction))
+            ctx.set(unit.cmd.payload, command_payload(instruction, config.output_pipeline))
             ctx.set(unit.cmd.valid, 1)
             while True:
                 *_, ready = await ctx.tick().sample(unit.cmd.ready)

@@ -34,6 +34,7 @@ from tensorforge.isa import (
     Finish,
     Instruction,
     Load,
+    Reduction,
     Store,
     decode_program,
     expand,
@@ -412,6 +413,9 @@ class FunctionalSimulator:
                 )
 
         span(ins.acc_base, ins.acc_outer, ins.acc_inner, blocks["C"].lines, len(self.acc), "C")
+        if ins.reduce is Reduction.MAX and not config.output_pipeline:
+            raise SimulationError("takes the max (reduce=MAX), but this accelerator has no "
+                                  "max datapath (build it with output_pipeline = true)")
         if ins.mode is ComputeMode.MAC:
             span(ins.a_base, ins.a_outer, ins.a_inner, blocks["A"].lines, len(self.spad), "A")
             span(ins.b_base, ins.b_outer, ins.b_inner, blocks["B"].lines, len(self.spad), "B")
@@ -437,14 +441,17 @@ class FunctionalSimulator:
             b = ins.b_base + o * ins.b_outer + i * ins.b_inner
             reads += [(a, a + blocks["A"].lines), (b, b + blocks["B"].lines)]
             overwrite = ins.overwrites(o, i)
-            self.acc[c_lines] = apply_intrinsic(
+            maximum = ins.reduce is Reduction.MAX and not overwrite
+            result = apply_intrinsic(
                 config.intrinsic,
                 sizes,
                 self.spad[a : a + blocks["A"].lines],
                 self.spad[b : b + blocks["B"].lines],
-                np.zeros_like(self.acc[c_lines]) if overwrite else self.acc[c_lines],
+                np.zeros_like(self.acc[c_lines]) if overwrite or maximum else self.acc[c_lines],
                 config.precision.acc_bits,
             )
+            # MAX: the step's products, then the larger of them and C, lane by lane
+            self.acc[c_lines] = np.maximum(self.acc[c_lines], result) if maximum else result
             stats.overwrite_steps += overwrite
             stats.mac_steps += 1
             stats.macs += config.macs_per_step

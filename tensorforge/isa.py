@@ -63,6 +63,18 @@ Semantics (``line`` addresses count scratchpad/accumulator lines, see `tensorfor
   of each C block they name, and the result does not depend on how the array groups steps
   that stay on one C block. The compiler sets it on the instructions that first visit a C
   tile's blocks, instead of a ZERO of the tile.
+  ``reduce`` (MAC only, a ZERO ignores it; and only on an accelerator built with
+  ``output_pipeline``: zero otherwise, so programs for other accelerators encode as before)
+  says how a step combines the intrinsic's result ``P`` (its products summed, as for ADD)
+  with its C block: ADD writes ``C + P``, MAX writes ``max(C, P)`` lane by lane (an
+  overwriting step writes ``P`` either way, so the first tap initializes C). Max pooling is
+  MAX with an all-ones B and the intrinsic's reduction index at size 1 (the compiler pads
+  it), so ``P`` is one A element. Why the max sits where C is written back (beside the
+  compute unit's adder) and not in the PEs: the writer already sees each output once per
+  step on every dataflow whose PEs hand their outputs out every step (``ws``, ``is``);
+  ``os``, whose PEs keep summing over steps, cannot run it. Why a field and not a third
+  ``mode``: the 1-bit ``mode`` field has no room, and widening it would move every later
+  field, and with them every decoder.
 * ``FINISH``: waits until all units are idle, then raises ``done``.
 """
 
@@ -93,8 +105,13 @@ class Buffer(enum.IntEnum):
 
 
 class ComputeMode(enum.IntEnum):
-    MAC = 0  # C += intrinsic(A, B)
+    MAC = 0  # C += intrinsic(A, B) (or max(C, intrinsic(A, B)), see Reduction)
     ZERO = 1  # C = 0
+
+
+class Reduction(enum.IntEnum):
+    ADD = 0  # C + intrinsic(A, B)
+    MAX = 1  # max(C, intrinsic(A, B)), lane by lane (output_pipeline accelerators only)
 
 
 @dataclass(frozen=True)
@@ -157,6 +174,8 @@ FORMATS: dict[Opcode, tuple[Field, ...]] = {
         Field("b_inner", 9, "B line step per inner iteration"),
         Field("overwrite", 1, "MAC: the first step on each C block writes it instead of "
               "accumulating (see above)"),
+        Field("reduce", 1, "MAC: ADD=0 (C + P) or MAX=1 (max(C, P)) "
+              "(output_pipeline accelerators only)"),
     ),
     Opcode.FINISH: HEADER,
 }
@@ -164,7 +183,7 @@ FORMATS: dict[Opcode, tuple[Field, ...]] = {
 #: Fields only an accelerator built with ``output_pipeline`` decodes; they must be zero for
 #: the others, whose decoders (and generated Verilog) leave them out.
 OUTPUT_PIPELINE_FIELDS: dict[Opcode, tuple[str, ...]] = {
-    Opcode.STORE: ("requant", "params", "per_row")}
+    Opcode.STORE: ("requant", "params", "per_row"), Opcode.COMPUTE: ("reduce",)}
 
 #: Fields the controller consumes itself (it expands the instruction into ``repeat + 1``
 #: runs, `expand`): no unit decodes them, and they must be zero for an accelerator built
@@ -307,6 +326,7 @@ class Compute(Instruction):
     b_outer: int = 0
     b_inner: int = 0
     overwrite: bool = False
+    reduce: Reduction = Reduction.ADD
 
     def overwrites(self, outer_index: int, inner_index: int) -> bool:
         """Whether MAC step ``(o, i)`` writes its C block instead of accumulating into it
@@ -328,7 +348,7 @@ INSTRUCTION_TYPES: dict[Opcode, type[Instruction]] = {
     Opcode.FINISH: Finish,
 }
 
-_ENUM_FIELDS = {"buffer": Buffer, "mode": ComputeMode}
+_ENUM_FIELDS = {"buffer": Buffer, "mode": ComputeMode, "reduce": Reduction}
 _FLAG_FIELDS = {"pop_prev", "pop_next", "push_prev", "push_next"}
 _BOOL_FIELDS = _FLAG_FIELDS | {"overwrite", "requant", "per_row"}
 

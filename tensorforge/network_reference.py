@@ -2,7 +2,8 @@
 
 Convolutions are written out tap by tap from the torch geometry (stride, padding, dilation)
 over the int8 tensors, linear layers as a matrix-vector product, both accumulated in int64,
-then each layer's output stage (`tensorforge.requant`, the integer semantics the hardware
+max pooling as the maximum over each window with torch's -inf padding (`max_pool2d`), then
+each layer's output stage (`tensorforge.requant`, the integer semantics the hardware
 shares) and the integer host steps (`compiler.quantize.global_avg_pool`, flatten). What the
 accelerator computes for a `QuantizedNetwork` must equal `reference_output` bit for bit.
 """
@@ -34,6 +35,22 @@ def conv2d(a: np.ndarray, weight: np.ndarray, conv: tuple[int, ...], depthwise: 
     return out
 
 
+def max_pool2d(a: np.ndarray, kernel: tuple[int, int], conv: tuple[int, ...]) -> np.ndarray:
+    """``(C, H, W)`` -> ``(C, OH, OW)``: each window's maximum, padded positions never chosen
+    (torch's ``max_pool2d``, floor mode), int64."""
+    sh, sw, ph, pw, _, _ = conv
+    kh, kw = kernel
+    lowest = np.iinfo(np.int64).min
+    a = np.pad(np.asarray(a, dtype=np.int64), ((0, 0), (ph, ph), (pw, pw)),
+               constant_values=lowest)
+    out_h, out_w = (a.shape[1] - kh) // sh + 1, (a.shape[2] - kw) // sw + 1
+    out = np.full((a.shape[0], out_h, out_w), lowest, dtype=np.int64)
+    for x in range(out_h):
+        for y in range(out_w):
+            out[:, x, y] = a[:, x * sh: x * sh + kh, y * sw: y * sw + kw].max(axis=(1, 2))
+    return out
+
+
 def layer_output(layer: QuantLayer, q: np.ndarray) -> np.ndarray:
     """One layer on int8 input ``q``: the accumulator, then the output stage."""
     weight = np.asarray(layer.weight, dtype=np.int64)
@@ -41,6 +58,8 @@ def layer_output(layer: QuantLayer, q: np.ndarray) -> np.ndarray:
         acc = weight @ np.asarray(q, dtype=np.int64).reshape(-1)
     elif layer.kind == "global_avg_pool":  # each channel's sum, divided by the output stage
         acc = np.asarray(q, dtype=np.int64).sum(axis=(1, 2), keepdims=True)
+    elif layer.kind == "max_pool":  # the output stage is the identity
+        acc = max_pool2d(q, layer.kernel, layer.conv)
     else:
         acc = conv2d(q, weight, layer.conv, layer.kind == "depthwise_conv2d")
     return layer.params.apply(acc, 0, 32)

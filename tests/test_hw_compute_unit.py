@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +27,7 @@ from tensorforge.config import (
 from tensorforge.hw.compute_unit import ComputeUnit, step_latency
 from tensorforge.hw.dataflow_plan import design_grid, local_banks, plan_for
 from tensorforge.intrinsics import Intrinsic
-from tensorforge.isa import Compute, ComputeMode, Finish
+from tensorforge.isa import Compute, ComputeMode, Finish, Reduction
 from tensorforge.sim.compute_unit_sim import run_compute_program
 from tensorforge.sim.functional import FunctionalSimulator
 
@@ -250,6 +251,18 @@ def _reference(config, program, spad, acc) -> np.ndarray:
     return simulator.acc[: len(acc)]
 
 
+def _check_against_reference(config, program, spad, acc, seed, back_to_back) -> None:
+    """``program`` under stalls leaves the accumulator the functional simulator does."""
+    expected = _reference(config, program, spad, acc)
+    got, *_ = run_program(config, program, spad, acc, seed, stall=0.3,
+                          back_to_back=back_to_back)
+    bad = np.argwhere(got != expected)
+    assert bad.size == 0, (
+        f"seed {seed}: {len(bad)} wrong accumulator elements; program:\n"
+        + "\n".join(i.describe() for i in program)
+    )
+
+
 @pytest.mark.amaranth_sim
 @pytest.mark.parametrize("intrinsic,dataflow,interconnect,rows,cols", list(grid([(2, 3)])),
                          ids=str)
@@ -268,14 +281,35 @@ def test_overwrite_writes_first_visits_without_old_lines(intrinsic, dataflow, in
     while not any(ins.overwrite for ins in program):  # some draws allow it nowhere
         program = golden.with_overwrite(config, golden.random_program(config, rng, 6, SPAD_LINES,
                                                                 ACC_LINES), rng)
-    expected = _reference(config, program, spad, acc)
-    got, *_ = run_program(config, program, spad, acc, seed, stall=0.3,
-                          back_to_back=back_to_back)
-    bad = np.argwhere(got != expected)
-    assert bad.size == 0, (
-        f"seed {seed}: {len(bad)} wrong accumulator elements; program:\n"
-        + "\n".join(i.describe() for i in program)
-    )
+    _check_against_reference(config, program, spad, acc, seed, back_to_back)
+
+
+@pytest.mark.amaranth_sim
+@pytest.mark.parametrize("intrinsic,dataflow,interconnect,rows,cols", [
+    (Intrinsic.GEMM, Dataflow.WEIGHT_STATIONARY, Interconnect.SYSTOLIC, 4, 4),
+    (Intrinsic.GEMM, Dataflow.WEIGHT_STATIONARY, Interconnect.NONE, 2, 3),
+    (Intrinsic.GEMM, Dataflow.INPUT_STATIONARY, Interconnect.FULL, 3, 3),
+    (Intrinsic.GEMV, Dataflow.WEIGHT_STATIONARY, Interconnect.SYSTOLIC, 2, 3),
+], ids=str)
+@pytest.mark.parametrize("back_to_back", [False, True])
+def test_max_reduction_keeps_the_larger_lane(intrinsic, dataflow, interconnect, rows, cols,
+                                             back_to_back):
+    """The output pipeline's MAX path (`isa.Reduction.MAX`): random programs, overwrite where
+    legal, each MAC instruction ADD or MAX at random, under stalls, equal the functional
+    simulator's accumulator (an overwriting MAX step writes the array's lines; the others
+    keep the larger of each lane and its old value, signed)."""
+    config = replace(make_config(intrinsic, dataflow, interconnect, rows, cols, local_bytes=0),
+                     output_pipeline=True)
+    seed = rows * 17 + cols + len(intrinsic.value) + back_to_back
+    rng = np.random.default_rng(seed)
+    spad, acc = golden.random_memories(config, rng, SPAD_LINES, ACC_LINES)
+    program = []
+    while not any(ins.reduce and ins.overwrite for ins in program):
+        program = golden.with_overwrite(config, golden.random_program(config, rng, 6, SPAD_LINES,
+                                                                ACC_LINES), rng)
+        program = [replace(ins, reduce=Reduction(int(rng.random() < 0.7)))
+                   if ins.mode is ComputeMode.MAC else ins for ins in program]
+    _check_against_reference(config, program, spad, acc, seed, back_to_back)
 
 
 @pytest.mark.amaranth_sim
