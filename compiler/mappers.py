@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import math
 
+from tensorforge.compiler.codegen import check_max_reduction
 from tensorforge.compiler.lowering import Lowering
 from tensorforge.compiler.lowering import device_choices as lowering_choices
 from tensorforge.compiler.mapping import Mapping, output_first_order
@@ -300,6 +301,8 @@ def best_mapping(workload: Workload, config: AcceleratorConfig,
     if best is None:
         if not device_choices(workload, config):
             raise _no_choice(workload, config)
+        if workload.reduction == "max":
+            check_max_reduction(workload, config)  # the reason, where the hardware is it
         raise MappingError(f"no tiling of {workload.text} fits {config.describe()}, even one "
                            "intrinsic block per index; enlarge the scratchpad or accumulator")
     return best[1]
@@ -311,8 +314,11 @@ def choice_mappings(workload: Workload, config: AcceleratorConfig,
     """``(estimated cost, mapping)`` of the best tiling of each device tensorize choice under
     the host-side fusion ``groups`` (choices no tiling fits are left out; none: []). A
     caller that weighs more than one layer (`tensorforge.compiler.network` chains DRAM
-    layouts) picks among them."""
+    layouts) picks among them. A ``max=`` workload has none where ``config`` cannot take a
+    max (`codegen.check_max_reduction`)."""
     try:
+        if workload.reduction == "max":
+            check_max_reduction(workload, config)
         device = Lowering(workload, groups).device
         choices = device_choices(workload, config, groups)
     except MappingError:

@@ -15,7 +15,7 @@ from torch import nn
 
 from tensorforge.api import simulate_model
 from tensorforge.compiler.codegen import generate
-from tensorforge.compiler.mappers import best_mapping, default_mapping
+from tensorforge.compiler.mappers import best_mapping, choice_mappings, default_mapping
 from tensorforge.compiler.matching import tensorize_choices
 from tensorforge.compiler.quantize import quantize_model
 from tensorforge.compiler.workload import parse_workload
@@ -172,7 +172,12 @@ def test_max_needs_the_pipeline_a_handing_out_dataflow_and_overwrite():
         array=ArrayConfig(rows=4, cols=4, dataflow="os"), scratchpad=PIPELINE_4x4.scratchpad,
         output_pipeline=True)
     with pytest.raises(MappingError, match="use dataflow ws"):
-        generate(workload, default_mapping(workload, output_stationary), output_stationary)
+        generate(workload, mapping, output_stationary)
+    # the mappers find nothing to offer there, and say why
+    assert choice_mappings(workload, output_stationary) == []
+    assert choice_mappings(workload, plain) == []
+    with pytest.raises(MappingError, match="use dataflow ws"):
+        default_mapping(workload, output_stationary)
 
 
 def test_identity_output_stage_keeps_every_int8_value():
