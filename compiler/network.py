@@ -17,6 +17,11 @@ requantization, activation at STORE, int8 out), and strings the layers together:
   accumulator block 0 (harmless: nothing is left to store) waits for it and signals LOAD,
   and the next layer's first LOAD waits for that. So the next layer reads DRAM only after
   the previous one has written it, and reuses the buffers only after they drained.
+* **residual additions** (`compiler.residual`): the add reads its skip and its residual
+  stacked along the channels in one region, which is the skip's own (grown to hold both),
+  where the layer after the skip's producer reads it in place; the residual branch's last
+  layer STOREs into its second half. Regions are never reused, so a tensor lives until its
+  last reader; layers run in program order behind the barriers, so nothing else is needed.
 * **segments.** An op the device lacks (a re-layout, pooling on the host) ends a device
   segment; the host runs it on the integers and packs the next segment's input. Each
   segment is one program with one FINISH; `NetworkProgram.host_ops` lists what ran on the
@@ -212,11 +217,24 @@ def _segment(group: list[tuple[QuantLayer, Program, Link]],
     first = next(x for x in group[0][1].operands if x.tensor == "A")
     regions[0]["A"], base = 0, aligned(first.nbytes)
     outputs_from = base
+    # a residual add's stacked input: its skip's region, grown to hold both halves, which
+    # the add's predecessor (the residual branch) STOREs into as well (`compiler.residual`)
+    names = {layer.name: position for position, (layer, _, _) in enumerate(group)}
+    into, room = {}, {}
+    for position, (layer, program, _) in enumerate(group):
+        if layer.kind == "add":
+            skip = names[layer.inputs[0]]
+            into[position - 1] = skip
+            stacked = next(x for x in program.operands if x.tensor == "A")
+            room[skip] = max(room.get(skip, 0), stacked.nbytes)
     for position, (_, program, _) in enumerate(group):
-        regions[position]["C"] = base
+        if position in into:
+            regions[position]["C"] = regions[into[position]]["C"]
+        else:
+            regions[position]["C"] = base
+            base = aligned(base + max(program.output.nbytes, room.get(position, 0)))
         if position + 1 < len(group):
-            regions[position + 1]["A"] = base
-        base = aligned(base + program.output.nbytes)
+            regions[position + 1]["A"] = regions[position]["C"]
     writable = (outputs_from, base)
     for position, (_, program, _) in enumerate(group):
         weights = next(x for x in program.operands if x.tensor == "B")

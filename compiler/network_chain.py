@@ -13,10 +13,18 @@ input region as its output layout. A link is:
   inputs, `input_offsets`);
 * ``"alias"``: the two regions are alike byte for byte (a flatten);
 * None: a host re-layout, which ends the device segment.
+
+A residual add (`compiler.residual`) reads its predecessor's output as the second half of
+its channel-stacked input (a `DramLayout` link like any other, placed past the skip's
+channels), and its skip as the first half, which must be byte for byte the input region of
+the layer after the skip's producer (`shares_skip`): that constraint joins two layers that
+are not neighbours, so the chain is solved once per choice of the adds' mappings, with the
+skip readers' options narrowed to those that fit.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, replace
 
@@ -129,6 +137,9 @@ def _link(producer: tuple[QuantLayer, _Candidate], consumer: tuple[QuantLayer, _
     produced, read = made.workload.shapes["C"], used.workload.shapes["A"]
     out, into = mine.output, theirs.input
     before = input_offsets(produced, read)
+    if used.kind == "add":  # the residual: the stacked tensor's second half of channels
+        spatial = input_offsets(produced[1:], read[1:])
+        before = None if spatial is None else (read[0] - produced[0], *spatial)
     if not flatten and before is not None and (
             out.kind == into.kind == "dense" and out.order[-1:] == into.order[-1:]
             and into.line_block in (1, out.line_block)
@@ -159,14 +170,10 @@ def _named(layer: QuantLayer, function, *args):
         raise MappingError(f"{layer.name}: {error}") from error
 
 
-def chain(run: list[tuple[QuantLayer, bool]], config: AcceleratorConfig,
-          memory: MemorySystem) -> list[list[tuple[QuantLayer, Program, Link]]]:
-    """``run``'s layers (each with whether a flatten precedes it) compiled, cut where a link
-    breaks; each entry ``(layer, program, how it reads its predecessor)``."""
-    if not run:
-        return []
+def _cheapest(run: list[tuple[QuantLayer, bool]], options: list[list[_Candidate]]
+              ) -> tuple[float, list[_Candidate]]:
+    """The options of least total cost along ``run``, a broken link costing `BREAK_COST`."""
     layers = [layer for layer, _ in run]
-    options = [_named(layer, _candidates, layer, config, memory) for layer in layers]
     # best[i][c]: (total cost, previous option) of the chain ending in option c of layer i
     best = [[(c.cost, -1) for c in options[0]]]
     for position in range(1, len(run)):
@@ -182,10 +189,78 @@ def chain(run: list[tuple[QuantLayer, bool]], config: AcceleratorConfig,
     picks = [min(range(len(best[-1])), key=lambda c: best[-1][c][0])]
     for position in range(len(run) - 1, 0, -1):
         picks.append(best[position][picks[-1]][1])
-    chosen = [options[i][c] for i, c in enumerate(reversed(picks))]
+    return best[-1][picks[0]][0], [options[i][c] for i, c in enumerate(reversed(picks))]
+
+
+def skip_reader(layers: list[QuantLayer], add: int) -> int:
+    """The position of the layer that reads the add's skip in place (the one right after the
+    skip's producer, whose input region the stacked tensor's first half must be); a
+    `MappingError` where the skip is not produced earlier in the same device run."""
+    layer = layers[add]
+    names = [x.name for x in layers]
+    skip = layer.inputs[0]
+    if skip not in names[:add - 1]:
+        raise MappingError(
+            f"{layer.name}: its skip ({skip or 'the network input'}) is not an earlier "
+            "layer's output in the same device program; a residual addition runs on the device "
+            "when the skip's producer, the residual branch and the add are one program")
+    return names.index(skip) + 1
+
+
+def shares_skip(reader: tuple[QuantLayer, _Candidate], add: tuple[QuantLayer, _Candidate]
+                ) -> bool:
+    """Whether the add's stacked input region begins with the skip reader's input region,
+    byte for byte (each skip element at the same place; `compiler.residual`)."""
+    (used, theirs), (layer, mine) = reader, add
+    if theirs.fused or mine.fused:
+        return False
+    inner = _byte_map(used.workload, theirs.input, "A")
+    skip = used.workload.shapes["A"]
+    stacked = np.zeros(layer.workload.shapes["A"], dtype=np.int64)
+    before = input_offsets(skip[1:], stacked.shape[1:])
+    if before is None or skip[0] * 2 != stacked.shape[0]:
+        return False
+    stacked[(slice(0, skip[0]), *(slice(b, b + n) for b, n in zip(before, skip[1:],
+                                                                   strict=True)))] = (
+        np.arange(1, math.prod(skip) + 1).reshape(skip))
+    access = next(a for a in layer.workload.inputs if a.tensor == "A")
+    outer = replace(mine.input, base=0, elem_bytes=8).pack(stacked, access,
+                                                           layer.workload.sizes)
+    return bytes(outer[:len(inner)]) == bytes(inner)  # inner holds every skip element
+
+
+def chain(run: list[tuple[QuantLayer, bool]], config: AcceleratorConfig,
+          memory: MemorySystem) -> list[list[tuple[QuantLayer, Program, Link]]]:
+    """``run``'s layers (each with whether a flatten precedes it) compiled, cut where a link
+    breaks; each entry ``(layer, program, how it reads its predecessor)``. A residual add's
+    stacked input must also begin with its skip reader's input region (`shares_skip`):
+    each combination of the adds' options is tried with the readers' options that fit it."""
+    if not run:
+        return []
+    layers = [layer for layer, _ in run]
+    options = [_named(layer, _candidates, layer, config, memory) for layer in layers]
+    adds = [(skip_reader(layers, p), p) for p, x in enumerate(layers) if x.kind == "add"]
+    found = []
+    for picks in itertools.product(*(options[p] for _, p in adds)):
+        narrowed = list(options)
+        for (reader, position), pick in zip(adds, picks, strict=True):
+            narrowed[position] = [pick]
+            narrowed[reader] = [c for c in narrowed[reader] if shares_skip(
+                (layers[reader], c), (layers[position], pick))]
+        if all(narrowed):
+            found.append(_cheapest(run, narrowed))
+    if not found:
+        raise MappingError(
+            f"{layers[adds[0][1]].name}: no mapping lays the stacked skip and residual out "
+            "where the skip's reader reads it; the residual addition cannot run on the device")
+    _, chosen = min(found, key=lambda pair: pair[0])
     links: list[Link] = [None] + [
         _link((layers[i - 1], chosen[i - 1]), (layers[i], chosen[i]), run[i][1])
         for i in range(1, len(run))]
+    for reader, position in adds:
+        if not all(links[reader:position + 1]):
+            raise MappingError(f"{layers[position].name}: the layers from its skip to the "
+                               "residual addition do not chain into one device program")
     groups: list[list] = []
     for position, layer in enumerate(layers):
         after = links[position + 1] if position + 1 < len(run) else None

@@ -87,6 +87,8 @@ def layer_lines(program: NetworkProgram) -> tuple[str, ...]:
         for position, (layer, code) in enumerate(zip(segment.layers, segment.programs,
                                                      strict=True)):
             source = "host-packed input" if position == 0 else "previous layer's output"
+            if layer.kind == "add":
+                source = f"{layer.inputs[0]}'s output stacked with the {source}"
             lines.append(f"{layer.name} {layer.kind} [{code.mapping.choice.describe()}] "
                          f"reads the {source}; {len(code.instructions)} instructions")
     return tuple(lines)

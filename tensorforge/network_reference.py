@@ -2,8 +2,9 @@
 
 Convolutions are written out tap by tap from the torch geometry (stride, padding, dilation)
 over the int8 tensors, linear layers as a matrix-vector product, both accumulated in int64,
-max pooling as the maximum over each window with torch's -inf padding (`max_pool2d`), then
-each layer's output stage (`tensorforge.requant`, the integer semantics the hardware
+max pooling as the maximum over each window with torch's -inf padding (`max_pool2d`), a
+residual addition as ``m_a * skip + m_b * residual`` from the two int8 tensors (`add_output`),
+then each layer's output stage (`tensorforge.requant`, the integer semantics the hardware
 shares) and the integer host steps (`compiler.quantize.global_avg_pool`, flatten). What the
 accelerator computes for a `QuantizedNetwork` must equal `reference_output` bit for bit.
 """
@@ -65,11 +66,23 @@ def layer_output(layer: QuantLayer, q: np.ndarray) -> np.ndarray:
     return layer.params.apply(acc, 0, 32)
 
 
+def add_output(layer: QuantLayer, skip: np.ndarray, residual: np.ndarray) -> np.ndarray:
+    """A residual addition: ``m_a * skip + m_b * residual`` in int64, then the output stage."""
+    m_a, m_b = layer.multipliers
+    acc = m_a * np.asarray(skip, dtype=np.int64) + m_b * np.asarray(residual, dtype=np.int64)
+    return layer.params.apply(acc, 0, 32)
+
+
 def reference_output(network: QuantizedNetwork, q: np.ndarray) -> np.ndarray:
     """The int8 output (int64 array) of ``network`` on the int8 input ``q``."""
+    outputs = {"": q}  # each device layer's output by name, for the additions' skips
     for step in network.steps:
-        if isinstance(step, QuantLayer):
+        if isinstance(step, QuantLayer) and step.kind == "add":
+            q = add_output(step, outputs[step.inputs[0]], q)
+            outputs[step.name] = q
+        elif isinstance(step, QuantLayer):
             q = layer_output(step, q)
+            outputs[step.name] = q
         elif step.op == "global_avg_pool":
             q = global_avg_pool(q)
         else:  # flatten

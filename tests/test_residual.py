@@ -1,0 +1,178 @@
+"""Residual additions on the device (issue 18): ``z = clamp(requant(m_a*a + m_b*b))`` as a
+pointwise layer over the channel-stacked skip and residual (`compiler.residual`), a ResNet
+basic block as one program, checked against the numpy reference that never sees the
+compiler (the functional simulator always, the 4x4 pipeline RTL under the ``rtl`` marker).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tensorforge.api import simulate_model
+from tensorforge.compiler.network import compile_network
+from tensorforge.compiler.quantize import quantize_model
+from tensorforge.compiler.residual import add_multipliers, add_weight
+from tensorforge.config import AcceleratorConfig, ArrayConfig, ScratchpadConfig
+from tensorforge.errors import WorkloadError
+from tensorforge.network_reference import add_output
+
+# the configuration tests/test_network.py, test_max_pool.py and test_output_pipeline.py
+# build (one Verilator model for all)
+PIPELINE_4x4 = AcceleratorConfig(
+    array=ArrayConfig(rows=4, cols=4),
+    scratchpad=ScratchpadConfig(capacity=2048, banks=4, accumulator=2048),
+    output_pipeline=True)
+FLOAT_TOLERANCE = 0.05  # of the float output's largest magnitude, as tests/test_network.py
+
+
+class BasicBlock(nn.Module):
+    """conv3x3+ReLU -> [conv3x3+ReLU -> conv3x3] + skip -> ReLU -> global avg pool ->
+    linear (a ResNet basic block without batch norm, after a stem)."""
+
+    def __init__(self, channels: int = 8, form: str = "iadd"):
+        super().__init__()
+        self.form = form
+        self.stem = nn.Conv2d(3, channels, 3, padding=1)
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1)
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(channels, 5)
+
+    def forward(self, x):
+        x = F.relu(self.stem(x))
+        out = self.conv2(torch.relu(self.conv1(x)))
+        if self.form == "iadd":
+            out += x
+        elif self.form == "torch.add":
+            out = torch.add(x, out)  # skip first
+        else:
+            out = out.add(x)
+        return self.fc(torch.flatten(self.pool(F.relu(out)), 1))
+
+
+def block(seed: int, form: str = "iadd") -> tuple[nn.Module, tuple[torch.Tensor]]:
+    torch.manual_seed(seed)
+    return BasicBlock(form=form).eval(), (torch.randn(1, 3, 8, 8),)
+
+
+def _close_to_float(result) -> None:
+    error = np.abs(result.dequantized - result.float_output).max()
+    assert error <= FLOAT_TOLERANCE * np.abs(result.float_output).max(), error
+
+
+def test_multipliers_hold_the_scale_ratio_to_seven_bits():
+    assert add_multipliers(0.02, 0.01) == (127, 64)  # 63.5 rounds to even
+    assert add_multipliers(0.01, 0.03) == (42, 127)
+    assert add_multipliers(1.0, 1e-6) == (127, 1)  # never 0
+    weight = add_weight(3, (5, 7))
+    np.testing.assert_array_equal(weight, [[5, 0, 0, 7, 0, 0], [0, 5, 0, 0, 7, 0],
+                                           [0, 0, 5, 0, 0, 7]])
+
+
+def test_add_layer_is_close_to_the_float_sum():
+    """The integer add of two int8 tensors, dequantized, is within the ratio's rounding
+    (the smaller operand's multiplier is off by at most half a step of ``s_large / 127``)
+    plus one output step of the float sum, where the sum is inside the output range."""
+    net, inputs = block(seed=3)
+    network = quantize_model(net, inputs)
+    add = next(layer for layer in network.layers if layer.kind == "add")
+    assert add.inputs == ("stem", "conv2") and add.activation == "relu"
+    rng = np.random.default_rng(0)
+    skip, residual = rng.integers(-128, 128, (2, 8, 8, 8))
+    s_a = next(x for x in network.layers if x.name == "stem").output_scale
+    s_b = next(x for x in network.layers if x.name == "conv2").output_scale
+    exact = np.maximum(s_a * skip + s_b * residual, 0)
+    got = add_output(add, skip, residual) * add.output_scale
+    ratio_error = 0.5 / 127 * max(s_a, s_b) * 128
+    inside = exact < 127 * add.output_scale
+    assert inside.mean() > 0.5
+    assert np.abs(got - exact)[inside].max() <= ratio_error + add.output_scale
+    # the device's block-diagonal weight computes the same accumulator
+    stacked = np.concatenate([skip, residual]).reshape(16, -1)
+    acc = (add.weight @ stacked).reshape(8, 8, 8)
+    np.testing.assert_array_equal(add.params.apply(acc, 0, 32),
+                                  add_output(add, skip, residual))
+
+
+@pytest.mark.parametrize("form", ["iadd", "torch.add", "method"])
+def test_basic_block_is_one_program_on_the_functional_simulator(form):
+    net, inputs = block(seed=7, form=form)
+    result = simulate_model(net, inputs, PIPELINE_4x4, backend="functional", seed=7)
+    assert result.match, (result.output, result.expected)
+    assert result.host_ops == () and len(result.instructions) == 1
+    assert any(line.startswith("add add") for line in result.layers)
+    _close_to_float(result)
+    assert len(np.unique(result.output)) > 2
+
+
+def test_the_skip_and_the_residual_share_one_region():
+    """The stem's output lies where conv1 reads it and is the first half of the add's
+    input; conv2 STOREs into the second half: no copy, no host op."""
+    net, inputs = block(seed=7)
+    program = compile_network(quantize_model(net, inputs), PIPELINE_4x4)
+    (segment,) = program.segments
+    names = [layer.name for layer in segment.layers]
+    stem, conv1, conv2, add = (names.index(n) for n in ("stem", "conv1", "conv2", "add"))
+    regions = segment.regions
+    assert regions[stem]["C"] == regions[conv1]["A"] == regions[conv2]["C"] == regions[add]["A"]
+    half = segment.layout(conv1, "A").nbytes
+    assert segment.layout(add, "A").nbytes == 2 * half
+
+
+@pytest.mark.parametrize("config", [
+    AcceleratorConfig(output_pipeline=True),  # the default 8x8
+    AcceleratorConfig(array=ArrayConfig(rows=2, cols=4), output_pipeline=True,
+                      scratchpad=ScratchpadConfig(capacity=4096, accumulator=4096)),
+], ids=["8x8", "2x4"])
+def test_basic_block_on_other_arrays(config):
+    net, inputs = block(seed=2)
+    result = simulate_model(net, inputs, config, backend="functional", seed=2)
+    assert result.match, (result.output, result.expected)
+    assert result.host_ops == () and len(result.instructions) == 1
+
+
+class Concat(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Conv2d(3, 4, 1), nn.Conv2d(4, 4, 1)
+
+    def forward(self, x):
+        y = F.relu(self.a(x))
+        return torch.cat([y, self.b(y)], dim=1)
+
+
+class Projection(nn.Module):
+    """A strided block whose shortcut is a 1x1 convolution of the block input."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 4, 3, padding=1)
+        self.conv1 = nn.Conv2d(4, 8, 3, stride=2, padding=1)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.proj = nn.Conv2d(4, 8, 1, stride=2)
+
+    def forward(self, x):
+        x = F.relu(self.stem(x))
+        return F.relu(self.conv2(F.relu(self.conv1(x))) + self.proj(x))
+
+
+def test_unsupported_graphs_are_named():
+    inputs = (torch.randn(1, 3, 6, 6),)
+    with pytest.raises(WorkloadError, match=r"cat .*not supported.*residual additions"):
+        quantize_model(Concat(), inputs)
+    with pytest.raises(WorkloadError, match="proj does not read conv2"):
+        quantize_model(Projection(), inputs)
+
+
+@pytest.mark.slow
+@pytest.mark.rtl
+def test_basic_block_on_the_rtl():
+    net, inputs = block(seed=7)
+    result = simulate_model(net, inputs, PIPELINE_4x4, seed=7)
+    assert result.match, (result.output, result.expected)
+    assert result.cycles > 0 and len(result.segment_cycles) == 1 and result.host_ops == ()
+    _close_to_float(result)
