@@ -52,8 +52,10 @@ from tensorforge.memory import DEFAULT_MEMORY, MemorySystem
 @dataclass(frozen=True)
 class HostOp:
     """An op between device segments: ``global_avg_pool``, ``flatten``, ``relayout`` (the
-    next layer reads the previous output in another layout), or ``host_input`` (it reads a
-    tensor that is not the previous output: a zoo model's branch)."""
+    next layer reads the previous output in another layout), ``stack`` (the next layer, a
+    residual add, reads its skip and the previous output stacked along the channels, where
+    the device could not place them: `compiler.network_chain.chain`), or ``host_input`` (it
+    reads a tensor that is not the previous output: a zoo model's branch)."""
 
     name: str
     op: str
@@ -102,11 +104,17 @@ class Segment:
                 image[base:base + len(program.params.data)] = program.params.data
         return image
 
-    def unpack(self, dram: bytes | bytearray) -> np.ndarray:
-        """The last layer's int8 output (its workload's output shape) from the DRAM after."""
-        program = self.programs[-1]
-        return program.lowering.finish(self.layout(len(self.programs) - 1, "C").unpack(dram),
-                                       {})
+    def unpack(self, dram: bytes | bytearray, position: int = -1) -> np.ndarray:
+        """Layer ``position``'s int8 output (its workload's output shape; the last layer's
+        by default) from the DRAM after."""
+        position %= len(self.programs)
+        region = self.layout(position, "C")
+        values = region.unpack(dram)  # a region STOREd into a consumer's holds padding
+        shape = self.layers[position].workload.shapes["C"]
+        if values.shape != shape and region.kind == "dense" and len(region.low) == len(shape):
+            values = values[tuple(slice(-low, -low + n) for low, n in zip(
+                region.low, shape, strict=True))]
+        return self.programs[position].lowering.finish(values, {})
 
 
 Item = Segment | HostOp
@@ -135,11 +143,19 @@ class NetworkProgram:
         ``(DRAM after, cycles)`` out); and each segment's cycles. ``weights`` as in
         `Segment.pack`."""
         cycles = []
+        skips = {x.inputs[0] for x in self.network.layers if x.kind == "add"}
+        kept = {"": q}  # the outputs a host ``stack`` may read, by layer name
         for item in self.items:
             if isinstance(item, Segment):
                 after, count = device(item, item.pack(q, weights))
                 q = item.unpack(after)
+                kept.update((layer.name, item.unpack(after, position)) for position, layer
+                            in enumerate(item.layers) if layer.name in skips)
                 cycles.append(count)
+            elif item.op == "stack":  # a residual add's skip and residual, stacked
+                add = self.items[self.items.index(item) + 1].layers[0]
+                q = pad_into(np.concatenate([kept[add.inputs[0]], np.asarray(q)]),
+                             add.workload.shapes["A"])
             elif item.op == "global_avg_pool":
                 q = global_avg_pool(q)
             elif item.op == "flatten":
@@ -182,7 +198,9 @@ def compile_network(network: QuantizedNetwork, config: AcceleratorConfig,
             if items and isinstance(items[-1], Segment):
                 produced = items[-1].layers[-1].workload.shapes["C"]
                 held = input_offsets(produced, group[0][0].workload.shapes["A"]) is not None
-                items.append(HostOp(group[0][0].name, "relayout" if held else "host_input"))
+                op = "relayout" if held else "host_input"
+                items.append(HostOp(group[0][0].name,
+                                    "stack" if group[0][0].kind == "add" else op))
             items.append(_segment(group, config))
         items.extend(HostOp(step.name, step.op) for step in host)
     return NetworkProgram(config, network, tuple(items))
@@ -222,7 +240,7 @@ def _segment(group: list[tuple[QuantLayer, Program, Link]],
     names = {layer.name: position for position, (layer, _, _) in enumerate(group)}
     into, room = {}, {}
     for position, (layer, program, _) in enumerate(group):
-        if layer.kind == "add":
+        if layer.kind == "add" and position:  # at 0 the host stacks its input (``stack``)
             skip = names[layer.inputs[0]]
             into[position - 1] = skip
             stacked = next(x for x in program.operands if x.tensor == "A")

@@ -170,18 +170,24 @@ def _named(layer: QuantLayer, function, *args):
         raise MappingError(f"{layer.name}: {error}") from error
 
 
-def _cheapest(run: list[tuple[QuantLayer, bool]], options: list[list[_Candidate]]
-              ) -> tuple[float, list[_Candidate]]:
+def _joined(run: list[tuple[QuantLayer, bool]], position: int, before: _Candidate,
+            candidate: _Candidate, cut: frozenset[int]) -> Link:
+    """How layer ``position`` reads its predecessor (None where ``cut``: a host stack)."""
+    if position in cut:
+        return None
+    return _link((run[position - 1][0], before), (run[position][0], candidate), run[position][1])
+
+
+def _cheapest(run: list[tuple[QuantLayer, bool]], options: list[list[_Candidate]],
+              cut: frozenset[int] = frozenset()) -> tuple[float, list[_Candidate]]:
     """The options of least total cost along ``run``, a broken link costing `BREAK_COST`."""
-    layers = [layer for layer, _ in run]
     # best[i][c]: (total cost, previous option) of the chain ending in option c of layer i
     best = [[(c.cost, -1) for c in options[0]]]
     for position in range(1, len(run)):
         row = []
         for candidate in options[position]:
             total, previous = min(
-                (best[-1][p][0] + (0 if _link((layers[position - 1], before),
-                                              (layers[position], candidate), run[position][1])
+                (best[-1][p][0] + (0 if _joined(run, position, before, candidate, cut)
                                    else BREAK_COST), p)
                 for p, before in enumerate(options[position - 1]))
             row.append((total + candidate.cost, previous))
@@ -190,6 +196,39 @@ def _cheapest(run: list[tuple[QuantLayer, bool]], options: list[list[_Candidate]
     for position in range(len(run) - 1, 0, -1):
         picks.append(best[position][picks[-1]][1])
     return best[-1][picks[0]][0], [options[i][c] for i, c in enumerate(reversed(picks))]
+
+
+def _links(run: list[tuple[QuantLayer, bool]], chosen: list[_Candidate],
+           cut: frozenset[int] = frozenset()) -> list[Link]:
+    return [None] + [_joined(run, i, chosen[i - 1], chosen[i], cut) for i in range(1, len(run))]
+
+
+def _on_device(run: list[tuple[QuantLayer, bool]], options: list[list[_Candidate]]
+               ) -> tuple[list[_Candidate], list[Link]] | None:
+    """The cheapest options with every residual add on the device, sharing its skip's
+    region (`shares_skip`): each combination of the adds' options is tried with the skip
+    readers' options that fit it. None where no combination chains from skip to add."""
+    layers = [layer for layer, _ in run]
+    try:
+        adds = [(skip_reader(layers, p), p) for p, x in enumerate(layers) if x.kind == "add"]
+    except MappingError:
+        return None
+    found = []
+    for picks in itertools.product(*(options[p] for _, p in adds)):
+        narrowed = list(options)
+        for (reader, position), pick in zip(adds, picks, strict=True):
+            narrowed[position] = [pick]
+            narrowed[reader] = [c for c in narrowed[reader] if shares_skip(
+                (layers[reader], c), (layers[position], pick))]
+        if all(narrowed):
+            found.append(_cheapest(run, narrowed))
+    if not found:
+        return None
+    chosen = min(found, key=lambda pair: pair[0])[1]
+    links = _links(run, chosen)
+    if not all(all(links[reader:position + 1]) for reader, position in adds):
+        return None
+    return chosen, links
 
 
 def skip_reader(layers: list[QuantLayer], add: int) -> int:
@@ -232,35 +271,21 @@ def shares_skip(reader: tuple[QuantLayer, _Candidate], add: tuple[QuantLayer, _C
 def chain(run: list[tuple[QuantLayer, bool]], config: AcceleratorConfig,
           memory: MemorySystem) -> list[list[tuple[QuantLayer, Program, Link]]]:
     """``run``'s layers (each with whether a flatten precedes it) compiled, cut where a link
-    breaks; each entry ``(layer, program, how it reads its predecessor)``. A residual add's
-    stacked input must also begin with its skip reader's input region (`shares_skip`):
-    each combination of the adds' options is tried with the readers' options that fit it."""
+    breaks; each entry ``(layer, program, how it reads its predecessor)``. Residual adds run
+    on the device sharing their skips' regions (`_on_device`) where every one can; else
+    each add starts a program whose stacked input the host packs from the two int8 tensors
+    (``stack``, exact)."""
     if not run:
         return []
     layers = [layer for layer, _ in run]
     options = [_named(layer, _candidates, layer, config, memory) for layer in layers]
-    adds = [(skip_reader(layers, p), p) for p, x in enumerate(layers) if x.kind == "add"]
-    found = []
-    for picks in itertools.product(*(options[p] for _, p in adds)):
-        narrowed = list(options)
-        for (reader, position), pick in zip(adds, picks, strict=True):
-            narrowed[position] = [pick]
-            narrowed[reader] = [c for c in narrowed[reader] if shares_skip(
-                (layers[reader], c), (layers[position], pick))]
-        if all(narrowed):
-            found.append(_cheapest(run, narrowed))
-    if not found:
-        raise MappingError(
-            f"{layers[adds[0][1]].name}: no mapping lays the stacked skip and residual out "
-            "where the skip's reader reads it; the residual addition cannot run on the device")
-    _, chosen = min(found, key=lambda pair: pair[0])
-    links: list[Link] = [None] + [
-        _link((layers[i - 1], chosen[i - 1]), (layers[i], chosen[i]), run[i][1])
-        for i in range(1, len(run))]
-    for reader, position in adds:
-        if not all(links[reader:position + 1]):
-            raise MappingError(f"{layers[position].name}: the layers from its skip to the "
-                               "residual addition do not chain into one device program")
+    placed = _on_device(run, options)
+    if placed is not None:
+        chosen, links = placed
+    else:
+        cut = frozenset(p for p, x in enumerate(layers) if x.kind == "add")
+        chosen = _cheapest(run, options, cut)[1]
+        links = _links(run, chosen, cut)
     groups: list[list] = []
     for position, layer in enumerate(layers):
         after = links[position + 1] if position + 1 < len(run) else None

@@ -135,6 +135,37 @@ def test_basic_block_on_other_arrays(config):
     assert result.host_ops == () and len(result.instructions) == 1
 
 
+class InputSkip(nn.Module):
+    """A block whose skip is the network input: no device layer produces it."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv2d(4, 4, 3, padding=1), nn.Conv2d(4, 4, 3, padding=1)
+
+    def forward(self, x):
+        return F.relu(self.conv2(F.relu(self.conv1(x))) + x)
+
+
+def test_the_host_stacks_what_the_device_cannot_place():
+    """Where the skip cannot share the add's region (the conv2d intrinsic's layouts; a skip
+    that is the network input), the add starts a program whose input the host stacks from
+    the two int8 tensors (``stack``): exact all the same."""
+    conv2d = AcceleratorConfig(intrinsic="conv2d",
+                               array=ArrayConfig(rows=2, cols=3, dataflow="os"),
+                               scratchpad=ScratchpadConfig(capacity=4096, accumulator=4096),
+                               output_pipeline=True)
+    net, inputs = block(seed=7)
+    result = simulate_model(net, inputs, conv2d, backend="functional", seed=7)
+    assert result.match, (result.output, result.expected)
+    assert "stack (add)" in result.host_ops
+    torch.manual_seed(4)
+    result = simulate_model(InputSkip().eval(), (torch.randn(1, 4, 6, 6),), PIPELINE_4x4,
+                            backend="functional", seed=4)
+    assert result.match, (result.output, result.expected)
+    assert result.host_ops == ("stack (add)",) and len(result.instructions) == 2
+    _close_to_float(result)
+
+
 class Concat(nn.Module):
     def __init__(self):
         super().__init__()
