@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import functools
 
-from amaranth import Module, Signal
+from amaranth import Module, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -42,6 +42,7 @@ from tensorforge.hw.accumulator import AccumulatorBuffer
 from tensorforge.hw.axi import AxiReadArbiter, axi_lite_signature, axi_signature, forward
 from tensorforge.hw.controller import Controller
 from tensorforge.hw.dma import LoadUnit, StoreUnit
+from tensorforge.hw.ports import SPAD_ADDR_BITS
 from tensorforge.hw.registers import (
     ADDRESS_BITS,
     COUNTERS,
@@ -50,6 +51,7 @@ from tensorforge.hw.registers import (
     Status,
 )
 from tensorforge.hw.scratchpad import Scratchpad
+from tensorforge.hw.skid import SkidBuffer
 from tensorforge.hw.targets import Target, parse_target
 
 TOP_NAME = "accelerator"
@@ -117,8 +119,15 @@ class Accelerator(wiring.Component):
             m.d.comb += getattr(controller, f"{name}_idle").eq(unit.idle)
             if name in retiring:
                 m.d.comb += getattr(controller, f"{name}_retired").eq(unit.retired)
-        wiring.connect(m, compute.a_read, scratchpad.a_read)
-        wiring.connect(m, compute.b_read, scratchpad.b_read)
+        for name in ("a_read", "b_read"):
+            requester, port = getattr(compute, name), getattr(scratchpad, name)
+            if ecp5:  # the bank arbitration starts from registers, the walkers' handshake too
+                skid = m.submodules[f"{name}_request"] = SkidBuffer(unsigned(SPAD_ADDR_BITS))
+                wiring.connect(m, requester.req, skid.i)
+                wiring.connect(m, skid.o, port.req)
+                wiring.connect(m, port.resp, requester.resp)
+            else:
+                wiring.connect(m, requester, port)
         wiring.connect(m, load.spad_write, scratchpad.write)
         wiring.connect(m, compute.acc_read, accumulator.compute_read)
         wiring.connect(m, compute.acc_write, accumulator.compute_write)

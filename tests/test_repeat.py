@@ -189,3 +189,19 @@ def test_rtl_runs_repeated_transfers(random_seed):
                for i in generate(w, m, REPEAT).instructions)
     for plain, folded, program in zip(errors[False], errors[True], programs, strict=True):
         assert folded <= max(TARGET_MAX_ERROR, plain + 0.03), (program, plain, folded)
+
+
+@pytest.mark.rtl
+def test_rtl_runs_repeated_transfers_on_ecp5(random_seed):
+    """The same folded programs on the ``ecp5`` target's RTL (its pipeline registers, the
+    scratchpad's registered read requests among them): equal to numpy, with the DRAM bytes
+    their runs and fetch imply."""
+    from tensorforge.sim.rtl_run import RtlCase, RunOptions, run_programs_on_rtl
+
+    programs = list(_programs(REPEAT, random_seed))
+    cases = [RtlCase(w, program=generate(w, m, REPEAT), seed=random_seed) for w, m in programs]
+    results = run_programs_on_rtl(REPEAT, cases, RunOptions(seed=random_seed, target="ecp5"))
+    for (workload, _), result in zip(programs, results, strict=True):
+        assert result.match, (workload, result.mismatches)
+        assert result.dram_bytes_read == result.expected_traffic.read
+        assert result.dram_bytes_written == result.expected_traffic.written
