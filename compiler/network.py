@@ -54,7 +54,8 @@ class HostOp:
     """An op between device segments: ``global_avg_pool``, ``flatten``, ``relayout`` (the
     next layer reads the previous output in another layout), ``stack`` (the next layer, a
     residual add, reads its skip and the previous output stacked along the channels, where
-    the device could not place them: `compiler.network_chain.chain`), or ``host_input`` (it
+    the device could not place them: `compiler.network_chain.chain`), ``reread`` (the next
+    layer reads an earlier output, likewise), or ``host_input`` (it
     reads a tensor that is not the previous output: a zoo model's branch)."""
 
     name: str
@@ -143,8 +144,8 @@ class NetworkProgram:
         ``(DRAM after, cycles)`` out); and each segment's cycles. ``weights`` as in
         `Segment.pack`."""
         cycles = []
-        skips = {x.inputs[0] for x in self.network.layers if x.kind == "add"}
-        kept = {"": q}  # the outputs a host ``stack`` may read, by layer name
+        skips = {x.inputs[0] for x in self.network.layers if x.inputs}
+        kept = {"": q}  # the outputs a host ``stack`` or ``reread`` may read, by layer name
         for item in self.items:
             if isinstance(item, Segment):
                 after, count = device(item, item.pack(q, weights))
@@ -152,6 +153,9 @@ class NetworkProgram:
                 kept.update((layer.name, item.unpack(after, position)) for position, layer
                             in enumerate(item.layers) if layer.name in skips)
                 cycles.append(count)
+            elif item.op == "reread":  # a projection shortcut's input, an earlier output
+                layer = self.items[self.items.index(item) + 1].layers[0]
+                q = pad_into(kept[layer.inputs[0]], layer.workload.shapes["A"])
             elif item.op == "stack":  # a residual add's skip and residual, stacked
                 add = self.items[self.items.index(item) + 1].layers[0]
                 q = pad_into(np.concatenate([kept[add.inputs[0]], np.asarray(q)]),
@@ -198,9 +202,11 @@ def compile_network(network: QuantizedNetwork, config: AcceleratorConfig,
             if items and isinstance(items[-1], Segment):
                 produced = items[-1].layers[-1].workload.shapes["C"]
                 held = input_offsets(produced, group[0][0].workload.shapes["A"]) is not None
+                first = group[0][0]
                 op = "relayout" if held else "host_input"
-                items.append(HostOp(group[0][0].name,
-                                    "stack" if group[0][0].kind == "add" else op))
+                if first.inputs:
+                    op = "stack" if first.kind == "add" else "reread"
+                items.append(HostOp(first.name, op))
             items.append(_segment(group, config))
         items.extend(HostOp(step.name, step.op) for step in host)
     return NetworkProgram(config, network, tuple(items))
@@ -237,22 +243,26 @@ def _segment(group: list[tuple[QuantLayer, Program, Link]],
     outputs_from = base
     # a residual add's stacked input: its skip's region, grown to hold both halves, which
     # the add's predecessor (the residual branch) STOREs into as well (`compiler.residual`)
+    # and a layer re-reading an earlier output (a projection shortcut) reads its region
     names = {layer.name: position for position, (layer, _, _) in enumerate(group)}
-    into, room = {}, {}
+    into, reads, room = {}, {}, {}
     for position, (layer, program, _) in enumerate(group):
-        if layer.kind == "add" and position:  # at 0 the host stacks its input (``stack``)
-            skip = names[layer.inputs[0]]
-            into[position - 1] = skip
+        if layer.inputs and position:  # at 0 the host packs its input (``stack``, ``reread``)
+            source = names[layer.inputs[0]]
+            if layer.kind == "add":
+                into[position - 1] = source
+            else:
+                reads[position] = source
             stacked = next(x for x in program.operands if x.tensor == "A")
-            room[skip] = max(room.get(skip, 0), stacked.nbytes)
+            room[source] = max(room.get(source, 0), stacked.nbytes)
     for position, (_, program, _) in enumerate(group):
         if position in into:
             regions[position]["C"] = regions[into[position]]["C"]
         else:
             regions[position]["C"] = base
             base = aligned(base + max(program.output.nbytes, room.get(position, 0)))
-        if position + 1 < len(group):
-            regions[position + 1]["A"] = regions[position]["C"]
+    for position in range(1, len(group)):
+        regions[position]["A"] = regions[reads.get(position, position - 1)]["C"]
     writable = (outputs_from, base)
     for position, (_, program, _) in enumerate(group):
         weights = next(x for x in program.operands if x.tensor == "B")

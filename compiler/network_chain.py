@@ -16,10 +16,12 @@ input region as its output layout. A link is:
 
 A residual add (`compiler.residual`) reads its predecessor's output as the second half of
 its channel-stacked input (a `DramLayout` link like any other, placed past the skip's
-channels), and its skip as the first half, which must be byte for byte the input region of
-the layer after the skip's producer (`shares_skip`): that constraint joins two layers that
-are not neighbours, so the chain is solved once per choice of the adds' mappings, with the
-skip readers' options narrowed to those that fit.
+channels), and its skip as the first half, which is either byte for byte the input region
+of the layer after the skip's producer (`shares_input`), or, where nobody else reads the
+skip, a region the producer STOREs into. A layer re-reading an earlier output (a
+projection shortcut, marked ``"reread"``) reads it where that tensor's first reader does.
+Those constraints join layers that are not neighbours (`_Tie`), so the chain is solved once
+per combination of the tied layers' mappings, with their partners' options narrowed.
 """
 
 from __future__ import annotations
@@ -128,24 +130,41 @@ def input_offsets(produced: tuple[int, ...], read: tuple[int, ...]) -> tuple[int
     return tuple((r - p + 1) // 2 for p, r in zip(produced, read, strict=True))
 
 
+def _writes_into(out: DramLayout, into: DramLayout, before: tuple[int, ...] | None
+                 ) -> DramLayout | None:
+    """``into`` as the region a producer whose STOREs write ``out`` fills, its tensor placed
+    ``before`` (per dimension) inside; None where the STOREs cannot write it
+    (`program_layout.check_output_layout`'s rule)."""
+    if before is not None and (
+            out.kind == into.kind == "dense" and out.order[-1:] == into.order[-1:]
+            and into.line_block in (1, out.line_block) and out.elem_bytes == into.elem_bytes):
+        return replace(into, low=tuple(low - b for low, b in zip(into.low, before,
+                                                                  strict=True)))
+    return None
+
+
+def _half(produced: tuple[int, ...], stacked: tuple[int, ...], half: int
+          ) -> tuple[int, ...] | None:
+    """Where an add's operand of shape ``produced`` lies in its ``stacked`` input: past the
+    skip's channels for the residual (``half`` 1), the spatial padding around both."""
+    spatial = input_offsets(produced[1:], stacked[1:])
+    return None if spatial is None else (half * (stacked[0] - produced[0]), *spatial)
+
+
 def _link(producer: tuple[QuantLayer, _Candidate], consumer: tuple[QuantLayer, _Candidate],
           flatten: bool) -> Link:
     """How the consumer reads the producer's output (module docstring)."""
     (made, mine), (used, theirs) = producer, consumer
     if mine.fused or theirs.fused:
         return None
+    if used.inputs and used.kind != "add":  # it reads an earlier output (`_reread`)
+        return "reread"
     produced, read = made.workload.shapes["C"], used.workload.shapes["A"]
     out, into = mine.output, theirs.input
-    before = input_offsets(produced, read)
-    if used.kind == "add":  # the residual: the stacked tensor's second half of channels
-        spatial = input_offsets(produced[1:], read[1:])
-        before = None if spatial is None else (read[0] - produced[0], *spatial)
-    if not flatten and before is not None and (
-            out.kind == into.kind == "dense" and out.order[-1:] == into.order[-1:]
-            and into.line_block in (1, out.line_block)
-            and out.elem_bytes == into.elem_bytes):  # `program_layout.check_output_layout`'s rule
-        return replace(into, low=tuple(low - b for low, b in zip(into.low, before,
-                                                                  strict=True)))
+    before = _half(produced, read, 1) if used.kind == "add" else input_offsets(produced, read)
+    written = None if flatten else _writes_into(out, into, before)
+    if written is not None:
+        return written
     if out.nbytes != into.nbytes or math.prod(produced) != math.prod(read):
         return None
     same = _byte_map(made.workload, out, "C") == _byte_map(used.workload, into, "A")
@@ -203,92 +222,139 @@ def _links(run: list[tuple[QuantLayer, bool]], chosen: list[_Candidate],
     return [None] + [_joined(run, i, chosen[i - 1], chosen[i], cut) for i in range(1, len(run))]
 
 
+def _placed_map(layer: QuantLayer, candidate: _Candidate, tensor: tuple[int, ...],
+                before: tuple[int, ...]) -> bytes:
+    """Which element of a ``tensor``-shaped input (row-major number + 1; 0: anything else)
+    lies at each place of the layer's ``A`` region, the tensor placed ``before`` in its A."""
+    numbers = np.zeros(layer.workload.shapes["A"], dtype=np.int64)
+    numbers[tuple(slice(b, b + n) for b, n in zip(before, tensor, strict=True))] = (
+        np.arange(1, math.prod(tensor) + 1).reshape(tensor))
+    access = next(a for a in layer.workload.inputs if a.tensor == "A")
+    return bytes(replace(candidate.input, base=0, elem_bytes=8).pack(numbers, access,
+                                                                     layer.workload.sizes))
+
+
+def shares_input(reader: tuple[QuantLayer, _Candidate], other: tuple[QuantLayer, _Candidate]
+                 ) -> bool:
+    """Whether ``other`` (a residual add, or a layer re-reading a tensor: a projection
+    shortcut) finds the tensor that ``reader`` reads in place at the same bytes: for an add,
+    its stacked region begins with the reader's region; else the two regions are alike."""
+    (used, theirs), (layer, mine) = reader, other
+    if theirs.fused or mine.fused:
+        return False
+    tensor = used.workload.shapes["A"]
+    inner = _placed_map(used, theirs, tensor, (0,) * len(tensor))
+    read = layer.workload.shapes["A"]
+    before = _half(tensor, read, 0) if layer.kind == "add" else input_offsets(tensor, read)
+    if before is None:
+        return False
+    outer = _placed_map(layer, mine, tensor, before)
+    if layer.kind == "add":
+        return outer[:len(inner)] == inner  # inner holds every element
+    return outer == inner
+
+
+def _into_skip(producer: tuple[QuantLayer, _Candidate], add: tuple[QuantLayer, _Candidate]
+               ) -> DramLayout | None:
+    """The add's stacked region as the skip's producer STOREs it (its first half), where the
+    skip has no other reader; None where its STOREs cannot write it."""
+    (made, mine), (layer, theirs) = producer, add
+    if mine.fused or theirs.fused:
+        return None
+    before = _half(made.workload.shapes["C"], layer.workload.shapes["A"], 0)
+    return _writes_into(mine.output, theirs.input, before)
+
+
+@dataclass(frozen=True)
+class _Tie:
+    """A layer whose input another layer also reads (`pinned`, an add or a re-reader) ties
+    the options of ``partner``: the tensor's first reader (``store`` False) or, for a skip
+    nobody else reads, its producer, which then STOREs into the add's region."""
+
+    pinned: int
+    partner: int
+    store: bool
+    span: tuple[int, int]  # the links from the tensor's producer to ``pinned``: all in place
+
+    def fits(self, layers: list[QuantLayer], partner: _Candidate, pinned: _Candidate) -> bool:
+        pair = ((layers[self.partner], partner), (layers[self.pinned], pinned))
+        return _into_skip(*pair) is not None if self.store else shares_input(*pair)
+
+
+def _ties(layers: list[QuantLayer]) -> list[_Tie] | None:
+    """Each add's and re-reader's tie (`_Tie`); None where a tensor comes from outside the
+    run (the host then stacks or repacks it)."""
+    names = [x.name for x in layers]
+    ties = []
+    for position, layer in enumerate(layers):
+        if not layer.inputs:
+            continue
+        source = layer.inputs[0]
+        if source not in names[:position - 1 if layer.kind == "add" else position]:
+            return None
+        producer = names.index(source)
+        reader = producer + 1
+        rereads = reader < position and (layers[reader].inputs or layers[reader].kind == "add")
+        if layer.kind != "add" and (rereads or reader >= position):
+            return None
+        store = layer.kind == "add" and rereads
+        ties.append(_Tie(position, producer if store else reader, store, (producer + 1,
+                                                                          position)))
+    return ties
+
+
 def _on_device(run: list[tuple[QuantLayer, bool]], options: list[list[_Candidate]]
-               ) -> tuple[list[_Candidate], list[Link]] | None:
-    """The cheapest options with every residual add on the device, sharing its skip's
-    region (`shares_skip`): each combination of the adds' options is tried with the skip
-    readers' options that fit it. None where no combination chains from skip to add."""
+               ) -> tuple[list[_Candidate], list[Link], dict[int, DramLayout]] | None:
+    """The cheapest options with every residual add and re-reader on the device, reading
+    its tensors where they lie (`_Tie`): each combination of their options is tried with
+    their partners' options that fit it. None where no combination chains; else also the
+    output regions of skip producers that STORE into an add's region."""
     layers = [layer for layer, _ in run]
-    try:
-        adds = [(skip_reader(layers, p), p) for p, x in enumerate(layers) if x.kind == "add"]
-    except MappingError:
+    ties = _ties(layers)
+    if ties is None:
         return None
     found = []
-    for picks in itertools.product(*(options[p] for _, p in adds)):
+    for picks in itertools.product(*(options[tie.pinned] for tie in ties)):
         narrowed = list(options)
-        for (reader, position), pick in zip(adds, picks, strict=True):
-            narrowed[position] = [pick]
-            narrowed[reader] = [c for c in narrowed[reader] if shares_skip(
-                (layers[reader], c), (layers[position], pick))]
+        for tie, pick in zip(ties, picks, strict=True):
+            narrowed[tie.pinned] = [pick]
+            narrowed[tie.partner] = [c for c in narrowed[tie.partner]
+                                     if tie.fits(layers, c, pick)]
         if all(narrowed):
             found.append(_cheapest(run, narrowed))
     if not found:
         return None
     chosen = min(found, key=lambda pair: pair[0])[1]
     links = _links(run, chosen)
-    if not all(all(links[reader:position + 1]) for reader, position in adds):
+    if not all(all(links[tie.span[0]:tie.span[1] + 1]) for tie in ties):
         return None
-    return chosen, links
-
-
-def skip_reader(layers: list[QuantLayer], add: int) -> int:
-    """The position of the layer that reads the add's skip in place (the one right after the
-    skip's producer, whose input region the stacked tensor's first half must be); a
-    `MappingError` where the skip is not produced earlier in the same device run."""
-    layer = layers[add]
-    names = [x.name for x in layers]
-    skip = layer.inputs[0]
-    if skip not in names[:add - 1]:
-        raise MappingError(
-            f"{layer.name}: its skip ({skip or 'the network input'}) is not an earlier "
-            "layer's output in the same device program; a residual addition runs on the device "
-            "when the skip's producer, the residual branch and the add are one program")
-    return names.index(skip) + 1
-
-
-def shares_skip(reader: tuple[QuantLayer, _Candidate], add: tuple[QuantLayer, _Candidate]
-                ) -> bool:
-    """Whether the add's stacked input region begins with the skip reader's input region,
-    byte for byte (each skip element at the same place; `compiler.residual`)."""
-    (used, theirs), (layer, mine) = reader, add
-    if theirs.fused or mine.fused:
-        return False
-    inner = _byte_map(used.workload, theirs.input, "A")
-    skip = used.workload.shapes["A"]
-    stacked = np.zeros(layer.workload.shapes["A"], dtype=np.int64)
-    before = input_offsets(skip[1:], stacked.shape[1:])
-    if before is None or skip[0] * 2 != stacked.shape[0]:
-        return False
-    stacked[(slice(0, skip[0]), *(slice(b, b + n) for b, n in zip(before, skip[1:],
-                                                                   strict=True)))] = (
-        np.arange(1, math.prod(skip) + 1).reshape(skip))
-    access = next(a for a in layer.workload.inputs if a.tensor == "A")
-    outer = replace(mine.input, base=0, elem_bytes=8).pack(stacked, access,
-                                                           layer.workload.sizes)
-    return bytes(outer[:len(inner)]) == bytes(inner)  # inner holds every skip element
+    stores = {tie.partner: _into_skip((layers[tie.partner], chosen[tie.partner]),
+                                      (layers[tie.pinned], chosen[tie.pinned]))
+              for tie in ties if tie.store}
+    return chosen, links, stores
 
 
 def chain(run: list[tuple[QuantLayer, bool]], config: AcceleratorConfig,
           memory: MemorySystem) -> list[list[tuple[QuantLayer, Program, Link]]]:
     """``run``'s layers (each with whether a flatten precedes it) compiled, cut where a link
-    breaks; each entry ``(layer, program, how it reads its predecessor)``. Residual adds run
-    on the device sharing their skips' regions (`_on_device`) where every one can; else
-    each add starts a program whose stacked input the host packs from the two int8 tensors
-    (``stack``, exact)."""
+    breaks; each entry ``(layer, program, how it reads its predecessor)``. Residual adds
+    and re-readers run on the device reading their tensors where they lie (`_on_device`)
+    where every one can; else each starts a program whose input the host packs from the
+    int8 tensors (``stack``, ``reread``: exact)."""
     if not run:
         return []
     layers = [layer for layer, _ in run]
     options = [_named(layer, _candidates, layer, config, memory) for layer in layers]
     placed = _on_device(run, options)
     if placed is not None:
-        chosen, links = placed
+        chosen, links, stores = placed
     else:
-        cut = frozenset(p for p, x in enumerate(layers) if x.kind == "add")
-        chosen = _cheapest(run, options, cut)[1]
+        cut = frozenset(p for p, x in enumerate(layers) if x.inputs)
+        chosen, stores = _cheapest(run, options, cut)[1], {}
         links = _links(run, chosen, cut)
     groups: list[list] = []
     for position, layer in enumerate(layers):
-        after = links[position + 1] if position + 1 < len(run) else None
+        after = stores.get(position, links[position + 1] if position + 1 < len(run) else None)
         program = _named(layer, _generate, layer, chosen[position], config, memory,
                          after if isinstance(after, DramLayout) else None)
         if links[position] is None:

@@ -38,10 +38,13 @@ layer's output (the residual) and an earlier device layer's output (the skip, wh
 layer after its producer reads too) is a device layer over the two stacked
 (`compiler.residual`): ``m_a * a + m_b * b`` with int8 multipliers holding the ratio of the
 two scales, requantized from ``max(s_a, s_b) / 127`` to the output scale, a ReLU/ReLU6
-right after it fused. The steps stay in program order; the add names its two inputs
+right after it fused. A convolution or linear layer may also read an earlier output that
+the layer after that output's producer reads first (a projection shortcut): its workload is
+rewritten to read that reader's zero-padded region (`residual.reading_padded`), so one copy
+serves both. The steps stay in program order; an add or a re-reader names what it reads
 (``QuantLayer.inputs``).
 
-Supported: a chain (each node reads the one before, except the additions' skips) of
+Supported: a chain (each node reads the one before, except those) of
 ``Conv2d`` (any kernel, stride, padding, dilation; groups 1 or depthwise), ``Linear``,
 ReLU / ReLU6 right after a layer (module or function), max pooling, global average pooling
 (``AdaptiveAvgPool2d(1)``, ``mean`` over the pixels), residual additions and flatten,
@@ -50,7 +53,6 @@ batch 1.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -58,7 +60,7 @@ import numpy as np
 import torch
 from torch import fx, nn
 
-from tensorforge.compiler.residual import add_multipliers, add_params, add_weight, add_workload
+from tensorforge.compiler.residual import add_layer, is_add, rereading
 from tensorforge.compiler.torch_import import ImportedLayer, from_torch, window_expression
 from tensorforge.compiler.workload import Workload, parse_workload
 from tensorforge.errors import WorkloadError
@@ -70,7 +72,6 @@ _RELUS = {nn.ReLU: "relu", nn.ReLU6: "relu6"}
 _RELU_FUNCTIONS = {torch.relu: "relu", torch.nn.functional.relu: "relu", "relu": "relu",
                    torch.nn.functional.relu6: "relu6"}
 _FLATTENS = {torch.flatten, "flatten", "view", "reshape", torch.reshape}
-_ADDS = {operator.add, operator.iadd, torch.add}
 
 
 @dataclass(frozen=True, eq=False)  # arrays: compared by identity
@@ -88,8 +89,9 @@ class QuantLayer:
     output_scale: float
     conv: tuple[int, int, int, int, int, int] | None  # stride, padding, dilation (h, w)
     kernel: tuple[int, int] | None = None  # max_pool: the window (the weight is all ones)
-    # add: the steps whose outputs it adds (skip, residual: the previous step); "" is the
-    # network input. Every other layer reads the previous step's output.
+    # add: the steps whose outputs it adds (skip, residual: the previous step); a re-reader
+    # (a projection shortcut): the step whose output it reads; "" is the network input.
+    # Empty: the layer reads the previous step's output.
     inputs: tuple[str, ...] = ()
     multipliers: tuple[int, int] | None = None  # add: (m_a, m_b), `compiler.residual`
 
@@ -161,21 +163,25 @@ def quantize_model(module: nn.Module, example_inputs: Sequence[torch.Tensor],
     index = 0
     while index < len(nodes):
         node = nodes[index]
-        if _is_add(node):
+        if is_add(node):
             activation, last = "none", node
             if index + 1 < len(nodes) and _activation(nodes[index + 1], modules):
                 last = nodes[index + 1]
                 _check_chain(last, node)
                 activation = _activation(last, modules)
                 index += 1
-            layer = _add(node, previous, tensors, steps, values, _scale(values[last]),
-                         activation)
+            layer = add_layer(node, previous, tensors, steps, values, _scale(values[last]),
+                              activation)
             steps.append(layer)
             scale, previous = layer.output_scale, last
             tensors[last] = (layer.name, scale)
             index += 1
             continue
-        _check_chain(node, previous)
+        source = node.args[0] if node.args else None
+        rereads = node.name in layers and source in tensors and source is not (
+            previous if previous is not None else next(iter(tensors)))
+        if not rereads:
+            _check_chain(node, previous)
         target = modules.get(node.target) if node.op == "call_module" else None
         if node.name in layers:
             activation, last = "none", node
@@ -185,7 +191,11 @@ def quantize_model(module: nn.Module, example_inputs: Sequence[torch.Tensor],
                 _check_chain(last, node)
                 activation = _activation(last, modules)
                 index += 1
-            layer = _layer(layers[node.name], target, scale, _scale(values[last]), activation)
+            layer = _layer(layers[node.name], target,
+                           tensors[source][1] if rereads else scale, _scale(values[last]),
+                           activation)
+            if rereads:
+                layer = rereading(layer, tensors[source][0], steps)
             steps.append(layer)
             scale, previous = layer.output_scale, last
             tensors[last] = (layer.name, scale)
@@ -251,50 +261,6 @@ def _check_chain(node: fx.Node, previous: fx.Node | None) -> None:
         raise WorkloadError(f"{node.name} does not read {wanted}: simulate_model runs a chain "
                             "of layers whose only other reads are residual additions' skips "
                             "(no other branches)")
-
-
-def _is_add(node: fx.Node) -> bool:
-    """A sum of two tensors (``x + y``, ``x += y``, ``torch.add``, ``x.add(y)``)."""
-    adds = node.op == "call_function" and node.target in _ADDS or (
-        node.op == "call_method" and node.target in ("add", "add_"))
-    return adds and len([a for a in node.args if isinstance(a, fx.Node)]) == 2 and not (
-        set(node.kwargs) - {"alpha"} or node.kwargs.get("alpha", 1) != 1)
-
-
-def _add(node: fx.Node, previous: fx.Node | None, tensors: dict, steps: list, values,
-         output_scale: float, activation: str) -> QuantLayer:
-    """A residual addition (`compiler.residual`): one operand the previous step's output
-    (the residual), the other an earlier device tensor (the skip), stacked skip first."""
-    operands = [a for a in node.args if isinstance(a, fx.Node)]
-    if previous not in operands or any(a not in tensors for a in operands):
-        raise WorkloadError(
-            f"{node.name} adds {', '.join(a.name for a in operands)}: simulate_model adds the "
-            "previous layer's output to an earlier layer's (or the input's) int8 output")
-    skip = operands[1] if operands[0] is previous else operands[0]
-    if skip is previous:
-        raise WorkloadError(f"{node.name} adds {skip.name} to itself; scale it instead")
-    shape = tuple(values[node].shape[1:])
-    if len(shape) != 3 or tuple(values[skip].shape[1:]) != shape or tuple(
-            values[previous].shape[1:]) != shape:
-        raise WorkloadError(f"{node.name}: residual additions take two (C, H, W) tensors of "
-                            "one shape (no broadcasting)")
-    (skip_name, skip_scale), (name, residual_scale) = tensors[skip], tensors[previous]
-    if name == "" or not isinstance(steps[-1], QuantLayer) or steps[-1].name != name:
-        raise WorkloadError(f"{node.name}: the residual branch must end with a device layer "
-                            "right before the addition")
-    # the stacked tensor is padded as the skip's other reader (the step after it) reads it
-    position = 0 if skip_name == "" else 1 + next(
-        i for i, s in enumerate(steps) if isinstance(s, QuantLayer) and s.name == skip_name)
-    reader = steps[position] if position < len(steps) else None
-    pad = (reader.conv[2], reader.conv[3]) if isinstance(reader, QuantLayer) and (
-        reader.conv is not None) else (0, 0)
-    params, output_scale = add_params(shape[0], (skip_scale, residual_scale), output_scale,
-                                      activation)
-    multipliers = add_multipliers(skip_scale, residual_scale)
-    return QuantLayer(node.name, "add", add_workload(node.name, shape, pad),
-                      add_weight(shape[0], multipliers), params, "k", activation,
-                      max(skip_scale, residual_scale), output_scale, None,
-                      inputs=(skip_name, name), multipliers=multipliers)
 
 
 def _activation(node: fx.Node, modules: dict) -> str | None:

@@ -88,7 +88,9 @@ def layer_lines(program: NetworkProgram) -> tuple[str, ...]:
                                                      strict=True)):
             source = "host-packed input" if position == 0 else "previous layer's output"
             if layer.kind == "add":
-                source = f"{layer.inputs[0]}'s output stacked with the {source}"
+                source = f"{layer.inputs[0] or 'input'} output stacked with the {source}"
+            elif layer.inputs and position:
+                source = f"{layer.inputs[0] or 'input'} output where its first reader does"
             lines.append(f"{layer.name} {layer.kind} [{code.mapping.choice.describe()}] "
                          f"reads the {source}; {len(code.instructions)} instructions")
     return tuple(lines)

@@ -80,8 +80,8 @@ def reference_output(network: QuantizedNetwork, q: np.ndarray) -> np.ndarray:
         if isinstance(step, QuantLayer) and step.kind == "add":
             q = add_output(step, outputs[step.inputs[0]], q)
             outputs[step.name] = q
-        elif isinstance(step, QuantLayer):
-            q = layer_output(step, q)
+        elif isinstance(step, QuantLayer):  # a projection shortcut reads an earlier output
+            q = layer_output(step, outputs[step.inputs[0]] if step.inputs else q)
             outputs[step.name] = q
         elif step.op == "global_avg_pool":
             q = global_avg_pool(q)

@@ -191,12 +191,37 @@ class Projection(nn.Module):
         return F.relu(self.conv2(F.relu(self.conv1(x))) + self.proj(x))
 
 
+class AddConstant(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(3, 4, 1)
+
+    def forward(self, x):
+        return self.a(x) + 1
+
+
 def test_unsupported_graphs_are_named():
     inputs = (torch.randn(1, 3, 6, 6),)
     with pytest.raises(WorkloadError, match=r"cat .*not supported.*residual additions"):
         quantize_model(Concat(), inputs)
-    with pytest.raises(WorkloadError, match="proj does not read conv2"):
-        quantize_model(Projection(), inputs)
+    with pytest.raises(WorkloadError, match=r"add .*not supported"):
+        quantize_model(AddConstant(), inputs)
+
+
+@pytest.mark.parametrize("backend", ["functional", pytest.param("rtl", marks=pytest.mark.rtl)])
+def test_projection_shortcut_is_one_program(backend):
+    """The 1x1/s2 shortcut reads the block input where conv1 (3x3/s2) reads it (its padded
+    region, `residual.reading_padded`); conv2, whose output only the add reads, STOREs into
+    the stacked region's first half and the shortcut into its second."""
+    torch.manual_seed(0)
+    net, inputs = Projection().eval(), (torch.randn(1, 3, 8, 8),)
+    network = quantize_model(net, inputs)
+    proj = next(layer for layer in network.layers if layer.name == "proj")
+    assert proj.inputs == ("stem",) and proj.workload.shapes["A"] == (4, 9, 9)
+    result = simulate_model(net, inputs, PIPELINE_4x4, backend=backend, seed=3)
+    assert result.match, (result.output, result.expected)
+    assert result.host_ops == () and len(result.instructions) == 1
+    _close_to_float(result)
 
 
 @pytest.mark.slow
