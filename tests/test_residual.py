@@ -135,6 +135,31 @@ def test_basic_block_on_other_arrays(config):
     assert result.host_ops == () and len(result.instructions) == 1
 
 
+class TwoBlocks(nn.Module):
+    """Two basic blocks in a row: the first add's output is the second block's skip."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.convs = nn.ModuleList(nn.Conv2d(8, 8, 3, padding=1) for _ in range(4))
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        x = F.relu(self.stem(x))
+        x = F.relu(self.convs[1](F.relu(self.convs[0](x))) + x)
+        x = F.relu(self.convs[3](F.relu(self.convs[2](x))) + x)
+        return self.fc(x.mean((2, 3)))
+
+
+def test_two_blocks_in_a_row_are_one_program():
+    torch.manual_seed(1)
+    result = simulate_model(TwoBlocks().eval(), (torch.randn(1, 3, 6, 6),), PIPELINE_4x4,
+                            backend="functional", seed=1)
+    assert result.match, (result.output, result.expected)
+    assert result.host_ops == () and len(result.instructions) == 1
+    _close_to_float(result)
+
+
 class InputSkip(nn.Module):
     """A block whose skip is the network input: no device layer produces it."""
 
