@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from network_configs import PIPELINE_4x4
 from torch import nn
 
 from tensorforge.api import simulate_model
@@ -19,19 +20,12 @@ from tensorforge.compiler.mappers import best_mapping, choice_mappings, default_
 from tensorforge.compiler.matching import tensorize_choices
 from tensorforge.compiler.quantize import quantize_model
 from tensorforge.compiler.workload import parse_workload
-from tensorforge.config import AcceleratorConfig, ArrayConfig, ScratchpadConfig
+from tensorforge.config import AcceleratorConfig, ArrayConfig
 from tensorforge.errors import MappingError, SimulationError, WorkloadError
 from tensorforge.isa import Compute, ComputeMode, Finish, Reduction, decode
 from tensorforge.network_reference import max_pool2d
 from tensorforge.requant import requantize
 from tensorforge.sim.functional import FunctionalSimulator
-
-# the configuration tests/test_network.py and tests/test_output_pipeline.py build (one
-# Verilator model for all three)
-PIPELINE_4x4 = AcceleratorConfig(
-    array=ArrayConfig(rows=4, cols=4),
-    scratchpad=ScratchpadConfig(capacity=2048, banks=4, accumulator=2048),
-    output_pipeline=True)
 
 
 def pool_workload(channels: int, size: int, kernel: int, stride: int, padding: int):

@@ -11,6 +11,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from network_configs import OTHER_ARRAYS, PIPELINE_4x4, close_to_float
 from torch import nn
 
 from tensorforge.api import simulate_model
@@ -22,14 +23,6 @@ from tensorforge.errors import MappingError, WorkloadError
 from tensorforge.isa import decode_program
 from tensorforge.network_reference import conv2d
 from tensorforge.sim.network_run import check_network
-
-PIPELINE_4x4 = AcceleratorConfig(
-    array=ArrayConfig(rows=4, cols=4),
-    scratchpad=ScratchpadConfig(capacity=2048, banks=4, accumulator=2048),
-    output_pipeline=True)
-# the quantized output is within this fraction of the float output's largest magnitude
-# (int8 weights and activations: each layer adds at most about one output step)
-FLOAT_TOLERANCE = 0.05
 
 
 def small_cnn(seed: int) -> tuple[nn.Module, tuple[torch.Tensor]]:
@@ -44,17 +37,12 @@ def small_cnn(seed: int) -> tuple[nn.Module, tuple[torch.Tensor]]:
     return net, (torch.randn(1, 3, 8, 8),)
 
 
-def _close_to_float(result) -> None:
-    error = np.abs(result.dequantized - result.float_output).max()
-    assert error <= FLOAT_TOLERANCE * np.abs(result.float_output).max(), error
-
-
 def test_small_cnn_on_the_functional_simulator():
     net, inputs = small_cnn(seed=7)
     result = simulate_model(net, inputs, PIPELINE_4x4, backend="functional", seed=7)
     assert result.match, (result.output, result.expected)
     assert result.cycles is None
-    _close_to_float(result)
+    close_to_float(result)
     # one program: every layer (the pool too) reads its predecessor's output in place
     assert result.host_ops == ()
     assert len(result.instructions) == 1
@@ -62,11 +50,7 @@ def test_small_cnn_on_the_functional_simulator():
     assert len(np.unique(result.output)) > 5  # not all clamped
 
 
-@pytest.mark.parametrize("config", [
-    AcceleratorConfig(output_pipeline=True),  # the default 8x8
-    AcceleratorConfig(array=ArrayConfig(rows=2, cols=4), output_pipeline=True,
-                      scratchpad=ScratchpadConfig(capacity=4096, accumulator=4096)),
-], ids=["8x8", "2x4"])
+@OTHER_ARRAYS
 def test_small_cnn_is_one_program_on_other_arrays(config):
     net, inputs = small_cnn(seed=7)
     result = simulate_model(net, inputs, config, backend="functional", seed=7)
@@ -82,7 +66,7 @@ def test_pool_on_the_host_splits_the_program():
         float_output = net(*inputs).numpy()
     result = check_network(program, inputs[0], float_output, "functional", seed=7)
     assert result.match
-    _close_to_float(result)
+    close_to_float(result)
     assert result.host_ops == ("global_avg_pool (_6)", "flatten (_7)")
     assert len(result.instructions) == 2
 
@@ -106,7 +90,7 @@ def test_other_kernels_strides_and_activations(name):
     inputs = (torch.randn(1, 2, 9, 9),)
     result = simulate_model(net, inputs, PIPELINE_4x4, backend="functional", seed=3)
     assert result.match, (result.output, result.expected)
-    _close_to_float(result)
+    close_to_float(result)
 
 
 class _Functional(nn.Module):
@@ -141,7 +125,7 @@ def test_functional_forms_and_flatten_into_linear(module):
     result = simulate_model(module(), (torch.randn(1, 3, 8, 8),), PIPELINE_4x4,
                             backend="functional")
     assert result.match, (result.output, result.expected)
-    _close_to_float(result)
+    close_to_float(result)
     assert result.host_ops == ()  # the flatten reads the conv's output in place
 
 
@@ -202,7 +186,7 @@ def test_small_cnn_on_the_rtl():
     result = simulate_model(net, inputs, PIPELINE_4x4, seed=7)
     assert result.match, (result.output, result.expected)
     assert result.cycles > 0 and len(result.segment_cycles) == 1
-    _close_to_float(result)
+    close_to_float(result)
 
 
 def wide_depthwise_cnn(seed: int) -> tuple[nn.Module, tuple[torch.Tensor]]:
@@ -228,7 +212,7 @@ def test_wide_depthwise_layer_reloads_its_parameters(backend):
         float_output = net(*inputs).numpy()
     result = check_network(program, inputs[0], float_output, backend, seed=5)
     assert result.match, (result.output, result.expected)
-    _close_to_float(result)
+    close_to_float(result)
 
 
 def test_compile_a_zoo_model_as_one_program(tmp_path, capsys):

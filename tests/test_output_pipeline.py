@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from network_configs import PIPELINE_4x4
 from random_programs import random_cases, random_sizes
 
 from tensorforge import requant as rq
@@ -30,10 +31,6 @@ from tensorforge.isa import Buffer, Finish, Load, Store, decode
 from tensorforge.sim.functional import run_program
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
-PIPELINE_4x4 = AcceleratorConfig(
-    array=ArrayConfig(rows=4, cols=4),
-    scratchpad=ScratchpadConfig(capacity=2048, banks=4, accumulator=2048),
-    output_pipeline=True)
 GEMM = parse_workload("C[i,j] += A[i,k] * B[k,j]", "i=7,j=11,k=13", name="gemm")
 CONV = parse_workload("C[k,x,y] += A[c,x+r,y+s] * B[k,c,r,s]", "k=6,c=3,x=4,y=5,r=3,s=3",
                       name="conv")

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from network_configs import OTHER_ARRAYS, PIPELINE_4x4, close_to_float
 from torch import nn
 
 from tensorforge.api import simulate_model
@@ -19,14 +20,6 @@ from tensorforge.compiler.residual import add_multipliers, add_weight
 from tensorforge.config import AcceleratorConfig, ArrayConfig, ScratchpadConfig
 from tensorforge.errors import WorkloadError
 from tensorforge.network_reference import add_output
-
-# the configuration tests/test_network.py, test_max_pool.py and test_output_pipeline.py
-# build (one Verilator model for all)
-PIPELINE_4x4 = AcceleratorConfig(
-    array=ArrayConfig(rows=4, cols=4),
-    scratchpad=ScratchpadConfig(capacity=2048, banks=4, accumulator=2048),
-    output_pipeline=True)
-FLOAT_TOLERANCE = 0.05  # of the float output's largest magnitude, as tests/test_network.py
 
 
 class BasicBlock(nn.Module):
@@ -57,11 +50,6 @@ class BasicBlock(nn.Module):
 def block(seed: int, form: str = "iadd") -> tuple[nn.Module, tuple[torch.Tensor]]:
     torch.manual_seed(seed)
     return BasicBlock(form=form).eval(), (torch.randn(1, 3, 8, 8),)
-
-
-def _close_to_float(result) -> None:
-    error = np.abs(result.dequantized - result.float_output).max()
-    assert error <= FLOAT_TOLERANCE * np.abs(result.float_output).max(), error
 
 
 def test_multipliers_hold_the_scale_ratio_to_seven_bits():
@@ -105,7 +93,7 @@ def test_basic_block_is_one_program_on_the_functional_simulator(form):
     assert result.match, (result.output, result.expected)
     assert result.host_ops == () and len(result.instructions) == 1
     assert any(line.startswith("add add") for line in result.layers)
-    _close_to_float(result)
+    close_to_float(result)
     assert len(np.unique(result.output)) > 2
 
 
@@ -123,11 +111,7 @@ def test_the_skip_and_the_residual_share_one_region():
     assert segment.layout(add, "A").nbytes == 2 * half
 
 
-@pytest.mark.parametrize("config", [
-    AcceleratorConfig(output_pipeline=True),  # the default 8x8
-    AcceleratorConfig(array=ArrayConfig(rows=2, cols=4), output_pipeline=True,
-                      scratchpad=ScratchpadConfig(capacity=4096, accumulator=4096)),
-], ids=["8x8", "2x4"])
+@OTHER_ARRAYS
 def test_basic_block_on_other_arrays(config):
     net, inputs = block(seed=2)
     result = simulate_model(net, inputs, config, backend="functional", seed=2)
@@ -157,7 +141,7 @@ def test_two_blocks_in_a_row_are_one_program():
                             backend="functional", seed=1)
     assert result.match, (result.output, result.expected)
     assert result.host_ops == () and len(result.instructions) == 1
-    _close_to_float(result)
+    close_to_float(result)
 
 
 class InputSkip(nn.Module):
@@ -188,7 +172,7 @@ def test_the_host_stacks_what_the_device_cannot_place():
                             backend="functional", seed=4)
     assert result.match, (result.output, result.expected)
     assert result.host_ops == ("stack (add)",) and len(result.instructions) == 2
-    _close_to_float(result)
+    close_to_float(result)
 
 
 class Concat(nn.Module):
@@ -246,7 +230,7 @@ def test_projection_shortcut_is_one_program(backend):
     result = simulate_model(net, inputs, PIPELINE_4x4, backend=backend, seed=3)
     assert result.match, (result.output, result.expected)
     assert result.host_ops == () and len(result.instructions) == 1
-    _close_to_float(result)
+    close_to_float(result)
 
 
 @pytest.mark.slow
@@ -256,4 +240,4 @@ def test_basic_block_on_the_rtl():
     result = simulate_model(net, inputs, PIPELINE_4x4, seed=7)
     assert result.match, (result.output, result.expected)
     assert result.cycles > 0 and len(result.segment_cycles) == 1 and result.host_ops == ()
-    _close_to_float(result)
+    close_to_float(result)

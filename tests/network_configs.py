@@ -1,0 +1,34 @@
+"""What the network tests share (`test_network`, `test_residual`, `test_max_pool`,
+`test_output_pipeline`): the 4x4 output-pipeline accelerator whose Verilator model their RTL
+tests build once, the other arrays a network must also compile for, and the bound on a
+quantized network's distance from its float module."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tensorforge.config import AcceleratorConfig, ArrayConfig, ScratchpadConfig
+
+PIPELINE_4x4 = AcceleratorConfig(
+    array=ArrayConfig(rows=4, cols=4),
+    scratchpad=ScratchpadConfig(capacity=2048, banks=4, accumulator=2048),
+    output_pipeline=True)
+
+#: ``@OTHER_ARRAYS``: a test over the default 8x8 and a non-square 2x4, both with the pipeline
+OTHER_ARRAYS = pytest.mark.parametrize("config", [
+    AcceleratorConfig(output_pipeline=True),  # the default 8x8
+    AcceleratorConfig(array=ArrayConfig(rows=2, cols=4), output_pipeline=True,
+                      scratchpad=ScratchpadConfig(capacity=4096, accumulator=4096)),
+], ids=["8x8", "2x4"])
+
+#: the quantized output is within this fraction of the float output's largest magnitude (int8
+#: weights and activations: each layer adds at most about one output step)
+FLOAT_TOLERANCE = 0.05
+
+
+def close_to_float(result) -> None:
+    """``result`` (a `ModelResult`) dequantized is within `FLOAT_TOLERANCE` of the float
+    module's output."""
+    error = np.abs(result.dequantized - result.float_output).max()
+    assert error <= FLOAT_TOLERANCE * np.abs(result.float_output).max(), error
