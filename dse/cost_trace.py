@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from tensorforge.config import AcceleratorConfig
 from tensorforge.dse.cost_transfers import TransferShape, transfer_shape
 from tensorforge.hw.controller import TOKEN_QUEUES, Controller
+from tensorforge.hw.store_unit import StoreUnit
 from tensorforge.isa import (
     INSTRUCTION_BYTES,
     Compute,
@@ -371,6 +372,11 @@ def _pass(program, runs, transfers, config, step, p, terms, hint, log):
                 unit_ready[unit], retire = _load_time(dmas[unit], channel, fetch,
                                                       transfers[k, n], issue, p, terms)
             elif unit == "store":
+                # the unit itself takes no more than `StoreUnit.stores_in_flight` STOREs (runs)
+                # that have not retired: one more waits for the oldest's last B response
+                done = retired[unit]
+                if len(done) >= StoreUnit.stores_in_flight:
+                    issue = max(issue, done[-StoreUnit.stores_in_flight] + 1)
                 # a requantizing STORE reads its parameter lines first, a cycle each
                 extra = PARAM_LINES if instruction.requant else 0
                 unit_ready[unit], retire = _store_time(dmas[unit], transfers[k, n],
