@@ -41,6 +41,7 @@ _EXPORTS = {
     "synthesize_ecp5": "tensorforge.fpga",
     "synthesize_asic": "tensorforge.fpga",
     "compile_workload": "tensorforge.api",
+    "compile_stages": "tensorforge.api",
     "generate_verilog": "tensorforge.api",
     "simulate_model": "tensorforge.api",
 }

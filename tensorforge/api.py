@@ -45,7 +45,9 @@ def compile_workload(
 ) -> Program:
     """Workload -> Program for ``config`` on ``memory``; ``mapping`` as in
     `resolve_mapping`; ``output``: the layer's bias, requantization and activation, done at
-    STORE (an accelerator with ``output_pipeline``; `tensorforge.compiler.output_stage`)."""
+    STORE (an accelerator with ``output_pipeline``; `tensorforge.compiler.output_stage`).
+    A workload of several product stages (MTTKRP) compiles its first stage, and the host
+    finishes the rest; `compile_stages` runs them all on the device."""
     from tensorforge.compiler.codegen import generate
     from tensorforge.compiler.output_room import generate_with_room
 
@@ -60,6 +62,18 @@ def compile_workload(
     reserve = first_reserve(output.channels(workload), config)
     return generate_with_room(workload, remap(reserve_accumulator(config, reserve)), config,
                               output, remap)
+
+
+def compile_stages(workload: Workload, config: AcceleratorConfig,
+                   memory: MemorySystem = DEFAULT_MEMORY, scales=None):
+    """Every product stage of a multi-stage workload (MTTKRP's two) on the device, as one
+    program: each intermediate requantized to ``in_bits`` at STORE and read in place by
+    the next stage; needs ``config.output_pipeline``. ``scales``: one per intermediate
+    (default: the largest that cannot saturate). Returns a
+    `tensorforge.compiler.stage_chain.StagedProgram` (``.run``, ``.params``, ``.host_ops``)."""
+    from tensorforge.compiler.stage_chain import compile_stages as chain
+
+    return chain(workload, config, memory, scales)
 
 
 def generate_verilog(config: AcceleratorConfig, target: str = "generic") -> str:

@@ -68,6 +68,18 @@ def test_mttkrp_runs_wholly_on_the_device(intrinsic, dataflow, random_seed):
     np.testing.assert_array_equal(staged_reference(SMALL, inputs, program.params), expected)
 
 
+def test_the_api_runs_every_stage_on_the_device(random_seed):
+    """`tensorforge.compile_stages`, the public way to the chain, against MTTKRP by hand."""
+    import tensorforge
+
+    program = tensorforge.compile_stages(SMALL, PIPELINE_4x4)
+    assert program.host_ops == ()
+    inputs = SMALL.random_inputs(np.random.default_rng(random_seed))
+    output, _ = program.run(inputs, segment_runner(PIPELINE_4x4, "functional",
+                                                   seed=random_seed))
+    np.testing.assert_array_equal(output, _mttkrp_by_hand(inputs, program.params[0]))
+
+
 def test_dot_runs_both_stages_with_a_host_relayout(random_seed):
     """On the DOT intrinsic stage 0 writes j innermost and stage 1 reads k innermost: two
     device programs, the host re-lays ``E`` out between them, exact all the same."""
