@@ -1,7 +1,7 @@
 """What the network tests share (`test_network`, `test_residual`, `test_max_pool`,
 `test_output_pipeline`): the 4x4 output-pipeline accelerator whose Verilator model their RTL
-tests build once, the other arrays a network must also compile for, and the bound on a
-quantized network's distance from its float module."""
+tests build once, the other arrays a network must also compile for (a conv2d one among
+them), and the bound on a quantized network's distance from its float module."""
 
 from __future__ import annotations
 
@@ -14,6 +14,12 @@ PIPELINE_4x4 = AcceleratorConfig(
     array=ArrayConfig(rows=4, cols=4),
     scratchpad=ScratchpadConfig(capacity=2048, banks=4, accumulator=2048),
     output_pipeline=True)
+
+#: a conv2d-intrinsic accelerator with the pipeline, where some layouts cannot chain
+CONV2D_2x3 = AcceleratorConfig(intrinsic="conv2d",
+                               array=ArrayConfig(rows=2, cols=3, dataflow="os"),
+                               scratchpad=ScratchpadConfig(capacity=4096, accumulator=4096),
+                               output_pipeline=True)
 
 #: ``@OTHER_ARRAYS``: a test over the default 8x8 and a non-square 2x4, both with the pipeline
 OTHER_ARRAYS = pytest.mark.parametrize("config", [

@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from network_configs import OTHER_ARRAYS, PIPELINE_4x4, close_to_float
+from network_configs import OTHER_ARRAYS, CONV2D_2x3, PIPELINE_4x4, close_to_float
 from torch import nn
 
 from tensorforge.api import simulate_model
@@ -234,12 +234,8 @@ def test_conv2d_intrinsic_chains_what_it_can_and_relays_the_rest():
     """On the conv2d intrinsic a convolution's output is channel-innermost and the depthwise
     choices read a pixel axis innermost: those links are host re-layouts, listed; the
     result is still exact."""
-    config = AcceleratorConfig(intrinsic="conv2d",
-                               array=ArrayConfig(rows=2, cols=3, dataflow="os"),
-                               scratchpad=ScratchpadConfig(capacity=4096, accumulator=4096),
-                               output_pipeline=True)
     net, inputs = small_cnn(seed=7)
-    result = simulate_model(net, inputs, config, backend="functional", seed=7)
+    result = simulate_model(net, inputs, CONV2D_2x3, backend="functional", seed=7)
     assert result.match, (result.output, result.expected)
     assert result.host_ops and all(op.startswith("relayout") for op in result.host_ops)
     assert len(result.instructions) == len(result.host_ops) + 1

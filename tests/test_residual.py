@@ -10,14 +10,13 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from network_configs import OTHER_ARRAYS, PIPELINE_4x4, close_to_float
+from network_configs import OTHER_ARRAYS, CONV2D_2x3, PIPELINE_4x4, close_to_float
 from torch import nn
 
 from tensorforge.api import simulate_model
 from tensorforge.compiler.network import compile_network
 from tensorforge.compiler.quantize import quantize_model
 from tensorforge.compiler.residual import add_multipliers, add_weight
-from tensorforge.config import AcceleratorConfig, ArrayConfig, ScratchpadConfig
 from tensorforge.errors import WorkloadError
 from tensorforge.network_reference import add_output
 
@@ -159,12 +158,8 @@ def test_the_host_stacks_what_the_device_cannot_place():
     """Where the skip cannot share the add's region (the conv2d intrinsic's layouts; a skip
     that is the network input), the add starts a program whose input the host stacks from
     the two int8 tensors (``stack``): exact all the same."""
-    conv2d = AcceleratorConfig(intrinsic="conv2d",
-                               array=ArrayConfig(rows=2, cols=3, dataflow="os"),
-                               scratchpad=ScratchpadConfig(capacity=4096, accumulator=4096),
-                               output_pipeline=True)
     net, inputs = block(seed=7)
-    result = simulate_model(net, inputs, conv2d, backend="functional", seed=7)
+    result = simulate_model(net, inputs, CONV2D_2x3, backend="functional", seed=7)
     assert result.match, (result.output, result.expected)
     assert "stack (add)" in result.host_ops
     torch.manual_seed(4)
