@@ -38,3 +38,10 @@ def close_to_float(result) -> None:
     module's output."""
     error = np.abs(result.dequantized - result.float_output).max()
     assert error <= FLOAT_TOLERANCE * np.abs(result.float_output).max(), error
+
+
+def one_exact_program(result) -> None:
+    """``result`` (a `ModelResult`) equals its integer reference and ran as one device
+    program, nothing on the host."""
+    assert result.match, (result.output, result.expected)
+    assert result.host_ops == () and len(result.instructions) == 1

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from network_configs import PIPELINE_4x4
+from network_configs import PIPELINE_4x4, close_to_float, one_exact_program
 from torch import nn
 
 from tensorforge.api import simulate_model
@@ -211,11 +211,9 @@ def pooled_cnn(pool: str, seed: int = 11) -> tuple[nn.Module, tuple[torch.Tensor
 
 
 def _check_model(result) -> None:
-    assert result.match, (result.output, result.expected)
-    assert result.host_ops == () and len(result.instructions) == 1
+    one_exact_program(result)
     assert any(" max_pool [" in line for line in result.layers)
-    error = np.abs(result.dequantized - result.float_output).max()
-    assert error <= 0.05 * np.abs(result.float_output).max(), error
+    close_to_float(result)
 
 
 @pytest.mark.parametrize("pool", ["2", "3/2/1", "functional"])
