@@ -16,6 +16,7 @@ import numpy as np
 
 from tensorforge.dse.cost_rows import OperandRows, SpaceRows, gather
 from tensorforge.dse.cost_space import AXIS, ELEM, GROUP
+from tensorforge.isa import Opcode, field_offsets
 
 I64 = np.int64
 
@@ -178,9 +179,9 @@ def reload_periods(g: Geometry, rows: SpaceRows, order: np.ndarray,
     return total, periods[0], periods[1], periods[2]
 
 
-#: Runs one repeated LOAD/STORE may carry (`isa`: a 6-bit ``repeat`` field counts the runs
-#: after the first).
-MAX_RUNS = 64
+#: Runs one repeated LOAD/STORE may carry: its ``repeat`` field counts the runs after the
+#: first (the narrower of the two opcodes' fields, as `compiler.repeats` folds them).
+MAX_RUNS = min(1 << field_offsets(op)["repeat"][1] for op in (Opcode.LOAD, Opcode.STORE))
 
 
 def transfers(g: Geometry, spec: OperandRows, lines: np.ndarray, padded: bool,
