@@ -45,3 +45,10 @@ def one_exact_program(result) -> None:
     program, nothing on the host."""
     assert result.match, (result.output, result.expected)
     assert result.host_ops == () and len(result.instructions) == 1
+
+
+def one_exact_rtl_run(result) -> None:
+    """`one_exact_program`, run on the RTL (its cycle counter read once), close to float."""
+    one_exact_program(result)
+    assert result.cycles > 0 and len(result.segment_cycles) == 1
+    close_to_float(result)

@@ -17,6 +17,7 @@ from network_configs import (
     PIPELINE_4x4,
     close_to_float,
     one_exact_program,
+    one_exact_rtl_run,
 )
 from torch import nn
 
@@ -188,10 +189,7 @@ def test_clear_errors():
 @pytest.mark.rtl
 def test_small_cnn_on_the_rtl():
     net, inputs = small_cnn(seed=7)
-    result = simulate_model(net, inputs, PIPELINE_4x4, seed=7)
-    assert result.match, (result.output, result.expected)
-    assert result.cycles > 0 and len(result.segment_cycles) == 1
-    close_to_float(result)
+    one_exact_rtl_run(simulate_model(net, inputs, PIPELINE_4x4, seed=7))
 
 
 def wide_depthwise_cnn(seed: int) -> tuple[nn.Module, tuple[torch.Tensor]]:

@@ -16,6 +16,7 @@ from network_configs import (
     PIPELINE_4x4,
     close_to_float,
     one_exact_program,
+    one_exact_rtl_run,
 )
 from torch import nn
 
@@ -234,7 +235,4 @@ def test_projection_shortcut_is_one_program(backend):
 @pytest.mark.rtl
 def test_basic_block_on_the_rtl():
     net, inputs = block(seed=7)
-    result = simulate_model(net, inputs, PIPELINE_4x4, seed=7)
-    assert result.match, (result.output, result.expected)
-    assert result.cycles > 0 and len(result.segment_cycles) == 1 and result.host_ops == ()
-    close_to_float(result)
+    one_exact_rtl_run(simulate_model(net, inputs, PIPELINE_4x4, seed=7))
