@@ -10,7 +10,8 @@ primitive          field
 reshapeArray       ``array.rows`` x ``array.cols``
 linkPEs            ``array.interconnect``
 distributeCache    ``array.local_bytes`` (per PE)
-addCache           ``scratchpad.capacity``
+addCache           ``scratchpad.capacity`` (and ``scratchpad.activations``, an on-chip
+                   window of the DMA's address space that holds a network's activations)
 partitionBanks     ``scratchpad.banks``
 burstTransfer      ``dma.bus_bits``, ``dma.max_burst``, ``dma.outstanding``
 =================  ===========================================
@@ -42,6 +43,10 @@ MAX_ACC_LINES = 1 << 14
 # The scratchpad a configuration gets when it names none, capped per array at what the ISA
 # addresses (`AcceleratorConfig.default_spad_capacity`), so every legal array has a valid default.
 DEFAULT_SPAD_CAPACITY = Bytes.kib(64)
+# DMA byte address of the on-chip activation memory (`AcceleratorConfig.activation_window`):
+# the top half of the 32-bit space, which no DRAM image of this stack reaches.
+ACTIVATION_BASE = 1 << 31
+MAX_ACTIVATION_BYTES = Bytes.kib(64 * 1024)
 # Instructions each of the controller's unit queues holds: 4 is the calibrated hardware.
 DEFAULT_QUEUE_DEPTH = 4
 MAX_QUEUE_DEPTH = 1024
@@ -153,9 +158,18 @@ class ScratchpadConfig:
     capacity: Bytes | None = None
     banks: int = 4
     accumulator: Bytes = Bytes.kib(16)
+    # on-chip memory behind the DMA at ACTIVATION_BASE; 0 (the calibrated hardware) is none
+    activations: Bytes = Bytes(0)
 
     def __post_init__(self) -> None:
         _check_positive_int("scratchpad", "banks", self.banks)
+        value = self.activations
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (
+                value and (value & (value - 1) or value > MAX_ACTIVATION_BYTES)):
+            raise ConfigError(
+                f"scratchpad.activations must be 0 (none) or a power of two of bytes up to "
+                f"{MAX_ACTIVATION_BYTES}, not {value!r}")
+        object.__setattr__(self, "activations", Bytes(value))
         for name in ("capacity", "accumulator"):
             value = getattr(self, name)
             if value is None and name == "capacity":
@@ -382,6 +396,12 @@ class AcceleratorConfig:
         return Bytes(min(DEFAULT_SPAD_CAPACITY, MAX_SPAD_LINES * self.spad_line_bytes))
 
     @property
+    def activation_window(self) -> range:
+        """DMA byte addresses served by the on-chip activation memory (empty when there is
+        none): LOADs and STOREs there never reach DRAM."""
+        return range(ACTIVATION_BASE, ACTIVATION_BASE + self.scratchpad.activations)
+
+    @property
     def spad_lines(self) -> int:
         return self.scratchpad.capacity // self.spad_line_bytes
 
@@ -412,6 +432,8 @@ class AcceleratorConfig:
         values = json.loads(json.dumps(asdict(self), default=lambda v: v.value))
         if not self.output_pipeline:  # absent by default: hashes of existing configs stay
             del values["output_pipeline"]
+        if not self.scratchpad.activations:  # likewise
+            del values["scratchpad"]["activations"]
         if self.controller == ControllerConfig():  # likewise: fields at their defaults
             del values["controller"]
         elif self.controller.repeat == ControllerConfig().repeat:
@@ -440,7 +462,7 @@ class AcceleratorConfig:
         kwargs: dict[str, Any] = {k: v for k, v in data.items() if k not in sections}
         for name, section_type in sections.items():
             values = dict(data.get(name, {}))
-            for size_key in ("capacity", "accumulator", "local_bytes"):
+            for size_key in ("capacity", "accumulator", "local_bytes", "activations"):
                 if isinstance(values.get(size_key), str):
                     try:
                         values[size_key] = Bytes.parse(values[size_key])
@@ -469,6 +491,8 @@ class AcceleratorConfig:
             f"local {a.local_bytes}, {self.dma.bus_bits}-bit bus x{self.dma.max_burst}, "
             f"int{self.precision.in_bits}/{self.precision.acc_bits}"
             + (", output pipeline" if self.output_pipeline else "")
+            + (f", {self.scratchpad.activations} activation memory"
+               if self.scratchpad.activations else "")
             + (f", queues of {self.controller.queue_depth}"
                if self.controller.queue_depth != DEFAULT_QUEUE_DEPTH else "")
             + ("" if self.controller.repeat == ControllerConfig().repeat
