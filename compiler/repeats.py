@@ -25,7 +25,7 @@ from dataclasses import replace
 
 from tensorforge.compiler.field_limits import MAX_PAD
 from tensorforge.config import AcceleratorConfig
-from tensorforge.isa import Buffer, Instruction, Load, Store, field_offsets
+from tensorforge.isa import Buffer, Instruction, Load, Opcode, Store, field_offsets
 
 _MOVED = {"line", "dram_addr", "repeat", "repeat_stride", "pop_prev", "pop_next", "push_prev",
           "push_next"}
@@ -137,10 +137,18 @@ def _fold(earlier: Load | Store, later: Load | Store, config: AcceleratorConfig
         if distance <= 0 or distance % row_bytes:
             return None
         stride_rows = distance // row_bytes
-    limits = field_offsets(later.opcode)
-    if runs >= 1 << limits["repeat"][1] or stride_rows >= 1 << limits["repeat_stride"][1]:
+    most_runs, most_stride = repeat_capacity(later.opcode)
+    if runs > most_runs or stride_rows > most_stride:
         return None
     return replace(earlier, repeat=runs, repeat_stride=stride_rows)
+
+
+def repeat_capacity(opcode: Opcode) -> tuple[int, int]:
+    """The largest ``repeat`` and ``repeat_stride`` an ``opcode`` instruction holds (its
+    field widths), which bound what folds: here and in the batch model's
+    `TransferCounter.folds`."""
+    widths = field_offsets(opcode)
+    return (1 << widths["repeat"][1]) - 1, (1 << widths["repeat_stride"][1]) - 1
 
 
 def _fixed(ins: Load | Store) -> tuple:

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from tensorforge.compiler.repeats import repeat_capacity
 from tensorforge.dse.cost_rows import OperandRows, SpaceRows, gather
 from tensorforge.dse.cost_space import AXIS, ELEM, GROUP
-from tensorforge.isa import Opcode, field_offsets
+from tensorforge.isa import Opcode
 
 I64 = np.int64
 
@@ -181,7 +182,7 @@ def reload_periods(g: Geometry, rows: SpaceRows, order: np.ndarray,
 
 #: Runs one repeated LOAD/STORE may carry: its ``repeat`` field counts the runs after the
 #: first (the narrower of the two opcodes' fields, as `compiler.repeats` folds them).
-MAX_RUNS = min(1 << field_offsets(op)["repeat"][1] for op in (Opcode.LOAD, Opcode.STORE))
+MAX_RUNS = 1 + min(repeat_capacity(op)[0] for op in (Opcode.LOAD, Opcode.STORE))
 
 
 def transfers(g: Geometry, spec: OperandRows, lines: np.ndarray, padded: bool,

@@ -144,9 +144,10 @@ class TransferCounter:
         (`compiler.tile_runs.run_plan`) on this space's DRAM layout, which does not depend
         on the tiles; a tile of one intrinsic block per index stands in for any."""
         from tensorforge.compiler.program_layout import program_layouts
+        from tensorforge.compiler.repeats import repeat_capacity
         from tensorforge.compiler.tile_runs import run_plan
         from tensorforge.compiler.tiling import build_tiling
-        from tensorforge.isa import Opcode, field_offsets
+        from tensorforge.isa import Opcode
 
         if not self.config.controller.repeat:
             return False, False, False
@@ -162,13 +163,13 @@ class TransferCounter:
         for role in ("A", "B", "C"):
             access = tiling.operand(role).access
             dims = run_plan(tiling.operand(role), *layouts[role].index_strides(access))[2]
-            opcode = Opcode.STORE if role == "C" else Opcode.LOAD
-            limit = 1 << field_offsets(opcode)["repeat_stride"][1]
+            most_stride = repeat_capacity(Opcode.STORE if role == "C" else Opcode.LOAD)[1]
             if len(dims) < 2:
                 out.append(False)
                 continue
             row, step = dims[-1][5], dims[-2][5]
-            out.append(bool(row > 0 and step > 0 and step % row == 0 and step // row < limit))
+            out.append(bool(row > 0 and step > 0 and step % row == 0
+                            and step // row <= most_stride))
         return tuple(out)
 
     def batch(self, role: str, uses: tuple[int, ...], names: tuple[str, ...],
