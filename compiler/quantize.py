@@ -16,22 +16,27 @@ How (TFLite's scheme, symmetric, every zero point 0):
   the quantized 6) to int8. An output scale so small that this factor reaches 1 is raised
   until it is below 1 (the pipeline takes factors in (0, 1)).
 
-Global average pooling keeps its input's scale. On the device (the default) it is a layer:
-a depthwise convolution of all-ones weights over the whole image sums each channel, and the
-output stage multiplies the sum by ``1 / pixels`` (gemmlowp multiplier and rounding shift).
-As a host step (``pool_on_device=False``, or a 1x1 image) it is the integer sum divided by
-the pixel count, rounded half away from zero. Flatten is a reshape.
+Before anything else, each ``BatchNorm2d`` (or ``F.batch_norm``) right after a ``Conv2d``
+is folded into that convolution's weight and bias (`compiler.fold_bn`: running statistics,
+the module is put in eval mode), so conv -> bn -> ReLU is one layer with a fused ReLU.
 
-Max pooling (``MaxPool2d``, ``F.max_pool2d``: any kernel and stride, padding up to half the
-kernel, no dilation or ceil mode) keeps its input's scale and is always a device layer of
-its own that reads the previous layer's int8 output: ``C[c,x,y] max= A[c,sx*x+r-p,sy*y+s-p]
-* B[c,r,s]`` with all-ones ``B`` (MAX COMPUTEs, `tensorforge.isa`'s ``reduce``), stored
-through an identity output stage (multiplier ``2**31 - 1``, shift 0, no clamp beyond int8),
-so the stored int8 values are the window maxima themselves. Requantization is monotone, so
-the max could as well be taken after the producing layer's output stage; a separate layer
-is simpler than fusing it into the convolution. LOAD pads with zeros, which equals max
-pooling's -inf padding only on input that cannot be negative: a padded pool must follow a
-ReLU or ReLU6 (otherwise a `WorkloadError`).
+Pooling keeps its input's scale and runs on the device as layers of its own that read the
+previous layer's int8 output (`compiler.pooling`), all depthwise workloads with all-ones
+weights. Global average pooling sums each channel over the whole image and the output stage
+multiplies by ``1 / pixels`` (gemmlowp multiplier and rounding shift); as a host step
+(``pool_on_device=False``, or a 1x1 image) it is the integer sum divided by the pixel
+count, rounded half away from zero. Average pooling (``AvgPool2d``, ``F.avg_pool2d``: any
+kernel, stride and padding, the padding counted in the divisor as torch's default
+``count_include_pad=True``) sums each window likewise and multiplies by ``1 / (kh*kw)`` (or
+``1 / divisor_override``). Max pooling (``MaxPool2d``, ``F.max_pool2d``: any kernel and
+stride, padding up to half the kernel, no dilation) is ``C[c,x,y] max= A[c,sx*x+r-p,sy*y+s-p]
+* B[c,r,s]`` (MAX COMPUTEs, `tensorforge.isa`'s ``reduce``), stored through an identity
+output stage (multiplier ``2**31 - 1``, shift 0), so the stored int8 values are the window
+maxima themselves; requantization is monotone, so the max could as well be taken after the
+producing layer's output stage. LOAD pads with zeros, which equals max pooling's -inf
+padding only on input that cannot be negative: a padded max pool must follow a ReLU or
+ReLU6 (otherwise a `WorkloadError`). ``ceil_mode=True`` is taken where it adds no partial
+window. Flatten is a reshape.
 
 A residual addition (``out + x``, ``out += x``, ``torch.add``, ``.add``) of the previous
 layer's output (the residual) and an earlier device layer's output (the skip, which the
@@ -45,8 +50,9 @@ serves both. The steps stay in program order; an add or a re-reader names what i
 (``QuantLayer.inputs``).
 
 Supported: a chain (each node reads the one before, except those) of
-``Conv2d`` (any kernel, stride, padding, dilation; groups 1 or depthwise), ``Linear``,
-ReLU / ReLU6 right after a layer (module or function), max pooling, global average pooling
+``Conv2d`` (any kernel, stride, padding, dilation; groups 1 or depthwise), each optionally
+followed by a ``BatchNorm2d`` (folded), ``Linear``, ReLU / ReLU6 right after a layer
+(module or function), max and average pooling, global average pooling
 (``AdaptiveAvgPool2d(1)``, ``mean`` over the pixels), residual additions and flatten,
 batch 1.
 """
@@ -60,11 +66,19 @@ import numpy as np
 import torch
 from torch import fx, nn
 
+from tensorforge.compiler.fold_bn import fold_batch_norms
+from tensorforge.compiler.pooling import (
+    global_pool_layer,
+    is_global_pool,
+    nonnegative,
+    window_pool,
+    window_pool_layer,
+)
 from tensorforge.compiler.residual import add_layer, is_add, rereading
-from tensorforge.compiler.torch_import import ImportedLayer, from_torch, window_expression
-from tensorforge.compiler.workload import Workload, parse_workload
+from tensorforge.compiler.torch_import import ImportedLayer, from_torch, trace
+from tensorforge.compiler.workload import Workload
 from tensorforge.errors import WorkloadError
-from tensorforge.requant import OutputParams, params_from_scales, quantize_multiplier
+from tensorforge.requant import OutputParams, params_from_scales
 
 QMAX = 127
 _CHANNEL = {"conv2d": "k", "depthwise_conv2d": "c", "linear": "j"}
@@ -79,7 +93,7 @@ class QuantLayer:
     """A device layer: int8 weights in the workload's B shape, per-channel output stage."""
 
     name: str  # the fx node name
-    kind: str  # conv2d, depthwise_conv2d, linear, global_avg_pool or max_pool
+    kind: str  # conv2d, depthwise_conv2d, linear, global_avg_pool, avg_pool, max_pool or add
     workload: Workload
     weight: np.ndarray  # int64 holding int8 values, the workload's B shape
     params: OutputParams | None  # None: the accumulator is stored (a workload's last stage)
@@ -88,7 +102,7 @@ class QuantLayer:
     input_scale: float
     output_scale: float
     conv: tuple[int, int, int, int, int, int] | None  # stride, padding, dilation (h, w)
-    kernel: tuple[int, int] | None = None  # max_pool: the window (the weight is all ones)
+    kernel: tuple[int, int] | None = None  # max/avg_pool: the window (the weight is all ones)
     # add: the steps whose outputs it adds (skip, residual: the previous step); a re-reader
     # (a projection shortcut): the step whose output it reads; "" is the network input.
     # Empty: the layer reads the previous step's output.
@@ -141,15 +155,16 @@ def quantize_model(module: nn.Module, example_inputs: Sequence[torch.Tensor],
                    name: str = "", pool_on_device: bool = True) -> QuantizedNetwork:
     """Quantize ``module`` post-training, calibrated on ``example_inputs`` (module docstring).
 
-    ``pool_on_device`` makes global average pooling a device layer (`_pool`), else a host
-    step."""
+    ``pool_on_device`` makes global average pooling a device layer
+    (`pooling.global_pool_layer`), else a host step."""
     if not isinstance(example_inputs, tuple | list) or len(example_inputs) != 1:
         raise WorkloadError("simulate_model takes example_inputs as a tuple of one tensor, as "
                             "torch.export does: (x,)")
     (x,) = example_inputs
     if x.dim() < 2 or x.shape[0] != 1:
         raise WorkloadError(f"the example input must have batch 1, not shape {tuple(x.shape)}")
-    module = module.eval()
+    name = name or type(module).__name__
+    module = fold_batch_norms(trace(module.eval(), name))
     imported = from_torch(module, (x,), name)
     graph = fx.symbolic_trace(module)
     values = _record(graph, x)
@@ -199,19 +214,16 @@ def quantize_model(module: nn.Module, example_inputs: Sequence[torch.Tensor],
             steps.append(layer)
             scale, previous = layer.output_scale, last
             tensors[last] = (layer.name, scale)
-        elif _is_global_pool(node, target, values):
-            shape = tuple(values[previous].shape[1:]) if previous is not None else tuple(
-                x.shape[1:])
-            steps.append(_pool(node.name, shape, scale) if pool_on_device and
+        elif is_global_pool(node, target):
+            shape = _input_shape(values, previous, x)
+            steps.append(global_pool_layer(node.name, shape, scale) if pool_on_device and
                          shape[1] * shape[2] > 1 else HostStep(node.name, "global_avg_pool"))
             previous = node
             if isinstance(steps[-1], QuantLayer):
                 tensors[node] = (node.name, scale)
-        elif (pool := _max_pool_geometry(node, target)) is not None:
-            shape = tuple(values[previous].shape[1:]) if previous is not None else tuple(
-                x.shape[1:])
-            layer = _max_pool(node.name, shape, tuple(values[node].shape[1:]), pool, scale,
-                              _nonnegative(steps))
+        elif (pool := window_pool(node, target)) is not None:
+            layer = window_pool_layer(node.name, pool, _input_shape(values, previous, x),
+                                      tuple(values[node].shape[1:]), scale, nonnegative(steps))
             steps.append(layer)
             previous = node
             tensors[node] = (layer.name, scale)
@@ -222,12 +234,12 @@ def quantize_model(module: nn.Module, example_inputs: Sequence[torch.Tensor],
             what = type(target).__name__ if target is not None else str(node.target)
             raise WorkloadError(
                 f"{node.name} ({what}) is not supported by simulate_model: it runs chains of "
-                "Conv2d (groups 1 or depthwise), Linear, ReLU/ReLU6 after a layer, max "
-                "pooling, global average pooling, flatten and residual additions (x + f(x))")
+                "Conv2d (groups 1 or depthwise; a BatchNorm2d right after one is folded into "
+                "it), Linear, ReLU/ReLU6 after a layer, max and average pooling, global "
+                "average pooling, flatten and residual additions (x + f(x))")
         index += 1
     if not steps or not isinstance(steps[-1], QuantLayer):
         raise WorkloadError("the network must end with a Conv2d or Linear layer")
-    name = name or type(module).__name__
     return QuantizedNetwork(name, tuple(steps), input_scale, scale, tuple(x.shape[1:]))
 
 
@@ -244,6 +256,11 @@ def _record(graph: fx.GraphModule, x: torch.Tensor) -> dict[fx.Node, torch.Tenso
     with torch.no_grad():
         Recorder(graph).run(x)
     return {node: values[node.name] for node in graph.graph.nodes if node.name in values}
+
+
+def _input_shape(values: dict, previous: fx.Node | None, x: torch.Tensor) -> tuple[int, ...]:
+    """The shape (batch axis dropped) of what the node after ``previous`` reads."""
+    return tuple((values[previous] if previous is not None else x).shape[1:])
 
 
 def _scale(t: torch.Tensor) -> float:
@@ -269,97 +286,6 @@ def _activation(node: fx.Node, modules: dict) -> str | None:
     if node.op in ("call_function", "call_method"):
         return _RELU_FUNCTIONS.get(node.target)
     return None
-
-
-def _is_global_pool(node: fx.Node, target, values) -> bool:
-    if isinstance(target, nn.AdaptiveAvgPool2d):
-        size = target.output_size
-        return size in (1, (1, 1))
-    if node.op in ("call_function", "call_method") and node.target in (torch.mean, "mean"):
-        dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
-        dims = tuple(dims) if isinstance(dims, list | tuple) else (dims,)
-        return {d % 4 for d in dims} == {2, 3}
-    if node.op == "call_function" and node.target is torch.nn.functional.adaptive_avg_pool2d:
-        return node.args[1] in (1, (1, 1))
-    return False
-
-
-def _pool(name: str, shape: tuple[int, ...], scale: float) -> QuantLayer:
-    """Global average pooling as a device layer: a depthwise convolution whose kernel is the
-    whole ``(C, H, W)`` input, all ones, so the accumulator holds each channel's sum; the
-    output stage multiplies by ``1 / (H*W)`` (gemmlowp's rounding) at the input's scale."""
-    channels, height, width = shape
-    workload = parse_workload("C[c,x,y] += A[c,x+r,y+s] * B[c,r,s]",
-                              {"c": channels, "x": 1, "y": 1, "r": height, "s": width,
-                               "A": shape}, name=name)
-    multiplier, shift = quantize_multiplier(1 / (height * width))
-    params = OutputParams.per_channel(channels, multiplier=multiplier, shift=shift,
-                                      low=-QMAX - 1, high=QMAX)
-    return QuantLayer(name, "global_avg_pool", workload, np.ones(shape, dtype=np.int64), params,
-                      "c", "none", scale, scale, None)
-
-
-def _max_pool_geometry(node: fx.Node, target) -> tuple[tuple[int, int], ...] | None:
-    """``(kernel, stride, padding)`` (each ``(h, w)``) of a max pooling node, else None;
-    a `WorkloadError` for the options the device does not run."""
-    if isinstance(target, nn.MaxPool2d):
-        options = {name: getattr(target, name) for name in (
-            "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices")}
-    elif node.op == "call_function" and node.target is torch.nn.functional.max_pool2d:
-        names = ("input", "kernel_size", "stride", "padding", "dilation", "ceil_mode",
-                 "return_indices")
-        options = {"stride": None, "padding": 0, "dilation": 1, "ceil_mode": False,
-                   "return_indices": False, **dict(zip(names, node.args, strict=False)),
-                   **node.kwargs}
-    else:
-        return None
-
-    def pair(value) -> tuple[int, int]:
-        return (value, value) if isinstance(value, int) else tuple(value)
-
-    kernel = pair(options["kernel_size"])
-    stride = pair(options["stride"] or kernel)  # torch: the kernel when not given
-    padding = pair(options["padding"])
-    if (pair(options["dilation"]) != (1, 1) or options["ceil_mode"]
-            or options["return_indices"]):
-        raise WorkloadError(f"{node.name}: max pooling with dilation, ceil_mode or "
-                            "return_indices is not supported by simulate_model; use "
-                            "dilation=1, ceil_mode=False")
-    return kernel, stride, padding
-
-
-def _nonnegative(steps: list) -> bool:
-    """Whether the last step's output cannot be negative: a layer with ReLU/ReLU6, or a max
-    pool over such an output."""
-    for step in reversed(steps):
-        if isinstance(step, QuantLayer) and step.kind != "max_pool":
-            return step.activation in ("relu", "relu6")
-        if isinstance(step, HostStep):
-            return False
-    return False
-
-
-def _max_pool(name: str, shape: tuple[int, ...], out_shape: tuple[int, ...],
-              geometry: tuple[tuple[int, int], ...], scale: float, nonnegative: bool
-              ) -> QuantLayer:
-    """Max pooling as a device layer (module docstring): a ``max=`` workload over the
-    ``(C, H, W)`` input with an all-ones kernel, stored through an identity output stage."""
-    (kh, kw), (sh, sw), (ph, pw) = geometry
-    if (ph or pw) and not nonnegative:
-        raise WorkloadError(
-            f"{name}: a padded max pool runs on the device only after a ReLU or ReLU6 (the "
-            "LOADs pad with zeros, which is max pooling's -inf padding only on non-negative "
-            "input); use padding=0 or put the pool after the activation")
-    channels = shape[0]
-    rows, cols = window_expression(sh, "x", 1, "r", ph), window_expression(sw, "y", 1, "s", pw)
-    workload = parse_workload(f"C[c,x,y] max= A[c,{rows},{cols}] * B[c,r,s]",
-                              {"c": channels, "x": out_shape[1], "y": out_shape[2], "r": kh,
-                               "s": kw, "A": shape}, name=name)
-    # multiplier 2**31 - 1 at shift 0 returns every int8 value as it is (`requant`)
-    params = OutputParams.per_channel(channels, multiplier=(1 << 31) - 1, shift=0,
-                                      low=-QMAX - 1, high=QMAX)
-    return QuantLayer(name, "max_pool", workload, np.ones((channels, kh, kw), dtype=np.int64),
-                      params, "c", "none", scale, scale, (sh, sw, ph, pw, 1, 1), (kh, kw))
 
 
 def _layer(imported: ImportedLayer, target: nn.Module, input_scale: float, output_scale: float,

@@ -75,13 +75,7 @@ def from_torch(
 ) -> ImportedModel:
     """Trace ``module`` on ``example_inputs`` and return its workloads and host ops."""
     name = name or type(module).__name__
-    try:
-        graph = fx.symbolic_trace(module)
-    except Exception as error:  # fx raises many types for untraceable control flow
-        raise WorkloadError(
-            f"torch.fx cannot trace {name}: {error}; make the forward free of data-dependent "
-            "control flow, or import its traceable submodules one at a time."
-        ) from error
+    graph = trace(module, name)
     ShapeProp(graph).propagate(*example_inputs)
     modules = dict(graph.named_modules())
     layers: list[ImportedLayer] = []
@@ -100,6 +94,17 @@ def from_torch(
         else:
             host.append(HostOp(node.name, _op_name(node, target)))
     return ImportedModel(name, tuple(layers), tuple(host))
+
+
+def trace(module: nn.Module, name: str) -> fx.GraphModule:
+    """``module``'s ``torch.fx`` graph, or a `WorkloadError` saying what to change."""
+    try:
+        return fx.symbolic_trace(module)
+    except Exception as error:  # fx raises many types for untraceable control flow
+        raise WorkloadError(
+            f"torch.fx cannot trace {name}: {error}; make the forward free of data-dependent "
+            "control flow, or import its traceable submodules one at a time."
+        ) from error
 
 
 def _op_name(node: fx.Node, target: nn.Module | None) -> str:

@@ -2,8 +2,10 @@
 
 Convolutions are written out tap by tap from the torch geometry (stride, padding, dilation)
 over the int8 tensors, linear layers as a matrix-vector product, both accumulated in int64,
-max pooling as the maximum over each window with torch's -inf padding (`max_pool2d`), a
-residual addition as ``m_a * skip + m_b * residual`` from the two int8 tensors (`add_output`),
+max pooling as the maximum over each window with torch's -inf padding (`max_pool2d`),
+average pooling as each window's sum over the zero-padded input (torch's
+``count_include_pad``; the output stage divides), a residual addition as
+``m_a * skip + m_b * residual`` from the two int8 tensors (`add_output`),
 then each layer's output stage (`tensorforge.requant`, the integer semantics the hardware
 shares) and the integer host steps (`compiler.quantize.global_avg_pool`, flatten). What the
 accelerator computes for a `QuantizedNetwork` must equal `reference_output` bit for bit.
@@ -61,6 +63,8 @@ def layer_output(layer: QuantLayer, q: np.ndarray) -> np.ndarray:
         acc = np.asarray(q, dtype=np.int64).sum(axis=(1, 2), keepdims=True)
     elif layer.kind == "max_pool":  # the output stage is the identity
         acc = max_pool2d(q, layer.kernel, layer.conv)
+    elif layer.kind == "avg_pool":  # each window's sum, zero padded; divided by the stage
+        acc = conv2d(q, np.ones((len(q), *layer.kernel), dtype=np.int64), layer.conv, True)
     else:
         acc = conv2d(q, weight, layer.conv, layer.kind == "depthwise_conv2d")
     return layer.params.apply(acc, 0, 32)

@@ -178,8 +178,8 @@ def test_clear_errors():
     with pytest.raises(MappingError, match="output pipeline"):
         compile_network(quantize_model(net, inputs), AcceleratorConfig(
             array=ArrayConfig(rows=4, cols=4)))
-    with pytest.raises(WorkloadError, match="AvgPool2d"):  # max pooling runs (test_max_pool)
-        quantize_model(nn.Sequential(nn.Conv2d(1, 2, 3), nn.AvgPool2d(2), nn.Flatten()),
+    with pytest.raises(WorkloadError, match="LPPool2d"):  # max, average pooling run
+        quantize_model(nn.Sequential(nn.Conv2d(1, 2, 3), nn.LPPool2d(2, 2), nn.Flatten()),
                        (torch.randn(1, 1, 6, 6),))
     with pytest.raises(WorkloadError, match="tuple of one tensor"):
         quantize_model(net, inputs[0])
