@@ -194,7 +194,6 @@ def test_unfoldable_batch_norms_are_named(module, match):
         quantize_model(module(), inputs)
 
 
-@pytest.mark.slow
 @pytest.mark.rtl
 def test_conv_bn_relu_avg_pool_cnn_on_the_rtl():
     """conv3x3-bn-ReLU -> AvgPool2d(2) -> conv3x3-bn-ReLU -> AvgPool2d(3, 2, 1) -> linear."""
