@@ -7,6 +7,17 @@ Ports (Verilog names as Amaranth flattens them, top module ``accelerator``):
 * ``s_axil__*``: AXI4-Lite subordinate with the control/status registers (8-bit addresses).
 * ``irq``: high while STATUS.done is set.
 
+Activation memory (``scratchpad.activations`` bytes, none by default): a block RAM inside the
+accelerator (`AxiMemory`, submodule ``activations``) that is a window of the DMA's address
+space, `AcceleratorConfig.activation_window` (from ``ACTIVATION_BASE`` = 2^31). LOAD reads
+and STORE writes to DMA addresses from 2^31 up go to it (`AxiWindowDecoder`) and never
+appear on ``m_axi``, so a network's activations can stay on chip between layers; the
+instruction fetch always reads DRAM. A burst that starts or runs past the window's end is
+answered SLVERR and ends in STATUS.error, as a DRAM error does. The memory answers a burst's
+first beat the cycle after its address, then a beat per cycle, one read and one write burst
+at a time; a unit's burst to the window waits until its bursts to DRAM are answered, and the
+other way round.
+
 Register map (`tensorforge.hw.registers.REGISTERS`, 32-bit registers):
 
 =======  ==============  ======  ==================================================
@@ -22,11 +33,12 @@ offset   name            access  meaning
 0x1C     store_busy      r       cycles the store unit was busy
 0x20     bank_conflicts  r       cycles a scratchpad read lost its bank
 0x24     dep_wait        r       sum over units of cycles waiting for a token
-0x28     bytes_read      r       AXI read bytes (beats x bus width), fetch included
-0x2C     bytes_written   r       AXI write bytes (beats x bus width)
+0x28     bytes_read      r       ``m_axi`` read bytes (beats x bus width), fetch included
+0x2C     bytes_written   r       ``m_axi`` write bytes (beats x bus width)
 =======  ==============  ======  ==================================================
 
-Counters restart from 0 at each start and count only while busy.
+Counters restart from 0 at each start and count only while busy. ``bytes_read`` and
+``bytes_written`` count DRAM traffic only: the activation memory's beats are on chip.
 """
 
 from __future__ import annotations
@@ -37,9 +49,11 @@ from amaranth import Module, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from tensorforge.config import AcceleratorConfig
+from tensorforge.config import ACTIVATION_BASE, AcceleratorConfig
 from tensorforge.hw.accumulator import AccumulatorBuffer
 from tensorforge.hw.axi import AxiReadArbiter, axi_lite_signature, axi_signature, forward
+from tensorforge.hw.axi_memory import AxiMemory
+from tensorforge.hw.axi_window import AxiWindowDecoder, Channels
 from tensorforge.hw.controller import Controller
 from tensorforge.hw.dma import LoadUnit, StoreUnit
 from tensorforge.hw.ports import SPAD_ADDR_BITS
@@ -110,9 +124,12 @@ class Accelerator(wiring.Component):
 
         wiring.connect(m, wiring.flipped(self.s_axil), registers.bus)
         wiring.connect(m, controller.fetch, arbiter.fetch)
-        wiring.connect(m, load.axi, arbiter.load)
+        load_dram, store_dram = load.axi, store.axi  # the units' ports toward DRAM
+        if config.scratchpad.activations:
+            load_dram, store_dram = self._add_activation_memory(m, load.axi, store.axi)
+        wiring.connect(m, load_dram, arbiter.load)
         forward(m, arbiter.bus, self.m_axi)
-        forward(m, store.axi, self.m_axi)
+        forward(m, store_dram, self.m_axi)
 
         for name, unit in units.items():
             wiring.connect(m, getattr(controller, f"{name}_cmd"), unit.cmd)
@@ -171,3 +188,20 @@ class Accelerator(wiring.Component):
             with m.Elif(controller.busy):
                 m.d.sync += counter.eq(counter + increment)
         return m
+
+    def _add_activation_memory(self, m: Module, load_axi, store_axi):
+        """The activation memory (`AxiMemory`, submodule ``activations``) and the decoders
+        that route the load unit's reads and the store unit's writes in its window to it;
+        returns the decoders' DRAM ports, which stand in for the units' own."""
+        config = self.config
+        bus_bits, outstanding = config.dma.bus_bits, config.dma.outstanding
+        m.submodules.activations = memory = AxiMemory(config.scratchpad.activations, bus_bits)
+        m.submodules.load_window = reads = AxiWindowDecoder(
+            bus_bits, Channels.READ, ACTIVATION_BASE, outstanding)
+        m.submodules.store_window = writes = AxiWindowDecoder(
+            bus_bits, Channels.WRITE, ACTIVATION_BASE, outstanding)
+        wiring.connect(m, load_axi, reads.bus)
+        wiring.connect(m, store_axi, writes.bus)
+        for decoder in (reads, writes):
+            forward(m, decoder.window, memory.axi)
+        return reads.dram, writes.dram

@@ -5,8 +5,9 @@ count bus beats x bus width, instruction fetch included, so they differ by the b
 of each row. This module predicts the counters exactly, from the same rules the hardware
 follows: each LOAD/STORE run (a tile whose rows lie back to back, else a row cut to one
 buffer line: `dram_runs`) goes as the bursts `tensorforge.hw.axi.plan_bursts` plans, and
-fetch reads the program in aligned chunks of ``max(16, bus bytes)``. An RTL run whose
-counters differ has moved data nobody asked for.
+fetch reads the program in aligned chunks of ``max(16, bus bytes)``; transfers in the
+activation memory's window (`AcceleratorConfig.activation_window`) stay on chip and count
+nothing. An RTL run whose counters differ has moved data nobody asked for.
 """
 
 from __future__ import annotations
@@ -87,8 +88,13 @@ def bus_traffic(
     instructions = list(instructions)
     fetch = fetch_bytes(config, base, len(instructions))
     instructions = expand(instructions, config.precision.in_bytes, config.precision.acc_bytes)
-    loads = [run for i in instructions if isinstance(i, Load) for run in dram_runs(config, i)]
-    stores = [run for i in instructions if isinstance(i, Store) for run in dram_runs(config, i)]
+    window = config.activation_window  # on chip: never on the AXI port
+
+    def runs(kind):
+        return [run for i in instructions if isinstance(i, kind) for run in dram_runs(config, i)
+                if run[0] not in window]
+
+    loads, stores = runs(Load), runs(Store)
     bus_bytes = config.dma.bus_bytes
     return Traffic(
         read=_beats(loads, config) * bus_bytes + fetch,

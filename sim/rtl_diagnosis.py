@@ -107,7 +107,8 @@ def explain(
         return explain_hang(program, outcome, view)
     if Status.ERROR in Status(outcome.status):
         return (
-            "STATUS.error is set: a token counter overflowed, or DRAM answered a LOAD or STORE "
-            "with an error (an access past the end of the DRAM image)"
+            "STATUS.error is set: a token counter overflowed, or DRAM or the activation memory "
+            "answered a LOAD or STORE with an error (an access past the end of the DRAM image "
+            "or of the activation window)"
         )
     return ""
