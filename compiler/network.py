@@ -20,8 +20,14 @@ requantization, activation at STORE, int8 out), and strings the layers together:
 * **residual additions** (`compiler.residual`): the add reads its skip and its residual
   stacked along the channels in one region, which is the skip's own (grown to hold both),
   where the layer after the skip's producer reads it in place; the residual branch's last
-  layer STOREs into its second half. Regions are never reused, so a tensor lives until its
-  last reader; layers run in program order behind the barriers, so nothing else is needed.
+  layer STOREs into its second half. DRAM regions are never reused, so a tensor lives until
+  its last reader; layers run in program order behind the barriers, so nothing else is needed.
+* **activations on chip.** On an accelerator with an activation window
+  (``scratchpad.activations``) the segment's intermediate regions, written by one layer and
+  read by later ones, move into the window as far as they fit, reusing the bytes of regions
+  whose last reader has run (`compiler.activation_memory`); the DRAM map keeps its layout,
+  those spans unused, and `Segment.on_chip` lists what moved. Without a window the
+  instructions are exactly those above.
 * **segments.** An op the device lacks (a re-layout, pooling on the host) ends a device
   segment; the host runs it on the integers and packs the next segment's input. Each
   segment is one program with one FINISH; `NetworkProgram.host_ops` lists what ran on the
@@ -39,11 +45,18 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from tensorforge.compiler.activation_memory import (
+    OnChip,
+    Placement,
+    clearing,
+    place,
+    unwritten_reads,
+)
 from tensorforge.compiler.layout import DramLayout, aligned
 from tensorforge.compiler.network_chain import Link, chain, input_offsets
 from tensorforge.compiler.program import Program
 from tensorforge.compiler.quantize import HostStep, QuantizedNetwork, QuantLayer, global_avg_pool
-from tensorforge.config import AcceleratorConfig
+from tensorforge.config import ACTIVATION_BASE, AcceleratorConfig
 from tensorforge.errors import MappingError
 from tensorforge.isa import Compute, ComputeMode, Finish, Instruction, Load, Store
 from tensorforge.memory import DEFAULT_MEMORY, MemorySystem
@@ -75,6 +88,19 @@ class Segment:
     regions: tuple[dict[str, int], ...]  # per layer: tensor ("A", "B", "C", "P") -> base
     data_bytes: int  # the DRAM image before the instructions
     writable: tuple[int, int]  # the layers' outputs, one span
+    # regions in the activation window (`compiler.activation_memory`): never in DRAM
+    on_chip: tuple[OnChip, ...] = ()
+
+    def holds_on_chip(self, position: int) -> bool:
+        """Whether layer ``position``'s output lies in the activation window."""
+        return self.regions[position]["C"] >= ACTIVATION_BASE
+
+    @property
+    def activation_bytes(self) -> tuple[int, int]:
+        """Bytes of the layers' output regions ``(on chip, in DRAM)``; the DRAM map keeps
+        its layout, an on-chip region's DRAM span left unused."""
+        on_chip = sum(region.nbytes for region in self.on_chip)
+        return on_chip, self.writable[1] - self.writable[0] - on_chip
 
     def layout(self, position: int, tensor: str) -> DramLayout:
         """Layer ``position``'s region of ``tensor`` at its place in the segment's DRAM."""
@@ -107,8 +133,11 @@ class Segment:
 
     def unpack(self, dram: bytes | bytearray, position: int = -1) -> np.ndarray:
         """Layer ``position``'s int8 output (its workload's output shape; the last layer's
-        by default) from the DRAM after."""
+        by default) from the DRAM after; one kept on chip is an error."""
         position %= len(self.programs)
+        if self.holds_on_chip(position):
+            raise MappingError(f"{self.layers[position].name}'s output stays in the activation "
+                               "window, not DRAM; unpack a layer the host reads")
         region = self.layout(position, "C")
         values = region.unpack(dram)  # a region STOREd into a consumer's holds padding
         shape = self.layers[position].workload.shapes["C"]
@@ -151,7 +180,8 @@ class NetworkProgram:
                 after, count = device(item, item.pack(q, weights))
                 q = item.unpack(after)
                 kept.update((layer.name, item.unpack(after, position)) for position, layer
-                            in enumerate(item.layers) if layer.name in skips)
+                            in enumerate(item.layers)
+                            if layer.name in skips and not item.holds_on_chip(position))
                 cycles.append(count)
             elif item.op == "reread":  # a projection shortcut's input, an earlier output
                 layer = self.items[self.items.index(item) + 1].layers[0]
@@ -196,9 +226,13 @@ def compile_network(network: QuantizedNetwork, config: AcceleratorConfig,
     if any(layer.params is None for layer in network.layers[:-1]):
         raise MappingError("only a network's last layer may lack an output stage (it stores "
                            "its acc_bits accumulator, which no later layer can read)")
+    runs = [(chain(run, config, memory), host) for run, host in _device_runs(network.steps)]
+    # outputs a host ``stack`` or ``reread`` reads: they stay in DRAM
+    host_reads = frozenset(group[0][0].inputs[0] for groups, _ in runs for group in groups
+                           if group[0][0].inputs)
     items: list[Item] = []
-    for run, host in _device_runs(network.steps):
-        for group in chain(run, config, memory):
+    for groups, host in runs:
+        for group in groups:
             if items and isinstance(items[-1], Segment):
                 produced = items[-1].layers[-1].workload.shapes["C"]
                 held = input_offsets(produced, group[0][0].workload.shapes["A"]) is not None
@@ -207,7 +241,7 @@ def compile_network(network: QuantizedNetwork, config: AcceleratorConfig,
                 if first.inputs:
                     op = "stack" if first.kind == "add" else "reread"
                 items.append(HostOp(first.name, op))
-            items.append(_segment(group, config))
+            items.append(_segment(group, config, host_reads))
         items.extend(HostOp(step.name, step.op) for step in host)
     return NetworkProgram(config, network, tuple(items))
 
@@ -233,9 +267,42 @@ def _device_runs(steps) -> list[tuple[list[tuple[QuantLayer, bool]], list[HostSt
     return runs
 
 
-def _segment(group: list[tuple[QuantLayer, Program, Link]],
-             config: AcceleratorConfig) -> Segment:
-    """Place the group's regions, relocate and join its programs (module docstring)."""
+def _segment(group: list[tuple[QuantLayer, Program, Link]], config: AcceleratorConfig,
+             host_reads: frozenset[str] = frozenset()) -> Segment:
+    """Place the group's regions, relocate and join its programs (module docstring);
+    ``host_reads``: layers whose outputs a later segment's host op reads (kept in DRAM)."""
+    regions, sizes, writable, data_bytes = _dram_map(group)
+    placement = Placement({}, {}, ())
+    if config.activation_window:
+        kept = [position == len(group) - 1 or layer.name in host_reads
+                for position, (layer, _, _) in enumerate(group)]
+        unwritten = unwritten_reads([_relocate(program, regions[position]) for position, (
+            _, program, _) in enumerate(group)], config, data_bytes)
+        placement = place(regions, sizes, kept, unwritten, config, [g[0].name for g in group])
+        regions = [{tensor: placement.moved.get(base, base) if tensor in "AC" else base
+                    for tensor, base in region.items()} for region in regions]
+    instructions: list[Instruction] = []
+    first = clearing(config, placement.clears.get(0, []))
+    if first:  # the first layer's regions cleared before it: a barrier with no layer before
+        instructions += [*first, Compute(mode=ComputeMode.ZERO, acc_base=0, pop_next=True,
+                                         push_prev=True)]
+    for position, (_, program, _) in enumerate(group):
+        body = _relocate(program, regions[position])
+        if position or first:
+            body = _wait_first_load(body)
+        if position + 1 < len(group):
+            body = _barrier(body, clearing(config, placement.clears.get(position + 1, [])))
+        instructions.extend(body)
+    instructions.append(Finish())
+    return Segment(tuple(g[0] for g in group), tuple(g[1] for g in group),
+                   tuple(instructions), tuple(regions), data_bytes, writable,
+                   placement.on_chip)
+
+
+def _dram_map(group: list[tuple[QuantLayer, Program, Link]]
+              ) -> tuple[list[dict[str, int]], dict[int, int], tuple[int, int], int]:
+    """Every layer's regions (tensor -> DRAM base), the activation regions' bytes by base,
+    the span of the layers' outputs and the bytes before the instructions."""
     base = 0
     regions: list[dict[str, int]] = [{} for _ in group]
     first = next(x for x in group[0][1].operands if x.tensor == "A")
@@ -255,12 +322,14 @@ def _segment(group: list[tuple[QuantLayer, Program, Link]],
                 reads[position] = source
             stacked = next(x for x in program.operands if x.tensor == "A")
             room[source] = max(room.get(source, 0), stacked.nbytes)
+    sizes = {}
     for position, (_, program, _) in enumerate(group):
         if position in into:
             regions[position]["C"] = regions[into[position]]["C"]
         else:
             regions[position]["C"] = base
-            base = aligned(base + max(program.output.nbytes, room.get(position, 0)))
+            sizes[base] = max(program.output.nbytes, room.get(position, 0))
+            base = aligned(base + sizes[base])
     for position in range(1, len(group)):
         regions[position]["A"] = regions[reads.get(position, position - 1)]["C"]
     writable = (outputs_from, base)
@@ -269,17 +338,7 @@ def _segment(group: list[tuple[QuantLayer, Program, Link]],
         regions[position]["B"], base = base, aligned(base + weights.nbytes)
         if program.params is not None:
             regions[position]["P"], base = base, aligned(base + len(program.params.data))
-    instructions: list[Instruction] = []
-    for position, (_, program, _) in enumerate(group):
-        body = _relocate(program, regions[position])
-        if position:
-            body = _wait_first_load(body)
-        if position + 1 < len(group):
-            body = _barrier(body)
-        instructions.extend(body)
-    instructions.append(Finish())
-    return Segment(tuple(g[0] for g in group), tuple(g[1] for g in group),
-                   tuple(instructions), tuple(regions), base, writable)
+    return regions, sizes, writable, base
 
 
 def _relocate(program: Program, bases: dict[str, int]) -> list[Instruction]:
@@ -305,13 +364,18 @@ def _relocate(program: Program, bases: dict[str, int]) -> list[Instruction]:
     return body
 
 
-def _barrier(body: list[Instruction]) -> list[Instruction]:
-    """``body`` whose last STORE signals a ZERO that then signals the next layer's LOAD."""
+def _barrier(body: list[Instruction], clear: list[Instruction]) -> list[Instruction]:
+    """``body`` whose last STORE signals a ZERO that then signals the next layer's LOAD;
+    between them ``clear`` (`activation_memory.clearing`) zeroes the next layer's on-chip
+    regions, its first COMPUTE waiting for that STORE instead."""
     last = max(i for i, x in enumerate(body) if isinstance(x, Store))
     if body[last].push_prev:
         raise MappingError("the layer's last STORE already signals COMPUTE; cannot chain")
     body = [*body[:last], replace(body[last], push_prev=True), *body[last + 1:]]
-    return [*body, Compute(mode=ComputeMode.ZERO, acc_base=0, pop_next=True, push_prev=True)]
+    if clear:
+        clear = [replace(clear[0], pop_next=True), *clear[1:]]
+    return [*body, *clear,
+            Compute(mode=ComputeMode.ZERO, acc_base=0, pop_next=True, push_prev=True)]
 
 
 def _wait_first_load(body: list[Instruction]) -> list[Instruction]:

@@ -14,6 +14,13 @@ order and the tokens it popped, and two instructions of different units that tou
 scratchpad line, accumulator line or DRAM byte (one of them writing) without being ordered are
 reported as an unprotected hazard. A pop that can never be satisfied is a deadlock. Both raise
 `SimulationError` naming the instruction index and its text, as do out-of-range addresses.
+
+DMA addresses in the configuration's activation window (`AcceleratorConfig.activation_window`,
+``scratchpad.activations`` bytes at ``ACTIVATION_BASE``) are an on-chip memory, not DRAM: a
+separate byte buffer whose traffic `Statistics` counts apart from DRAM's. Its content is
+undefined until written (the hardware's block RAM keeps whatever it held), so a LOAD of a
+window byte no STORE of the simulator wrote is an error, as is a transfer that straddles the
+window's end or reaches it on an accelerator without one.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tensorforge.config import AcceleratorConfig
+from tensorforge.config import ACTIVATION_BASE, AcceleratorConfig
 from tensorforge.errors import SimulationError
 from tensorforge.intrinsics import apply_intrinsic, wrap
 from tensorforge.isa import (
@@ -59,11 +66,15 @@ _QUEUES = (
 
 @dataclass
 class Statistics:
-    """What one run did: instruction counts, DRAM traffic and work issued."""
+    """What one run did: instruction counts, DRAM traffic and work issued. DRAM counts DRAM
+    only; the activation window's traffic (on chip) is ``window_bytes_*``, listed by
+    `as_dict` where there was any."""
 
     instructions: Counter = field(default_factory=Counter)
     dram_bytes_read: int = 0
     dram_bytes_written: int = 0
+    window_bytes_read: int = 0
+    window_bytes_written: int = 0
     macs: int = 0  # multiply-accumulates issued by MAC steps, padding included
     mac_steps: int = 0
     zero_steps: int = 0
@@ -71,10 +82,13 @@ class Statistics:
     tokens: Counter = field(default_factory=Counter)  # pushes per queue, "load->compute"
 
     def as_dict(self) -> dict[str, object]:
+        window = {"window_bytes_read": self.window_bytes_read,
+                  "window_bytes_written": self.window_bytes_written}
         return {
             "instructions": dict(sorted(self.instructions.items())),
             "dram_bytes_read": self.dram_bytes_read,
             "dram_bytes_written": self.dram_bytes_written,
+            **(window if any(window.values()) else {}),
             "macs": self.macs,
             "mac_steps": self.mac_steps,
             "zero_steps": self.zero_steps,
@@ -138,7 +152,9 @@ class FunctionalSimulator:
 
     The buffers start zeroed, unless ``garbage`` (a seeded generator) fills them with random
     values: real SRAM keeps whatever earlier programs left, so a program must read only lines it
-    loaded or computed itself, and a run from garbage shows whether it does.
+    loaded or computed itself, and a run from garbage shows whether it does. ``window`` is the
+    activation memory (``scratchpad.activations`` bytes, module docstring); ``window_written``
+    marks the bytes STOREs wrote, the only ones a LOAD may read.
     """
 
     def __init__(self, config: AcceleratorConfig, *, check_hazards: bool = True,
@@ -153,6 +169,8 @@ class FunctionalSimulator:
         else:
             self.spad = _random_values(garbage, spad_shape, config.precision.in_bits)
             self.acc = _random_values(garbage, acc_shape, config.precision.acc_bits)
+        self.window = np.zeros(len(config.activation_window), dtype=np.uint8)
+        self.window_written = np.zeros(len(self.window), dtype=bool)
 
     # ------------------------------------------------------------------ the run loop
 
@@ -274,6 +292,7 @@ class FunctionalSimulator:
             "spad": _Tracker("scratchpad lines", self.config.spad_lines),
             "acc": _Tracker("accumulator lines", self.config.acc_lines),
             "dram": _Tracker("DRAM bytes", dram_size),
+            "window": _Tracker("activation window bytes", len(self.window)),
         }
 
     # ------------------------------------------------------------------ semantics
@@ -301,23 +320,50 @@ class FunctionalSimulator:
                     f"of the {other.name.lower()} unit also uses, and no token orders them"
                 )
 
-    def _dram_rows(self, ins: Load | Store, elem_bytes: int, size: int) -> list[tuple[int, int]]:
-        rows = (
-            [
-                (
-                    ins.dram_addr + r * ins.stride * elem_bytes,
-                    ins.dram_addr + (r * ins.stride + ins.row_len) * elem_bytes,
-                )
-                for r in range(ins.rows)
-            ]
-            if ins.row_len
-            else []
-        )
-        if rows and max(stop for _, stop in rows) > size:
+    def _dram_rows(self, ins: Load | Store, elem_bytes: int, size: int
+                   ) -> list[tuple[str, int, int]]:
+        """``(memory, start, stop)`` per row: ``"dram"`` or ``"window"`` (the activation
+        memory, offsets from its base), checked to lie wholly in one of them."""
+        window = self.config.activation_window
+        rows = []
+        for r in range(ins.rows if ins.row_len else 0):
+            start = ins.dram_addr + r * ins.stride * elem_bytes
+            stop = start + ins.row_len * elem_bytes
+            if start >= ACTIVATION_BASE:
+                if not window:
+                    raise SimulationError(
+                        f"DRAM bytes {start:#x}..{stop - 1:#x} lie in the activation window "
+                        f"(from {ACTIVATION_BASE:#x}), but this accelerator has no activation "
+                        "memory (scratchpad.activations = 0): build it with --activations or "
+                        "compile for this one")
+                if stop > window.stop:
+                    raise SimulationError(
+                        f"DRAM bytes {start:#x}..{stop - 1:#x} straddle the end of the "
+                        f"{len(window)}-byte activation window at {window.stop:#x}")
+                rows.append(("window", start - ACTIVATION_BASE, stop - ACTIVATION_BASE))
+            else:
+                rows.append(("dram", start, stop))
+        dram = [stop for memory, _, stop in rows if memory == "dram"]
+        if dram and max(dram) > size:
             raise SimulationError(
-                f"DRAM bytes up to {max(s for _, s in rows)} are outside the {size}-byte DRAM"
+                f"DRAM bytes up to {max(dram)} are outside the {size}-byte DRAM"
             )
         return rows
+
+    def _memory(self, name: str, dram: np.ndarray) -> np.ndarray:
+        return self.window if name == "window" else dram
+
+    @staticmethod
+    def _count(stats: Statistics, rows: list[tuple[str, int, int]], direction: str) -> None:
+        for memory, start, stop in rows:
+            what = f"{memory}_bytes_{direction}"
+            setattr(stats, what, getattr(stats, what) + stop - start)
+
+    @staticmethod
+    def _accesses(rows: list[tuple[str, int, int]], write: bool) -> list:
+        """The hazard tracker's entries for ``rows``, one per memory touched."""
+        return [(memory, [(a, b) for m, a, b in rows if m == memory], write)
+                for memory in ("dram", "window") if any(m == memory for m, _, _ in rows)]
 
     def _load(self, ins: Load, memory: np.ndarray, stats: Statistics):
         to_acc = ins.buffer is Buffer.ACC
@@ -334,13 +380,19 @@ class FunctionalSimulator:
                 f"row_len {ins.row_len} is wider than a {name} line ({target.shape[1]} elements)"
             )
         rows = self._dram_rows(ins, elem_bytes, len(memory))
+        for where, start, stop in rows:
+            if where == "window" and not self.window_written[start:stop].all():
+                unset = start + int(np.argmin(self.window_written[start:stop]))
+                raise SimulationError(
+                    f"reads activation window byte {ACTIVATION_BASE + unset:#x}, which no "
+                    "STORE wrote: the on-chip memory's content is undefined until written")
         target[first:last] = 0
         dtype = np.dtype(f"<i{elem_bytes}")
-        for r, (start, stop) in enumerate(rows):
-            values = memory[start:stop].view(dtype)
+        for r, (where, start, stop) in enumerate(rows):
+            values = self._memory(where, memory)[start:stop].view(dtype)
             target[first + ins.pad_before + r, : ins.row_len] = values
-        stats.dram_bytes_read += ins.rows * ins.row_len * elem_bytes
-        return [(name, [(first, last)], True), ("dram", rows, False)]
+        self._count(stats, rows, "read")
+        return [(name, [(first, last)], True), *self._accesses(rows, False)]
 
     def _store(self, ins: Store, memory: np.ndarray, stats: Statistics):
         precision = self.config.precision
@@ -358,17 +410,19 @@ class FunctionalSimulator:
             )
         rows = self._dram_rows(ins, elem_bytes, len(memory))
         dtype = np.dtype(f"<i{elem_bytes}")
-        for r, (start, stop) in enumerate(rows):
+        for r, (where, start, stop) in enumerate(rows):
             line = wrap(self.acc[ins.line + r, : ins.row_len], precision.acc_bits)
             if blocks is not None:
                 line = requantize_lines(line, self._row_params(ins, blocks, r),
                                         precision.in_bits, precision.acc_bits)
-            memory[start:stop] = line.astype(dtype).view(np.uint8)
-        stats.dram_bytes_written += ins.rows * ins.row_len * elem_bytes
+            self._memory(where, memory)[start:stop] = line.astype(dtype).view(np.uint8)
+            if where == "window":
+                self.window_written[start:stop] = True
+        self._count(stats, rows, "written")
         read = [(ins.line, ins.line + ins.rows)]
         if blocks is not None:
             read.append((ins.params, ins.params + len(blocks) * PARAM_LINES))
-        return [("acc", _merge(read), False), ("dram", rows, True)]
+        return [("acc", _merge(read), False), *self._accesses(rows, True)]
 
     def _output_params(self, ins: Store) -> np.ndarray | None:
         """The parameter blocks a requantizing STORE reads (``blocks x PARAM_LINES x lanes``,

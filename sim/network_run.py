@@ -27,7 +27,9 @@ class ModelResult:
     ``cycles``: the RTL's cycle counter summed over the device segments (None on the
     functional simulator, which has no timing); ``segment_cycles`` per segment. ``output``
     and ``expected`` are int8 (int64 arrays); ``dequantized`` is ``output`` at the output
-    scale, to compare with ``float_output``, the float module's.
+    scale, to compare with ``float_output``, the float module's. ``activation_bytes``: the
+    layers' output regions kept in the activation window and stored to DRAM, over all
+    segments (`Segment.activation_bytes`; none on chip without ``scratchpad.activations``).
     """
 
     match: bool
@@ -41,11 +43,14 @@ class ModelResult:
     instructions: tuple[int, ...]  # per segment
     layers: tuple[str, ...]  # per layer: name, tensorize choice, how it reads its input
     backend: str
+    activation_bytes: tuple[int, int] = (0, 0)  # (on chip, in DRAM)
 
     def summary(self) -> dict[str, object]:
         return {"match": self.match, "cycles": self.cycles, "backend": self.backend,
                 "host_ops": list(self.host_ops), "instructions": list(self.instructions),
                 "layers": list(self.layers),
+                "activation_bytes_on_chip": self.activation_bytes[0],
+                "activation_bytes_in_dram": self.activation_bytes[1],
                 "max_abs_error_vs_float": float(np.abs(self.dequantized - self.float_output)
                                                 .max())}
 
@@ -112,4 +117,6 @@ def check_network(program: NetworkProgram, x, float_output: np.ndarray, backend:
         dequantized=network.dequantize_output(output),
         float_output=np.asarray(float_output, dtype=np.float64).reshape(expected.shape),
         instructions=tuple(len(s.instructions) for s in program.segments),
-        layers=layer_lines(program), backend=backend)
+        layers=layer_lines(program), backend=backend,
+        activation_bytes=tuple(sum(pair) for pair in zip(
+            *(s.activation_bytes for s in program.segments), strict=True)))

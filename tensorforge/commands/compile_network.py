@@ -26,10 +26,15 @@ def is_model_name(text: str) -> bool:
 
 
 def segments_summary(program) -> dict[str, list]:
-    """A `NetworkProgram`'s segments (layers, instructions, DRAM bytes) and host ops."""
+    """A `NetworkProgram`'s segments (layers, instructions, DRAM bytes; with an activation
+    window, the bytes of layer outputs kept on chip and stored to DRAM) and host ops."""
+    window = bool(program.config.activation_window)
     return {"segments": [{"layers": [layer.name for layer in segment.layers],
                           "instructions": len(segment.instructions),
-                          "dram_bytes": segment.data_bytes + 16 * len(segment.instructions)}
+                          "dram_bytes": segment.data_bytes + 16 * len(segment.instructions),
+                          **({"activations_on_chip": segment.activation_bytes[0],
+                              "activations_in_dram": segment.activation_bytes[1]}
+                             if window else {})}
                          for segment in program.segments],
             "host_ops": [str(op) for op in program.host_ops]}
 
@@ -48,8 +53,11 @@ def write_segments(program, out: Path, summary: dict) -> None:
 
 def print_segments(summary: dict) -> None:
     for number, segment in enumerate(summary["segments"]):
+        kept = (f"; activations {segment['activations_on_chip']:,} B on chip, "
+                f"{segment['activations_in_dram']:,} B in DRAM"
+                if "activations_on_chip" in segment else "")
         print(f"segment {number}: {segment['instructions']} instructions, "
-              f"layers {', '.join(segment['layers'])}")
+              f"layers {', '.join(segment['layers'])}{kept}")
     print(f"host ops: {', '.join(summary['host_ops']) or 'none'}")
 
 

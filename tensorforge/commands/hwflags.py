@@ -31,7 +31,7 @@ def _size(text: str, unit: int) -> Bytes:
 
 def add_hardware_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the accelerator flags (destinations: ``intrinsic, pe, link, dataflow, spad, banks,
-    acc, local, bus, burst, outstanding, in_bits, acc_bits, taps, queue_depth,
+    acc, activations, local, bus, burst, outstanding, in_bits, acc_bits, taps, queue_depth,
     config``)."""
     group = parser.add_argument_group("accelerator (HASCO primitives)")
     group.add_argument(
@@ -76,6 +76,15 @@ def add_hardware_arguments(parser: argparse.ArgumentParser) -> None:
         default="16",
         metavar="KIB",
         help="accumulator capacity in KiB (default 16)",
+    )
+    group.add_argument(
+        "--activations",
+        default="0",
+        metavar="BYTES",
+        help="on-chip activation memory, a power of two of bytes such as 64KiB: a window of "
+        "the DMA's address space (from 0x80000000) where whole-network programs keep the "
+        "activations passed between layers instead of DRAM (default 0: none, the calibrated "
+        "hardware). Not a variable of explore's design space",
     )
     group.add_argument(
         "--local-bytes",
@@ -178,6 +187,7 @@ def config_from_args(args: argparse.Namespace) -> AcceleratorConfig:
                 "capacity": None if args.spad is None else _size(args.spad, 1024),
                 "banks": args.banks,
                 "accumulator": _size(args.acc, 1024),
+                "activations": _size(getattr(args, "activations", "0"), 1),
             },
             "dma": {
                 "bus_bits": args.bus,
