@@ -58,13 +58,15 @@ def _config(
     spad=2048,
     acc=1024,
     pipeline=False,
+    activations=0,
 ) -> AcceleratorConfig:
     return AcceleratorConfig(
         intrinsic=intrinsic,
         array=ArrayConfig(
             rows=rows, cols=cols, interconnect=link, dataflow=dataflow, local_bytes=local
         ),
-        scratchpad=ScratchpadConfig(capacity=spad, banks=banks, accumulator=acc),
+        scratchpad=ScratchpadConfig(capacity=spad, banks=banks, accumulator=acc,
+                                    activations=activations),
         dma=DmaConfig(bus_bits=bus, max_burst=burst),
         precision=PrecisionConfig(in_bits=in_bits, acc_bits=acc_bits),
         output_pipeline=pipeline,
@@ -84,6 +86,8 @@ GRID = {
     "conv2d-2x3-output-pipeline-int16-acc64": _config(
         "conv2d", 2, 3, "none", "os", 2, in_bits=16, acc_bits=64, pipeline=True
     ),
+    "gemm-2x2-activations-bus32": _config("gemm", 2, 2, "systolic", "ws", 2, bus=32, burst=4,
+                                          activations=1024),
 }
 
 
