@@ -58,6 +58,11 @@ per-event energies (`dse.energy_ihp`) where their fit is packaged.
 
 OSU 0.18 um keeps its earlier fit (``--tech osu018``: analytical memory compiler, memories in
 the fitted features, see `legacy_features`).
+
+The activation memory (``scratchpad.activations``, none in every calibrated design) is priced
+as scratchpad SRAM, an extrapolation no synthesized window has checked: on IHP its macros as
+the flow would pick them for its shape (`memory_shapes`), on OSU its bits at the scratchpad
+fit's area and leakage per bit; its glue logic (two address decoders) is not priced.
 """
 
 from __future__ import annotations
@@ -286,7 +291,22 @@ def component_costs(fit: AreaPowerFit, config: AcceleratorConfig
             memories = memory_cost(config, MEMORY_OF[name])
             result[name]["area_um2"] += memories.macro_area_um2
             result[name]["leakage_mw"] += memories.macro_leakage_mw
+    if config.scratchpad.activations:
+        result["activations"] = activation_memory_cost(fit, config)
     return result
+
+
+def activation_memory_cost(fit: AreaPowerFit, config: AcceleratorConfig) -> dict[str, float]:
+    """The activation memory as scratchpad SRAM (module docstring): area (um^2), leakage
+    (mW); its access energy is a program's (`program_events`), none per cycle here."""
+    if fit.exact_memories:
+        memories = memory_cost(config, "activations.")
+        return {"area_um2": memories.macro_area_um2, "leakage_mw": memories.macro_leakage_mw,
+                "dynamic_pj": 0.0}
+    bits = int(config.scratchpad.activations) * 8
+    scratchpad = fit.components["scratchpad"]
+    return {"area_um2": scratchpad.area_um2.get("bits", 0.0) * bits,
+            "leakage_mw": scratchpad.leakage_mw.get("bits", 0.0) * bits, "dynamic_pj": 0.0}
 
 
 def clock_period_ns(fit: AreaPowerFit, config: AcceleratorConfig) -> float:

@@ -63,12 +63,14 @@ class _Recorder:
 class TransferShape:
     """One LOAD or STORE as the DMA moves it: its AXI bursts (beats each), its DRAM rows of
     data (one buffer line each), the elements they carry, and its zero lines (padding, and
-    rows of no element)."""
+    rows of no element); ``on_chip``: its address lies in the activation window, whose
+    memory answers instead of DRAM."""
 
     bursts: tuple[int, ...]
     rows: int
     elements: int
     zero_lines: int
+    on_chip: bool = False
 
 
 def transfer_shape(config: AcceleratorConfig, instruction) -> TransferShape:
@@ -87,7 +89,8 @@ def transfer_shape(config: AcceleratorConfig, instruction) -> TransferShape:
     row_elems = min(instruction.row_len, line_elems)
     rows = instruction.rows if row_elems else 0
     pads = instruction.pad_before + instruction.pad_after if is_load else 0
-    return TransferShape(bursts, rows, rows * row_elems, pads + instruction.rows - rows)
+    return TransferShape(bursts, rows, rows * row_elems, pads + instruction.rows - rows,
+                         instruction.dram_addr in config.activation_window)
 
 
 def _measure(instructions, config: AcceleratorConfig) -> TransferCounts:

@@ -23,6 +23,9 @@ accumulator            ``acc_lines`` lines of the accumulator line, 2 read + 1 w
 instruction queues x3  ``controller.queue_depth - 1`` instructions, 1 + 1, one enable
                        (`hw.controller`, a `SyncFIFOBuffered` keeps one word in a register)
 fetch queue            ``fetch_chunks - 1`` chunks of max(instruction, bus width), 1 + 1
+activation memory      ``scratchpad.activations / bus bytes`` bus words, 1 + 1, write enable
+                       per byte (`hw.axi_memory`; only where the configuration has one, and
+                       not checked against Yosys: no calibrated design holds one)
 =====================  ==============================================================
 """
 
@@ -76,6 +79,11 @@ def memory_requests(config: AcceleratorConfig) -> list[PredictedMemory]:
                        INSTRUCTION_BITS) for unit in ("load", "compute", "store")]
     memories.append(_fifo("controller.fetched.storage", Controller.fetch_chunks - 1,
                           max(INSTRUCTION_BITS, config.dma.bus_bits)))
+    if config.scratchpad.activations:
+        bus_bits = config.dma.bus_bits
+        memories.append(PredictedMemory("activations.memory", MemoryRequest(
+            config.scratchpad.activations * 8 // bus_bits, bus_bits,
+            enable_groups=_enables(bus_bits, 8))))
     return [m for m in memories if m.request.words > 1]
 
 

@@ -13,6 +13,11 @@ instruction as the hardware runs them, for the energy of a reported figure.
   stationary block is read from the scratchpad once per run of steps that keep it
   (`cost_trace.stationary_run`); ZERO writes its output lines;
 * instruction fetch: 16 bytes per instruction from DRAM through the load path.
+
+A LOAD or STORE in the activation window (``scratchpad.activations``) moves no DRAM byte: its
+bytes are read from (LOAD) or written to (STORE) the on-chip memory, priced as scratchpad
+SRAM per byte (a scratchpad line read or written per ``spad_line_bytes``), an extrapolation
+no synthesized window has calibrated.
 """
 
 from __future__ import annotations
@@ -58,7 +63,12 @@ def _transfer(events: dict[str, float], config: AcceleratorConfig, instruction) 
     shape = transfer_shape(config, instruction)
     events["dma_beats"] += sum(shape.bursts)
     lines = shape.rows + shape.zero_lines
-    events["dram_bytes"] += shape.elements * line_geometry(config, instruction)[1]
+    moved = shape.elements * line_geometry(config, instruction)[1]
+    if shape.on_chip:
+        window = "spad_line_reads" if isinstance(instruction, Load) else "spad_line_writes"
+        events[window] += moved / config.spad_line_bytes
+    else:
+        events["dram_bytes"] += moved
     if isinstance(instruction, Store):
         # a requantizing STORE also reads its 3 parameter lines; the Requantizer's own
         # energy (a multiplier per lane) is not modelled
