@@ -6,6 +6,7 @@ and DRAM traffic smaller by exactly the bytes those layers store."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import numpy as np
@@ -272,3 +273,20 @@ def test_basic_block_keeps_its_activations_on_chip_on_the_rtl():
     assert kept["bytes_written"] < plain["bytes_written"] // 100  # only the 5-byte output
     assert kept["bytes_read"] < plain["bytes_read"] * 0.6
     assert abs(model - kept["cycles"]) <= 0.05 * kept["cycles"], (model, kept["cycles"])
+
+
+def test_compile_reports_the_activations_it_keeps_on_chip(capsys):
+    """`compile --workload dqn --activations 16KiB`: the first convolution's output (16
+    channels of 20x20, the second's input) stays on chip, the program still equals the
+    chained references; without the flag the summary has no such entry."""
+    from tensorforge.cli import main
+
+    flags = ["compile", "--workload", "dqn", "--pe", "4x4", "--output-pipeline", "--json"]
+    assert main([*flags, "--activations", "16KiB", "--check"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["check"]["equal"]
+    (segment,) = summary["segments"]
+    assert segment["activations_on_chip"] == 16 * 20 * 20
+    assert "16 KiB activation memory" in summary["config"]
+    assert main(flags) == 0
+    assert "activations_on_chip" not in json.loads(capsys.readouterr().out)["segments"][0]
