@@ -1,3 +1,5 @@
+# amaranth: UnusedElaboratable=no
+# (the constructions refused in the last test are never elaborated)
 """The activation window's address decoders with the window's `AxiMemory`, in Amaranth's
 simulator, against a Python reference: one manager (one ID) interleaves bursts to a slow DRAM
 model and to the window; every R beat, B response and byte must be what two plain byte arrays
@@ -322,3 +324,14 @@ def test_a_window_burst_waits_for_the_dram_burst_before_it():
     sim.add_testbench(bench)
     sim.run_until(100e-6)
     assert taken_at == {64: 1, BASE: 13}  # the last DRAM beat is taken in cycle 12
+
+
+def test_sizes_the_memory_cannot_take_are_refused():
+    from tensorforge.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="power of two of at least 8 bytes, not 1000"):
+        AxiMemory(1000, BUS_BITS)
+    with pytest.raises(ConfigError, match="bus must be a power of two of bytes, not 12 bits"):
+        AxiMemory(1024, 12)
+    with pytest.raises(ValueError, match="window base"):
+        AxiWindowDecoder(BUS_BITS, Channels.READ, 0, MAX_OUTSTANDING)
