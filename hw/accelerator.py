@@ -13,10 +13,10 @@ space, `AcceleratorConfig.activation_window` (from ``ACTIVATION_BASE`` = 2^31). 
 and STORE writes to DMA addresses from 2^31 up go to it (`AxiWindowDecoder`) and never
 appear on ``m_axi``, so a network's activations can stay on chip between layers; the
 instruction fetch always reads DRAM. A burst that starts or runs past the window's end is
-answered SLVERR and ends in STATUS.error, as a DRAM error does. The memory answers a burst's
-first beat the cycle after its address, then a beat per cycle, one read and one write burst
-at a time; a unit's burst to the window waits until its bursts to DRAM are answered, and the
-other way round.
+answered SLVERR and ends in STATUS.error, as a DRAM error does. The memory serves one read
+and one write burst at a time, a beat per cycle (`AxiMemory`'s timing attributes give the
+cycles around each burst); a unit's burst to the window waits until its bursts to DRAM are
+answered, and the other way round.
 
 Register map (`tensorforge.hw.registers.REGISTERS`, 32-bit registers):
 

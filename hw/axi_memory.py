@@ -25,11 +25,20 @@ class AxiMemory(wiring.Component):
     Beats past ``size_bytes`` (a burst that starts or runs past the end) answer SLVERR and
     write nothing. The memory has no initial contents.
 
+    In cycles, with a manager that never waits: a read burst's first R beat comes
+    ``first_read_beat`` = 2 cycles after its AR handshake, and the next burst's AR is taken
+    with the last beat, so back-to-back read bursts of ``n`` beats take ``n + 1`` cycles each.
+    A write burst's W beats are taken from the cycle after its AW, B comes the cycle after the
+    last, and the next AW the cycle after B: ``n + 2`` cycles per burst.
+
     ``members`` adds ports for a subclass, which builds on `_ports`, `_serve_reads` and
     `_serve_writes` in its own ``elaborate``.
     """
 
     read_latency = 1
+    first_read_beat = 2  # cycles from an AR handshake to its first R beat
+    read_burst_cycles = 1  # per streamed read burst, beyond its beats
+    write_burst_cycles = 2  # per streamed write burst, beyond its beats
 
     def __init__(self, size_bytes: int, bus_bits: int, members: dict | None = None) -> None:
         bus_bytes = bus_bits // 8

@@ -335,3 +335,61 @@ def test_sizes_the_memory_cannot_take_are_refused():
         AxiMemory(1024, 12)
     with pytest.raises(ValueError, match="window base"):
         AxiWindowDecoder(BUS_BITS, Channels.READ, 0, MAX_OUTSTANDING)
+
+
+def test_memory_timing_is_what_its_attributes_say():
+    """Two bursts of 4 beats each way, the manager never waiting: the cycles of every
+    handshake follow `AxiMemory`'s timing attributes."""
+    beats = 4
+    events = {}
+
+    async def stream(ctx, dut, write: bool):
+        axi = dut.axi
+        prefix = "aw" if write else "ar"
+        ctx.set(axi.bready if write else axi.rready, 1)
+        ctx.set(axi.wstrb, 0xFF)
+        addresses = [0, 64]
+        w_left = []  # W beats of the bursts whose AW is taken
+        for cycle in range(30):
+            ctx.set(getattr(axi, f"{prefix}valid"), bool(addresses))
+            if addresses:
+                ctx.set(getattr(axi, f"{prefix}addr"), addresses[0])
+                ctx.set(getattr(axi, f"{prefix}len"), beats - 1)
+            ctx.set(axi.wvalid, bool(w_left))
+            ctx.set(axi.wlast, w_left[:1] == [1])
+            _, _, valid, ready, wready, rvalid, bvalid = await ctx.tick().sample(
+                getattr(axi, f"{prefix}valid"), getattr(axi, f"{prefix}ready"), axi.wready,
+                axi.rvalid, axi.bvalid)
+            if valid and ready:
+                addresses.pop(0)
+                events.setdefault("address", []).append(cycle)
+                w_left += list(range(beats, 0, -1))
+            if write and w_left and wready:
+                w_left.pop(0)
+                events.setdefault("W", []).append(cycle)
+            for name, happened in (("R", rvalid and not write), ("B", bvalid and write)):
+                if happened:
+                    events.setdefault(name, []).append(cycle)
+
+    for write in (False, True):
+        dut = AxiMemory(WINDOW_BYTES, BUS_BITS)
+        sim = Simulator(dut)
+        sim.add_clock(1e-6)
+
+        async def bench(ctx, dut=dut, write=write):
+            await stream(ctx, dut, write)
+
+        sim.add_testbench(bench)
+        sim.run()
+        first, second = events.pop("address")
+        if write:
+            w, b = events.pop("W"), events.pop("B")
+            assert w == [first + 1 + k for k in range(beats)] + [second + 1 + k
+                                                                 for k in range(beats)]
+            assert b == [w[beats - 1] + 1, w[-1] + 1] and second == b[0] + 1
+            assert second - first == beats + AxiMemory.write_burst_cycles
+        else:
+            r = events.pop("R")
+            assert r[0] == first + AxiMemory.first_read_beat
+            assert r == [r[0] + k for k in range(beats)] + [
+                r[0] + beats + AxiMemory.read_burst_cycles + k for k in range(beats)]
