@@ -103,8 +103,7 @@ def unwritten_reads(bodies: Sequence[Sequence[Instruction]], config: Accelerator
                     size: int) -> np.ndarray:
     """Per byte of a ``size``-byte DRAM map: read by a LOAD of ``bodies`` and written by none
     of their STOREs (a halo the DRAM image's zeros fill)."""
-    read = np.zeros(size, dtype=bool)
-    written = np.zeros(size, dtype=bool)
+    spans: dict[bool, tuple[list, list]] = {False: ([], []), True: ([], [])}
     precision = config.precision
     for body in bodies:
         for ins in expand(list(body), precision.in_bytes, precision.acc_bytes):
@@ -112,11 +111,20 @@ def unwritten_reads(bodies: Sequence[Sequence[Instruction]], config: Accelerator
                 continue
             raw = ins.buffer is Buffer.ACC if isinstance(ins, Load) else not ins.requant
             elem_bytes = precision.acc_bytes if raw else precision.in_bytes
-            marks = written if isinstance(ins, Store) else read
-            for row in range(ins.rows):
-                start = ins.dram_addr + row * ins.stride * elem_bytes
-                marks[start:start + ins.row_len * elem_bytes] = True
+            starts = ins.dram_addr + np.arange(ins.rows) * (ins.stride * elem_bytes)
+            spans[isinstance(ins, Store)][0].append(starts)
+            spans[isinstance(ins, Store)][1].append(starts + ins.row_len * elem_bytes)
+    read, written = (_covered(*spans[store], size) for store in (False, True))
     return read & ~written
+
+
+def _covered(starts: list[np.ndarray], stops: list[np.ndarray], size: int) -> np.ndarray:
+    """Per byte of ``size``: inside one of the ``[start, stop)`` spans."""
+    depth = np.zeros(size + 1, dtype=np.int64)
+    if starts:
+        np.add.at(depth, np.minimum(np.concatenate(starts), size), 1)
+        np.add.at(depth, np.minimum(np.concatenate(stops), size), -1)
+    return np.cumsum(depth[:-1]) > 0
 
 
 @dataclass(frozen=True)

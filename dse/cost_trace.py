@@ -24,11 +24,12 @@ the mechanism that bounds it:
   (`hw.compute_unit`); an instruction that starts after the array went idle refills it.
 * **the activation window** (``scratchpad.activations``): a LOAD or STORE there goes to the
   on-chip memory (`hw.axi_memory.AxiMemory`), not DRAM nor the read channel the fetch
-  shares: a burst at a time, a beat a cycle, the first `WINDOW_READ_DELAY` after the
-  address and a write's response `WINDOW_WRITE_RESPONSE` after its last beat (both read
-  off the memory's logic); the unit's decoder (`hw.axi_window`) holds a burst for the other
-  target until the outstanding ones are answered. On a small CNN and a ResNet basic block
-  (4x4 pipeline, 16 KiB window) the timeline is within 2% of the RTL (-0.8%, -1.9%).
+  shares: a burst at a time, a beat a cycle, the first `cost_dma.WINDOW_READ_DELAY` after
+  the address and a write's response `cost_dma.WINDOW_WRITE_RESPONSE` after its last beat
+  (both read off the memory's logic); the unit's decoder (`hw.axi_window`) holds a burst
+  for the other target until the outstanding ones are answered. On a small CNN and a ResNet
+  basic block (4x4 pipeline, 16 KiB window) the timeline is within 2% of the RTL (-0.8%,
+  -1.9%).
 
 It is a recurrence over instructions and bursts, not a cycle simulation: each start is the
 latest of the times it waits for. Its terms are the batch model's `CostParameters` plus the
@@ -46,8 +47,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from tensorforge.config import AcceleratorConfig
+from tensorforge.dse.cost_dma import WINDOW_WRITE_RESPONSE, Dma, window_load_time
 from tensorforge.dse.cost_transfers import TransferShape, transfer_shape
-from tensorforge.hw.axi_memory import AxiMemory
 from tensorforge.hw.controller import TOKEN_QUEUES, Controller
 from tensorforge.hw.store_unit import StoreUnit
 from tensorforge.isa import (
@@ -60,12 +61,6 @@ from tensorforge.isa import (
     expand,
 )
 from tensorforge.requant import PARAM_LINES
-
-#: The activation window's AR handshake to its first R beat: the block RAM's read cycle
-#: (`AxiMemory.read_latency`), then the R register (`hw.axi_memory`'s ``_serve_reads``).
-WINDOW_READ_DELAY = AxiMemory.read_latency + 1
-#: Its last W beat to B: ``bvalid`` is registered on the last beat.
-WINDOW_WRITE_RESPONSE = 1
 
 
 @dataclass(frozen=True)
@@ -188,38 +183,7 @@ class _Fetch:
         return self.arrived[last_beat] + self.terms.fetch_to_dispatch
 
 
-class _Dma:
-    """One DMA unit's bursts: addresses a cycle apart, ``outstanding`` in flight, data in
-    order; ``freed[j]`` is when burst ``j``'s slot (of ``outstanding``) freed."""
-
-    def __init__(self, outstanding: int, reading: bool = False) -> None:
-        self.outstanding = outstanding
-        self.freed: list[float] = []  # per burst ever issued: when its slot freed
-        self.address = -1.0  # last address handshake
-        self.data = 0.0  # last data beat moved
-        self.pace = 1.0  # cycles a beat of the last burst took
-        self.on_chip = False  # the last burst went to the activation window
-        self.reading = reading  # a load unit's (bursts free with their last beat)
-
-    def switch(self, at: float, on_chip: bool) -> float:
-        """``at``, or later where the burst goes to the other target than the outstanding
-        ones (the window decoder holds it until they are answered: the cycle after the last
-        beat or response), or to the window, which takes the next read burst with its last
-        beat and the next write burst the cycle after its response."""
-        if self.freed and (on_chip or self.on_chip):
-            after = 0 if on_chip and self.on_chip and self.reading else 1
-            at = max(at, self.freed[-1] + after)
-        self.on_chip = on_chip
-        return at
-
-    def slot(self, reuse: int) -> float:
-        """When the next burst may issue its address: ``reuse`` cycles after a slot of the
-        ``outstanding`` freed."""
-        k = len(self.freed) - self.outstanding
-        return self.freed[k] + reuse if k >= 0 else 0.0
-
-
-def _load_time(dma: _Dma, channel: _ReadChannel, fetch: _Fetch, t: TransferShape, start: float,
+def _load_time(dma: Dma, channel: _ReadChannel, fetch: _Fetch, t: TransferShape, start: float,
                p, terms: TraceTerms) -> tuple[float, float]:
     """(when the unit may take its next LOAD, when this one retires)."""
     beats = sum(t.bursts)
@@ -229,7 +193,7 @@ def _load_time(dma: _Dma, channel: _ReadChannel, fetch: _Fetch, t: TransferShape
     freed, outstanding, delay = dma.freed, dma.outstanding, channel.delay
     gap = terms.load_run_gap  # before this LOAD's first data only
     fetching = fetch.next_request()  # the fetch's next AR, booked first where it comes first
-    for count in t.bursts:  # the hot loop of the timeline: `_Dma.slot`, `_ReadChannel.book`
+    for count in t.bursts:  # the hot loop of the timeline: `Dma.slot`, `_ReadChannel.book`
         k = len(freed) - outstanding
         at = max(at, dma.address + 1, freed[k] + terms.slot_reuse if k >= 0 else 0.0)
         if dma.on_chip:
@@ -251,29 +215,7 @@ def _load_time(dma: _Dma, channel: _ReadChannel, fetch: _Fetch, t: TransferShape
     return (dma.address + terms.load_next if t.bursts else start + 1), retire
 
 
-def _window_load_time(dma: _Dma, t: TransferShape, start: float, terms: TraceTerms
-                      ) -> tuple[float, float]:
-    """`_load_time` of a LOAD from the activation window (module docstring)."""
-    beats = sum(t.bursts)
-    per_beat = max(1.0, t.rows / beats) if beats else 0.0
-    at = last = start + terms.load_address
-    gap = terms.load_run_gap
-    for count in t.bursts:
-        k = len(dma.freed) - dma.outstanding
-        at = max(at, dma.address + 1, dma.freed[k] + terms.slot_reuse if k >= 0 else 0.0)
-        at = dma.switch(at, True)
-        dma.address = at
-        earliest = dma.data + dma.pace + gap if dma.freed else 0.0
-        gap = 0.0
-        first = max(at + WINDOW_READ_DELAY, earliest)
-        last = first + (count - 1) * per_beat
-        dma.freed.append(last)
-        dma.data, dma.pace = last, per_beat
-    retire = max(last + max(per_beat - 1, 0) + terms.load_tail, start + 1) + t.zero_lines
-    return (dma.address + terms.load_next if t.bursts else start + 1), retire
-
-
-def _store_time(dma: _Dma, t: TransferShape, start: float, p, terms: TraceTerms
+def _store_time(dma: Dma, t: TransferShape, start: float, p, terms: TraceTerms
                 ) -> tuple[float, float]:
     """(when the unit may take its next STORE, when this one retires); one to the
     activation window is answered `AxiMemory.read_latency` after its last beat, not the
@@ -402,7 +344,7 @@ def _pass(program, runs, transfers, config, step, p, terms, hint, log):
     unit_ready = defaultdict(float)  # unit -> when the unit accepts its next command
     # bursts in flight: the DMA's, or fewer where the memory accepts fewer (`rtl_parameters`)
     in_flight = max(min(config.dma.outstanding, int(p.bursts_in_flight)), 1)
-    dmas = {"load": _Dma(in_flight, reading=True), "store": _Dma(in_flight)}
+    dmas = {"load": Dma(in_flight, reading=True), "store": Dma(in_flight)}
     computes = _Computes(step, p, terms)
     channel = _ReadChannel(p.dram_latency_cycles, terms)
     fetch = _Fetch(config, len(program), channel, dispatch, hint, p, terms)
@@ -427,7 +369,7 @@ def _pass(program, runs, transfers, config, step, p, terms, hint, log):
             # the next run waits in RUN for a free retire slot, as the gate's TAKE does
             issue = max(issue + 2, room + 1, unit_ready[unit])
             if unit == "load" and transfers[k, n].on_chip:
-                unit_ready[unit], retire = _window_load_time(dmas[unit], transfers[k, n],
+                unit_ready[unit], retire = window_load_time(dmas[unit], transfers[k, n],
                                                              issue, terms)
             elif unit == "load":
                 unit_ready[unit], retire = _load_time(dmas[unit], channel, fetch,

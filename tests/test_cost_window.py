@@ -11,8 +11,9 @@ import pytest
 
 from tensorforge.config import ACTIVATION_BASE, AcceleratorConfig, ScratchpadConfig
 from tensorforge.dse.area_power import SynthesisAreaPower, osu018_model
+from tensorforge.dse.cost_dma import WINDOW_READ_DELAY
 from tensorforge.dse.cost_model import CostParameters
-from tensorforge.dse.cost_trace import WINDOW_READ_DELAY, TraceTerms, trace_cycles
+from tensorforge.dse.cost_trace import TraceTerms, trace_cycles
 from tensorforge.dse.memory_shapes import memory_cost
 from tensorforge.dse.program_events import program_events
 from tensorforge.isa import Buffer, Compute, ComputeMode, Finish, Load, Store
