@@ -85,6 +85,19 @@ def test_reading_window_bytes_nobody_wrote_is_an_error():
         run_program(WINDOW, program, bytearray(0))
 
 
+def test_the_hardware_tests_program_runs_alike_on_the_functional_simulator():
+    """tests/test_activation_memory.py's two-layer program (its middle unaligned in the
+    window), which the RTL runs: numpy's result, 16 B each way on chip, none in DRAM."""
+    from test_activation_memory import CONFIG, OUT_AT, _operands, two_layers
+
+    image, _, expected = _operands(5)
+    stats = run_program(CONFIG, two_layers(), image, garbage=np.random.default_rng(1))
+    np.testing.assert_array_equal(
+        np.frombuffer(bytes(image[OUT_AT:OUT_AT + 64]), "<i4").reshape(4, 4), expected)
+    assert (stats.window_bytes_read, stats.window_bytes_written) == (16, 16)
+    assert (stats.dram_bytes_read, stats.dram_bytes_written) == (3 * 16 + 48, 64)
+
+
 # ----------------------------------------------------------------- the allocator
 
 def test_first_fit_never_overlaps_live_regions():
