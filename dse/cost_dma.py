@@ -15,11 +15,12 @@ if TYPE_CHECKING:
     from tensorforge.dse.cost_trace import TraceTerms
     from tensorforge.dse.cost_transfers import TransferShape
 
-#: The activation window's AR handshake to its first R beat: the block RAM's read cycle
-#: (`AxiMemory.read_latency`), then the R register (`hw.axi_memory`'s ``_serve_reads``).
-WINDOW_READ_DELAY = AxiMemory.read_latency + 1
-#: Its last W beat to B: ``bvalid`` is registered on the last beat.
-WINDOW_WRITE_RESPONSE = 1
+#: The activation window's AR handshake to its first R beat (`AxiMemory.first_read_beat`:
+#: the block RAM's read cycle, then the R register); the next AR goes with the last beat.
+WINDOW_READ_DELAY = AxiMemory.first_read_beat
+#: Its last W beat to B; the next AW comes the cycle after B (`AxiMemory.write_burst_cycles`
+#: = 2 cycles per burst beyond its beats).
+WINDOW_WRITE_RESPONSE = AxiMemory.write_burst_cycles - 1
 
 
 class Dma:
