@@ -20,8 +20,9 @@ channels), and its skip as the first half, which is either byte for byte the inp
 of the layer after the skip's producer (`shares_input`), or, where nobody else reads the
 skip, a region the producer STOREs into. A layer re-reading an earlier output (a
 projection shortcut, marked ``"reread"``) reads it where that tensor's first reader does.
-Those constraints join layers that are not neighbours (`_Tie`), so the chain is solved once
-per combination of the tied layers' mappings, with their partners' options narrowed.
+Those constraints join layers that are not neighbours (`_Tie`), so across each cluster of
+overlapping ties (a ResNet block) the chain is solved once per combination of the tied
+layers' mappings, with their partners' options narrowed (`_on_device`).
 """
 
 from __future__ import annotations
@@ -303,35 +304,107 @@ def _ties(layers: list[QuantLayer]) -> list[_Tie] | None:
     return ties
 
 
+def _clusters(ties: list[_Tie]) -> list[tuple[int, int, list[_Tie]]]:
+    """The ties grouped where the positions they constrain overlap: ``(first, last, ties)``,
+    ``first`` the earliest partner or span start, ``last`` the latest pinned layer, in chain
+    order. Clusters constrain disjoint stretches of the chain (in a ResNet, one block each)."""
+    clusters: list[tuple[int, int, list[_Tie]]] = []
+    for tie in sorted(ties, key=lambda t: min(t.partner, t.span[0])):
+        first = min(tie.partner, tie.span[0])
+        if clusters and first <= clusters[-1][1]:
+            start, end, members = clusters[-1]
+            clusters[-1] = (start, max(end, tie.pinned), [*members, tie])
+        else:
+            clusters.append((first, tie.pinned, [tie]))
+    return clusters
+
+
+#: a row of the dynamic programme: per option of one layer, the least total cost of the chain
+#: up to it and the options taken (None: unreachable)
+_Row = list[tuple[float, tuple[_Candidate, ...] | None]]
+
+
+def _extend(run: list[tuple[QuantLayer, bool]], row: _Row | None, position: int,
+            candidates: list[_Candidate], held: frozenset[int], joined) -> _Row:
+    """The row of ``position`` from the row before it: each candidate after its cheapest
+    predecessor (the first on a tie), a broken link costing `BREAK_COST`, and none allowed
+    where ``held`` (a link a tie needs in place)."""
+    if row is None:
+        return [(c.cost, (c,)) for c in candidates]
+    extended = []
+    for candidate in candidates:
+        total, path = math.inf, None
+        for cost, before in row:
+            if before is None:
+                continue
+            link = joined(position, before[-1], candidate)
+            if link is None and position in held:
+                continue
+            if (cost + (0 if link else BREAK_COST)) < total:
+                total, path = cost + (0 if link else BREAK_COST), before
+        extended.append((total + candidate.cost, None if path is None else (*path, candidate)))
+    return extended
+
+
 def _on_device(run: list[tuple[QuantLayer, bool]], options: list[list[_Candidate]]
                ) -> tuple[list[_Candidate], list[Link], dict[int, DramLayout]] | None:
     """The cheapest options with every residual add and re-reader on the device, reading
-    its tensors where they lie (`_Tie`): each combination of their options is tried with
-    their partners' options that fit it. None where no combination chains; else also the
-    output regions of skip producers that STORE into an add's region."""
+    its tensors where they lie (`_Tie`). A dynamic programme along the chain; across each
+    cluster of overlapping ties (`_clusters`) it runs once per combination of the cluster's
+    pinned layers' options, their partners' options narrowed to those that fit, and keeps
+    per option of the cluster's last layer the cheapest. So the work grows with the
+    combinations of one cluster (a ResNet block: at most an add and a re-reader), not of the
+    whole network. None where no combination chains; else also the output regions of skip
+    producers that STORE into an add's region."""
     layers = [layer for layer, _ in run]
     ties = _ties(layers)
     if ties is None:
         return None
-    found = []
-    for picks in itertools.product(*(options[tie.pinned] for tie in ties)):
-        narrowed = list(options)
-        for tie, pick in zip(ties, picks, strict=True):
-            narrowed[tie.pinned] = [pick]
-            narrowed[tie.partner] = [c for c in narrowed[tie.partner]
-                                     if tie.fits(layers, c, pick)]
-        if all(narrowed):
-            found.append(_cheapest(run, narrowed))
-    if not found:
+    held = frozenset(p for tie in ties for p in range(tie.span[0], tie.span[1] + 1))
+    links: dict[tuple[int, int, int], Link] = {}
+
+    def joined(position: int, before: _Candidate, candidate: _Candidate) -> Link:
+        key = (position, id(before), id(candidate))
+        if key not in links:
+            links[key] = _joined(run, position, before, candidate, frozenset())
+        return links[key]
+
+    starts = {first: (last, members) for first, last, members in _clusters(ties)}
+    row: _Row | None = None
+    position = 0
+    while position < len(run):
+        if position not in starts:
+            row = _extend(run, row, position, options[position], held, joined)
+            position += 1
+            continue
+        last, members = starts[position]
+        ends: _Row = [(math.inf, None)] * len(options[last])
+        for picks in itertools.product(*(options[tie.pinned] for tie in members)):
+            narrowed = {}
+            for tie, pick in zip(members, picks, strict=True):
+                narrowed[tie.pinned] = [pick]
+                narrowed[tie.partner] = [c for c in narrowed.get(tie.partner,
+                                                                 options[tie.partner])
+                                         if tie.fits(layers, c, pick)]
+            inner = row
+            for step in range(position, last + 1):
+                inner = _extend(run, inner, step, narrowed.get(step, options[step]), held,
+                                joined)
+            for cost, path in inner:
+                index = next(i for i, c in enumerate(options[last]) if c is path[-1]) if (
+                    path is not None) else None
+                if index is not None and cost < ends[index][0]:
+                    ends[index] = (cost, path)
+        row, position = ends, last + 1
+    total, chosen = min(row, key=lambda entry: entry[0])
+    if chosen is None or total == math.inf:
         return None
-    chosen = min(found, key=lambda pair: pair[0])[1]
-    links = _links(run, chosen)
-    if not all(all(links[tie.span[0]:tie.span[1] + 1]) for tie in ties):
-        return None
+    chosen = list(chosen)
     stores = {tie.partner: _into_skip((layers[tie.partner], chosen[tie.partner]),
                                       (layers[tie.pinned], chosen[tie.pinned]))
               for tie in ties if tie.store}
-    return chosen, links, stores
+    return chosen, [None] + [joined(i, chosen[i - 1], chosen[i])
+                             for i in range(1, len(run))], stores
 
 
 def chain(run: list[tuple[QuantLayer, bool]], config: AcceleratorConfig,
