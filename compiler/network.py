@@ -97,10 +97,15 @@ class Segment:
 
     @property
     def activation_bytes(self) -> tuple[int, int]:
-        """Bytes of the layers' output regions ``(on chip, in DRAM)``; the DRAM map keeps
-        its layout, an on-chip region's DRAM span left unused."""
+        """Bytes of the layers' output regions ``(on chip, in DRAM)`` (a residual add's
+        stacked region once); the DRAM map keeps its layout, an on-chip region's DRAM span
+        left unused."""
+        regions: dict[int, int] = {}
+        for position in range(len(self.layers)):
+            base = self.regions[position]["C"]
+            regions[base] = max(regions.get(base, 0), self.layout(position, "C").nbytes)
         on_chip = sum(region.nbytes for region in self.on_chip)
-        return on_chip, self.writable[1] - self.writable[0] - on_chip
+        return on_chip, sum(n for base, n in regions.items() if base < ACTIVATION_BASE)
 
     def layout(self, position: int, tensor: str) -> DramLayout:
         """Layer ``position``'s region of ``tensor`` at its place in the segment's DRAM."""
