@@ -1,6 +1,12 @@
 """A zoo model as a quantized network, for whole-network programs (`compile --workload NAME`).
 
-Zoo models list layers, not a graph, and carry no weights. `zoo_network` reads them as a
+Where the zoo has the model's graph (`compiler.zoo_graphs.GRAPHS`: ``resnet50``),
+`build_network` builds it as a float torch module with seeded weights and quantizes it with
+the post-training path (`compiler.quantize`, calibrated on the module's seeded example
+input), so residual additions and projection shortcuts are device layers reading the tensors
+they add; `check_built` runs its programs against `tensorforge.network_reference`.
+
+Other zoo models list layers, not a graph, and carry no weights. `zoo_network` reads them as a
 chain: each layer's input ``A`` is the previous layer's output where it holds it (the same
 shape, or that shape zero-padded as the zoo's pre-padded inputs are:
 `network.input_offsets`), otherwise a tensor from the host (a branch, a residual path, the
@@ -19,9 +25,49 @@ import numpy as np
 
 from tensorforge.compiler.network import NetworkProgram, input_offsets, pad_into
 from tensorforge.compiler.quantize import QMAX, QuantizedNetwork, QuantLayer
-from tensorforge.compiler.zoo import Model
+from tensorforge.compiler.zoo import Model, load_model
 from tensorforge.errors import WorkloadError
 from tensorforge.requant import OutputParams, quantize_multiplier
+
+
+def build_network(name: str, seed: int = 0, resolution: int | None = None
+                  ) -> tuple[QuantizedNetwork, tuple[object, np.ndarray] | None]:
+    """The network ``compile --workload NAME`` compiles, and for a model built from its graph
+    the float input and output `check_built` compares with (None for a layer-list chain).
+    ``resolution``: the input's height and width (graphs only; default the model's)."""
+    from tensorforge.compiler.zoo_graphs import GRAPHS
+
+    model = load_model(name)
+    if name not in GRAPHS:
+        if resolution is not None:
+            raise WorkloadError(f"{name} is a list of layers without a graph, compiled at the "
+                                f"sizes it lists; --resolution applies to {', '.join(GRAPHS)}")
+        return zoo_network(model, seed), None
+    import torch
+
+    from tensorforge.compiler.quantize import quantize_model
+
+    module, inputs = GRAPHS[name](seed, *(() if resolution is None else (resolution,)))
+    with torch.no_grad():
+        float_output = module(*inputs).double().numpy()
+    return quantize_model(module, inputs, name), (inputs[0], float_output)
+
+
+def check_built(program: NetworkProgram, float_run: tuple[object, np.ndarray] | None,
+                seed: int = 0, backend: str = "functional") -> dict[str, object]:
+    """`check_zoo_network` for a layer-list chain (``float_run`` None); for a network built
+    from its graph, every segment and host op run from the quantized float input and the
+    int8 output compared with the integer reference (`sim.network_run.check_network`)."""
+    if float_run is None:
+        return check_zoo_network(program, seed, backend)
+    from tensorforge.sim.network_run import check_network
+
+    result = check_network(program, float_run[0], float_run[1], backend, seed=seed)
+    summary = result.summary()
+    return {"seed": seed, "equal": result.match, "instructions": summary["instructions"],
+            "host_ops": summary["host_ops"],
+            "max_abs_error_vs_float": summary["max_abs_error_vs_float"],
+            "largest_float_output": float(np.abs(result.float_output).max())}
 
 
 def zoo_network(model: Model, seed: int = 0) -> QuantizedNetwork:

@@ -29,6 +29,7 @@ import json
 import sys
 from pathlib import Path
 
+from tensorforge.commands import compile_network
 from tensorforge.commands.hwflags import add_hardware_arguments, config_from_args
 from tensorforge.commands.memflags import add_memory_arguments, memory_from_args
 from tensorforge.commands.workload_args import add_workload_arguments, workload_from_args
@@ -53,6 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="seed of the --check inputs and of those --out DIR packs")
     parser.add_argument("--json", action="store_true", help="print a JSON summary")
     parser.add_argument("--save-mapping", type=Path, help="write the mapping as JSON here")
+    compile_network.add_network_arguments(parser)
     add_hardware_arguments(parser)
     add_memory_arguments(parser)
     parser.set_defaults(func=run)
@@ -62,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from tensorforge.api import resolve_mapping
-    from tensorforge.commands import compile_network, staged
+    from tensorforge.commands import staged
     from tensorforge.compiler.codegen import generate
     from tensorforge.compiler.stage_chain import is_multi_stage
 

@@ -3,11 +3,13 @@
 A bare zoo model name (``dqn``, ``mobilenet_v1``, ``resnet50``) compiles the whole network
 with `tensorforge.compiler.network`: each layer lowered directly with an output stage (so the
 accelerator needs ``--output-pipeline``), chained layer to layer through DRAM where the next
-layer reads the previous output (`tensorforge.compiler.zoo_network` says how a zoo model's
-layer list is read as a chain), one program per segment, the host ops between them listed.
-``--out DIR`` writes ``segment<i>.bin`` (instructions), ``segment<i>.asm`` and
+layer reads the previous output, one program per segment, the host ops between them listed.
+A model with a graph (``resnet50``) is built as a float module with seeded weights and
+quantized, residual additions included; the others' layer lists are read as a chain
+(`tensorforge.compiler.zoo_network` says how). ``--resolution N`` builds a graph for an NxN
+input. ``--out DIR`` writes ``segment<i>.bin`` (instructions), ``segment<i>.asm`` and
 ``network.json``; ``--check`` runs every segment on the functional simulator against the
-chained numpy references.
+numpy references (the integer network's for a graph, else each layer's, chained).
 """
 
 from __future__ import annotations
@@ -17,6 +19,12 @@ import json
 from pathlib import Path
 
 from tensorforge.errors import ConfigError, MappingError
+
+
+def add_network_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--resolution", type=int, metavar="N",
+                        help="a zoo model compiled from its graph (resnet50): the input's "
+                        "height and width (default 224)")
 
 
 def is_model_name(text: str) -> bool:
@@ -63,8 +71,7 @@ def print_segments(summary: dict) -> None:
 
 def run(args: argparse.Namespace, config, memory) -> int:
     from tensorforge.compiler.network import compile_network
-    from tensorforge.compiler.zoo import load_model
-    from tensorforge.compiler.zoo_network import check_zoo_network, zoo_network
+    from tensorforge.compiler.zoo_network import build_network, check_built
 
     if not config.output_pipeline:
         raise ConfigError(f"a whole-network program ({args.workload}) chains int8 layers "
@@ -73,14 +80,15 @@ def run(args: argparse.Namespace, config, memory) -> int:
     if args.mapping != "default" or args.save_mapping:
         raise MappingError("a whole-network program picks each layer's mapping itself; "
                            "--mapping and --save-mapping apply to one layer (MODEL:LAYER)")
-    program = compile_network(zoo_network(load_model(args.workload), args.seed), config, memory)
+    network, float_run = build_network(args.workload, args.seed, args.resolution)
+    program = compile_network(network, config, memory)
     summary = {"network": args.workload, "config": config.describe(),
                "memory": memory.describe(), **segments_summary(program)}
     if args.out:
         write_segments(program, args.out, summary)
     status = 0
     if args.check:
-        summary["check"] = check_zoo_network(program, args.seed)
+        summary["check"] = check_built(program, float_run, args.seed)
         status = 0 if summary["check"]["equal"] else 1
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -92,4 +100,8 @@ def run(args: argparse.Namespace, config, memory) -> int:
         verdict = "equal to" if status == 0 else "DIFFERENT from"
         print(f"check:   functional simulator result is {verdict} the numpy reference "
               f"(seed {args.seed})")
+        check = summary["check"]
+        if "max_abs_error_vs_float" in check:
+            print(f"         dequantized output within {check['max_abs_error_vs_float']:.4g} of "
+                  f"the float module's (largest {check['largest_float_output']:.4g})")
     return status
