@@ -316,3 +316,18 @@ def test_simulate_model_reports_the_activation_bytes():
                             backend="functional", seed=7)
     assert result.match and result.activation_bytes == (648 + 128 + 256 + 16, 10)
     assert result.summary()["activation_bytes_on_chip"] == 1048
+
+
+@pytest.mark.slow
+def test_resnet50_first_stage_keeps_every_intermediate_on_chip():
+    """ResNet-50's stem and first stage (three bottlenecks, a projection shortcut) at 16x16
+    on the 4x4 pipeline with a 64 KiB window: exact, and the only DRAM write left is the fc's
+    1,000 int8 outputs (41,192 B through DRAM); about a minute."""
+    from tensorforge.compiler.zoo_graphs import resnet50
+
+    net, inputs = resnet50(seed=0, resolution=16, blocks=(3,))
+    program, output, expected, stats = _run(net, inputs, windowed(PIPELINE_4x4, 64 * 1024))
+    np.testing.assert_array_equal(output, expected)
+    (segment,) = program.segments
+    assert _traffic(stats)[1] == 1000 and segment.activation_bytes[1] == 1000
+    assert len(segment.on_chip) >= 10
