@@ -1,10 +1,11 @@
 """A zoo model as a quantized network, for whole-network programs (`compile --workload NAME`).
 
-Where the zoo has the model's graph (`compiler.zoo_graphs.GRAPHS`: ``resnet50``),
-`build_network` builds it as a float torch module with seeded weights and quantizes it with
-the post-training path (`compiler.quantize`, calibrated on the module's seeded example
-input), so residual additions and projection shortcuts are device layers reading the tensors
-they add; `check_built` runs its programs against `tensorforge.network_reference`.
+Where the zoo has the model's graph (`compiler.zoo_graphs.GRAPHS`: ``resnet50``,
+``mobilenet_v2``), `build_network` builds it as a float torch module with seeded weights
+and quantizes it with the post-training path (`compiler.quantize`, calibrated on the
+module's seeded example input), so residual additions and projection shortcuts are device
+layers reading the tensors they add; `check_built` runs its programs against
+`tensorforge.network_reference`.
 
 Other zoo models list layers, not a graph, and carry no weights. `zoo_network` reads them as a
 chain: each layer's input ``A`` is the previous layer's output where it holds it (the same

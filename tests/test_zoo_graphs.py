@@ -6,7 +6,6 @@ integer reference (`tensorforge.network_reference`, which never calls the compil
 from __future__ import annotations
 
 import functools
-import json
 import math
 from collections import Counter
 
@@ -19,11 +18,13 @@ from tensorforge.api import simulate_model
 from tensorforge.cli import main
 from tensorforge.compiler import zoo_graphs
 from tensorforge.compiler.zoo import load_model
-from tensorforge.compiler.zoo_graphs import ResNet50, resnet50
+from tensorforge.compiler.zoo_graphs import MobileNetV2, ResNet50, mobilenet_v2, resnet50
 from tensorforge.errors import WorkloadError
 
-CONV = "C[k,x,y] += A[c,x+r,y+s] * B[k,c,r,s]"
-CONV_S2 = "C[k,x,y] += A[c,2*x+r,2*y+s] * B[k,c,r,s]"
+CONV = {1: "C[k,x,y] += A[c,x+r,y+s] * B[k,c,r,s]",
+        2: "C[k,x,y] += A[c,2*x+r,2*y+s] * B[k,c,r,s]"}
+DEPTHWISE = {1: "C[c,x,y] += A[c,x+r,y+s] * B[c,r,s]",
+             2: "C[c,x,y] += A[c,2*x+r,2*y+s] * B[c,r,s]"}
 GEMM = "C[i,j] += A[i,k] * B[k,j]"
 
 
@@ -42,9 +43,13 @@ def torch_layers(net: nn.Module, resolution: int = 224) -> Counter:
         # the zoo's input holds the padded rows the windows reach, torch's last partial
         # stride step left out
         assert size + 2 * pad - stride < stride * (out - 1) + kernel <= size + 2 * pad
-        found[({1: CONV, 2: CONV_S2}[stride],
-               (("c", module.in_channels), ("k", module.out_channels), ("r", kernel),
-                ("s", kernel), ("x", out), ("y", out)))] += 1
+        window = (("r", kernel), ("s", kernel), ("x", out), ("y", out))
+        if module.groups == 1:
+            found[(CONV[stride], (("c", module.in_channels), ("k", module.out_channels),
+                                  *window))] += 1
+        else:
+            assert module.groups == module.in_channels == module.out_channels
+            found[(DEPTHWISE[stride], (("c", module.in_channels), *window))] += 1
 
     hooks = [m.register_forward_hook(record) for m in net.modules()
              if isinstance(m, nn.Conv2d | nn.Linear)]
@@ -55,19 +60,21 @@ def torch_layers(net: nn.Module, resolution: int = 224) -> Counter:
     return found
 
 
-def test_resnet50_graph_is_the_zoo_layer_list():
+@pytest.mark.parametrize(("name", "net", "macs"), [
+    ("resnet50", ResNet50, 4_089_184_256), ("mobilenet_v2", MobileNetV2, 300_774_272)])
+def test_graph_is_the_zoo_layer_list(name, net, macs):
     """Every convolution and the fc layer of the graph, by workload and sizes, with the zoo's
-    counts (the zoo lists them independently, from torchvision's architecture); the MAC total
-    is the zoo's, fc included. The graph's other steps (max pool, adds, average pool) are not
-    in the zoo's list and not in its MACs."""
-    zoo = load_model("resnet50")
+    counts (the zoo lists them independently, from torchvision's architecture and the
+    papers' tables); the MAC total is the zoo's, fc included. The graph's other steps (max
+    pool, adds, average pool) are not in the zoo's list and not in its MACs."""
+    zoo = load_model(name)
     listed = Counter()
     for layer in zoo.layers:
         listed[(layer.workload.text, tuple(sorted(layer.workload.sizes.items())))] += layer.count
-    found = torch_layers(ResNet50())
+    found = torch_layers(net())
     assert found == listed
     assert sum(math.prod(n for _, n in sizes) * count for (_, sizes), count in found.items()
-               ) == zoo.macs == 4_089_184_256
+               ) == zoo.macs == macs
 
 
 def test_seeded_weights_and_folded_statistics():
@@ -94,6 +101,16 @@ def test_first_stage_is_one_exact_program():
     close_to_float(result)
 
 
+def test_mobilenet_v2_blocks_are_one_exact_program():
+    """MobileNet V2's stem and first four inverted residual blocks (the fourth adds its
+    input: an add whose skip is a linear projection's output) with its head, at 16x16 on the
+    4x4 pipeline: one program, nothing on the host, bit-exact."""
+    net, inputs = mobilenet_v2(seed=0, resolution=16, blocks=4)
+    result = simulate_model(net, inputs, PIPELINE_4x4, backend="functional", seed=0)
+    assert sum(line.split()[1] == "add" for line in result.layers) == 1
+    one_exact_program(result)
+
+
 def test_compile_resnet50_lists_segments_and_host_ops(monkeypatch, capsys):
     """`compile --workload resnet50` builds the graph (here truncated to one block, 16x16,
     through the `GRAPHS` table the command reads), quantizes it and checks it on the
@@ -101,20 +118,24 @@ def test_compile_resnet50_lists_segments_and_host_ops(monkeypatch, capsys):
     monkeypatch.setitem(zoo_graphs.GRAPHS, "resnet50", functools.partial(resnet50, blocks=(1,)))
     flags = ["compile", "--workload", "resnet50", "--pe", "4x4", "--output-pipeline",
              "--resolution", "16"]
-    assert main([*flags, "--check", "--json"]) == 0
-    summary = json.loads(capsys.readouterr().out)
-    assert summary["check"]["equal"] and summary["host_ops"] == []
-    (segment,) = summary["segments"]
-    assert segment["layers"][:2] == ["stem_0", "maxpool"] and segment["layers"][-1] == "fc"
-    assert "add" in segment["layers"] and "stages_0_0_downsample_0" in segment["layers"]
-    assert main(flags) == 0
-    assert "host ops: none" in capsys.readouterr().out
+    assert main([*flags, "--check"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("segment 0: ") and len(lines) == 5  # one segment
+    layers = lines[1].split("layers ")[1].split(", ")
+    assert layers[:2] == ["stem_0", "maxpool"] and layers[-1] == "fc"
+    assert "add" in layers and "stages_0_0_downsample_0" in layers
+    assert lines[2] == "host ops: none"
+    assert "result is equal to the numpy reference" in lines[3]
     assert main(["compile", "--workload", "dqn", "--pe", "4x4", "--output-pipeline",
                  "--resolution", "16"]) == 1
     assert "--resolution applies to resnet50" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("blocks", [(), (3, 4, 6, 3, 2), (0,)])
-def test_bad_truncations_are_refused(blocks):
+@pytest.mark.parametrize(("build", "blocks"), [
+    (resnet50, ()), (resnet50, (3, 4, 6, 3, 2)), (resnet50, (0,)), (mobilenet_v2, 18),
+    (mobilenet_v2, -1)])
+def test_bad_truncations_are_refused(build, blocks):
     with pytest.raises(WorkloadError, match="blocks must be"):
-        resnet50(blocks=blocks)
+        build(blocks=blocks)
+    with pytest.raises(WorkloadError, match="resolution must be a positive"):
+        build(resolution=0)

@@ -4,9 +4,9 @@ A bare zoo model name (``dqn``, ``mobilenet_v1``, ``resnet50``) compiles the who
 with `tensorforge.compiler.network`: each layer lowered directly with an output stage (so the
 accelerator needs ``--output-pipeline``), chained layer to layer through DRAM where the next
 layer reads the previous output, one program per segment, the host ops between them listed.
-A model with a graph (``resnet50``) is built as a float module with seeded weights and
-quantized, residual additions included; the others' layer lists are read as a chain
-(`tensorforge.compiler.zoo_network` says how). ``--resolution N`` builds a graph for an NxN
+A model with a graph (``resnet50``, ``mobilenet_v2``) is built as a float module with seeded
+weights and quantized, residual additions included; the others' layer lists are read as a
+chain (`tensorforge.compiler.zoo_network` says how). ``--resolution N`` builds a graph for an NxN
 input. ``--out DIR`` writes ``segment<i>.bin`` (instructions), ``segment<i>.asm`` and
 ``network.json``; ``--check`` runs every segment on the functional simulator against the
 numpy references (the integer network's for a graph, else each layer's, chained).
@@ -23,8 +23,8 @@ from tensorforge.errors import ConfigError, MappingError
 
 def add_network_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resolution", type=int, metavar="N",
-                        help="a zoo model compiled from its graph (resnet50): the input's "
-                        "height and width (default 224)")
+                        help="a zoo model compiled from its graph (resnet50, mobilenet_v2): the "
+                        "input's height and width (default 224)")
 
 
 def is_model_name(text: str) -> bool:
