@@ -11,7 +11,7 @@ import functools
 import random
 
 import pytest
-from amaranth import Module
+from amaranth import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -25,7 +25,14 @@ from tensorforge.config import (
 from tensorforge.errors import ToolError
 from tensorforge.fpga.tools import YOSYS, run_tool
 from tensorforge.hw.accumulator import AccumulatorBuffer
-from tensorforge.hw.axi import BOUNDARY_BYTES, axi_signature, forward, plan_bursts
+from tensorforge.hw.axi import (
+    ADDR_BITS,
+    BOUNDARY_BYTES,
+    BurstPlanner,
+    axi_signature,
+    forward,
+    plan_bursts,
+)
 from tensorforge.hw.dma import LoadUnit, StoreUnit
 from tensorforge.hw.ports import instruction_layout, spad_read_port
 from tensorforge.hw.scratchpad import Scratchpad
@@ -224,3 +231,62 @@ def test_burst_plan_covers_the_row_and_obeys_axi(seed):
         assert address // BOUNDARY_BYTES == end // BOUNDARY_BYTES, f"seed {seed}: 4 KiB crossed"
         covered += beats * bus_bytes
     assert covered >= start + length > covered - bus_bytes, f"seed {seed}: wrong extent"
+
+
+@pytest.mark.amaranth_sim
+def test_burst_planner_issues_the_reference_plan(random_seed):
+    """`BurstPlanner` in Amaranth's simulator, one burst taken per cycle (or with gaps):
+    its bursts are `plan_bursts`'s for random starts, lengths, bus widths and burst limits
+    (power of two or not), starts near 4 KiB boundaries and transfers that end on one, and
+    ``last`` is set on exactly the burst after which no beats are left."""
+    from amaranth.sim import Simulator
+
+    rng = random.Random(random_seed)
+    for _ in range(6):
+        bus_bytes = rng.choice([4, 8, 16])
+        max_burst = rng.choice([1, 3, 16, 64, 256, rng.randint(2, 40)])
+        m = Module()
+        planner = BurstPlanner(bus_bytes, max_burst, "dut", 1 << 12)
+        address, beats = Signal(ADDR_BITS), Signal(13)
+        load, advance = Signal(), Signal()
+        with m.If(load):
+            planner.start(m, address, beats)
+        with m.Elif(advance):
+            planner.advance(m)
+        cases = []
+        for _ in range(8):
+            start, length = rng.randrange(1 << 20), rng.randrange(1, 6_000)
+            if rng.random() < 0.6:  # near a 4 KiB boundary, maybe ending on it
+                start = rng.randrange(1, 64) * BOUNDARY_BYTES - rng.randrange(1, 64 * bus_bytes)
+                if rng.random() < 0.5:
+                    length = -start % BOUNDARY_BYTES
+            cases.append((start, length))
+
+        async def testbench(ctx, cases=cases, bus_bytes=bus_bytes, max_burst=max_burst,
+                            planner=planner, address=address, beats=beats, load=load,
+                            advance=advance):
+            for start, length in cases:
+                aligned = start - start % bus_bytes
+                ctx.set(address, aligned)
+                ctx.set(beats, -(-(start % bus_bytes + length) // bus_bytes))
+                ctx.set(load, 1)
+                await ctx.tick()
+                ctx.set(load, 0)
+                issued = []
+                while not ctx.get(planner.empty):
+                    take = rng.random() < 0.8
+                    ctx.set(advance, take)
+                    if take:
+                        issued.append((ctx.get(planner.address), ctx.get(planner.beats)))
+                        last = ctx.get(planner.last)
+                    await ctx.tick()
+                    ctx.set(advance, 0)
+                    if take:  # the burst said whether it was the last
+                        assert ctx.get(planner.empty) == last, (start, length, issued)
+                expected = plan_bursts(start, length, bus_bytes, max_burst)
+                assert issued == expected, (start, length, bus_bytes, max_burst)
+
+        sim = Simulator(m)
+        sim.add_clock(1e-6)
+        sim.add_testbench(testbench)
+        sim.run()
