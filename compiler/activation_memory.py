@@ -29,12 +29,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from tensorforge.compiler.field_limits import LIMITS, MAX_EXTENT
 from tensorforge.compiler.layout import aligned
 from tensorforge.config import AcceleratorConfig
-from tensorforge.isa import Buffer, Compute, ComputeMode, Instruction, Load, Store, expand
+from tensorforge.isa import Buffer, Compute, ComputeMode, Instruction, Load, Opcode, Store, expand
 
-STORE_ROWS = (1 << 12) - 1  # the STORE's rows field
-ZERO_STEPS = (1 << 11) - 1  # the COMPUTE's inner field
+STORE_ROWS = LIMITS[(Opcode.STORE, "rows")]
+ZERO_STEPS = MAX_EXTENT  # the COMPUTE's inner field
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import replace
 
-from tensorforge.compiler.field_limits import MAX_PAD
+from tensorforge.compiler.field_limits import LIMITS, MAX_PAD
 from tensorforge.config import AcceleratorConfig
 from tensorforge.isa import Buffer, Instruction, Load, Opcode, Store, field_offsets
 
@@ -147,8 +147,7 @@ def repeat_capacity(opcode: Opcode) -> tuple[int, int]:
     """The largest ``repeat`` and ``repeat_stride`` an ``opcode`` instruction holds (its
     field widths), which bound what folds: here and in the batch model's
     `TransferCounter.folds`."""
-    widths = field_offsets(opcode)
-    return (1 << widths["repeat"][1]) - 1, (1 << widths["repeat_stride"][1]) - 1
+    return LIMITS[(opcode, "repeat")], LIMITS[(opcode, "repeat_stride")]
 
 
 def _fixed(ins: Load | Store) -> tuple:
