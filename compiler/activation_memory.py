@@ -32,7 +32,7 @@ import numpy as np
 from tensorforge.compiler.field_limits import LIMITS, MAX_EXTENT
 from tensorforge.compiler.layout import aligned
 from tensorforge.config import AcceleratorConfig
-from tensorforge.isa import Buffer, Compute, ComputeMode, Instruction, Load, Opcode, Store, expand
+from tensorforge.isa import Compute, ComputeMode, Instruction, Load, Opcode, Store, expand
 
 STORE_ROWS = LIMITS[(Opcode.STORE, "rows")]
 ZERO_STEPS = MAX_EXTENT  # the COMPUTE's inner field
@@ -104,14 +104,15 @@ def unwritten_reads(bodies: Sequence[Sequence[Instruction]], config: Accelerator
                     size: int) -> np.ndarray:
     """Per byte of a ``size``-byte DRAM map: read by a LOAD of ``bodies`` and written by none
     of their STOREs (a halo the DRAM image's zeros fill)."""
+    from tensorforge.sim.axi_traffic import line_geometry  # the DMA's own reading of a row
+
     spans: dict[bool, tuple[list, list]] = {False: ([], []), True: ([], [])}
     precision = config.precision
     for body in bodies:
         for ins in expand(list(body), precision.in_bytes, precision.acc_bytes):
             if not isinstance(ins, Load | Store) or not ins.rows:
                 continue
-            raw = ins.buffer is Buffer.ACC if isinstance(ins, Load) else not ins.requant
-            elem_bytes = precision.acc_bytes if raw else precision.in_bytes
+            elem_bytes = line_geometry(config, ins)[1]
             starts = ins.dram_addr + np.arange(ins.rows) * (ins.stride * elem_bytes)
             spans[isinstance(ins, Store)][0].append(starts)
             spans[isinstance(ins, Store)][1].append(starts + ins.row_len * elem_bytes)
@@ -147,20 +148,20 @@ def place(regions: Sequence[dict[str, int]], sizes: dict[int, int], kept: Sequen
     found = intermediates(regions, sizes, kept)
     window = config.activation_window
     offsets = first_fit([(*r.lifetime, aligned(r.nbytes)) for r in found], len(window))
-    placement = Placement({}, {}, ())
+    moved: dict[int, int] = {}
+    clears: dict[int, list[tuple[int, int]]] = {}
     on_chip = []
     for region, offset in zip(found, offsets, strict=True):
         if offset is None:
             continue
         address = window.start + offset
-        placement.moved[region.base] = address
+        moved[region.base] = address
         cleared = bool(unwritten[region.base:region.base + region.nbytes].any())
         if cleared:
-            placement.clears.setdefault(region.lifetime[0], []).append(
-                (address, aligned(region.nbytes)))
+            clears.setdefault(region.lifetime[0], []).append((address, aligned(region.nbytes)))
         on_chip.append(OnChip(tuple(names[p] for p in region.writers), address,
                               region.nbytes, cleared))
-    return replace(placement, on_chip=tuple(on_chip))
+    return Placement(moved, clears, tuple(on_chip))
 
 
 def clearing(config: AcceleratorConfig, spans: Sequence[tuple[int, int]]) -> list[Instruction]:

@@ -63,9 +63,7 @@ def window_load_time(dma: Dma, t: TransferShape, start: float, terms: TraceTerms
     at = last = start + terms.load_address
     gap = terms.load_run_gap
     for count in t.bursts:
-        k = len(dma.freed) - dma.outstanding
-        at = max(at, dma.address + 1, dma.freed[k] + terms.slot_reuse if k >= 0 else 0.0)
-        at = dma.switch(at, True)
+        at = dma.switch(max(at, dma.address + 1, dma.slot(terms.slot_reuse)), True)
         dma.address = at
         earliest = dma.data + dma.pace + gap if dma.freed else 0.0
         gap = 0.0
