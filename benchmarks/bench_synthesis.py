@@ -31,10 +31,13 @@ from typing import Any
 
 from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import TensorforgeError
+from tensorforge.fpga.technology import DEFAULT_TECH, technology
 from tensorforge.paths import rtl_commit
 
 OUTPUT = Path(__file__).resolve().parent.parent / "docs" / "synthesis.md"
-CLOCK_NS = 10.0
+CLOCK_NS = {"ecp5": 8.0, "asic": 10.0}  # ECP5: issue 17's 125 MHz target
+TARGETS = {"ecp5": "ecp5", "asic": "generic"}
+TECH = DEFAULT_TECH
 ACTIVITY = 0.1
 
 
@@ -84,15 +87,13 @@ CASES = [
 ]
 
 
-def case_verilog(case: Case) -> tuple[str, str]:
-    config = case.accelerator_config
-    if case.block == "accelerator":
-        from tensorforge.dse.synth_top import TOP, accelerator_verilog
-
-        return accelerator_verilog(config), TOP
+def case_verilog(case: Case, flow: str) -> tuple[str, str]:
+    """``(verilog, top)`` of a case for one flow: the ECP5 flow synthesizes the ECP5 build
+    (`docs/ecp5_target.md`: PEs on DSP slices, the memory side's extra registers), the ASIC
+    flow the generic RTL the cost model and the fits describe."""
     from tensorforge.dse.calibrate import Design, block_verilog
 
-    return block_verilog(Design(case.block, config))
+    return block_verilog(Design(case.block, case.accelerator_config), TARGETS[flow])
 
 
 def nextpnr_critical_path(log: str) -> str:
@@ -113,13 +114,13 @@ FLOWS = ("ecp5", "asic")
 
 
 def run_case(case: Case, timeout_s: float, flows: tuple[str, ...] = FLOWS,
-             verilog: tuple[str, str] | None = None,
+             verilog: dict[str, tuple[str, str]] | None = None,
              skip: frozenset[str] = frozenset()) -> dict[str, Any]:
-    """Both flows on one case; ``verilog`` is its (text, top) when already elaborated;
-    ``skip`` holds ``case:flow`` pairs not to run."""
+    """Both flows on one case; ``verilog`` maps each flow to its (text, top) when already
+    elaborated; ``skip`` holds ``case:flow`` pairs not to run."""
     from tensorforge.fpga import synthesize_asic, synthesize_ecp5
 
-    text, top = verilog if verilog is not None else case_verilog(case)
+    verilog = verilog or {flow: case_verilog(case, flow) for flow in flows}
     config = case.accelerator_config
     row: dict[str, Any] = {"case": case, "macs": config.array.pes, "ecp5_s": 0.0, "asic_s": 0.0}
     row.update({f"{flow}_error": "not run" for flow in FLOWS if flow not in flows})
@@ -128,7 +129,8 @@ def run_case(case: Case, timeout_s: float, flows: tuple[str, ...] = FLOWS,
     if "ecp5" in flows and "ecp5_error" not in row:
         started = time.monotonic()
         try:
-            ecp5 = synthesize_ecp5(text, top, clock_ns=CLOCK_NS, out_of_context=True,
+            ecp5 = synthesize_ecp5(*verilog["ecp5"], clock_ns=CLOCK_NS["ecp5"],
+                                   out_of_context=True,
                                    router=case.ecp5_router, timeout_s=timeout_s)
             row["ecp5"] = ecp5
             row["ecp5_path"] = nextpnr_critical_path(ecp5.logs.get("nextpnr", ""))
@@ -138,7 +140,8 @@ def run_case(case: Case, timeout_s: float, flows: tuple[str, ...] = FLOWS,
     if "asic" in flows and "asic_error" not in row:
         started = time.monotonic()
         try:
-            row["asic"] = synthesize_asic(text, top, clock_ns=CLOCK_NS, activity=ACTIVITY,
+            row["asic"] = synthesize_asic(*verilog["asic"], tech=TECH, clock_ns=CLOCK_NS["asic"],
+                                          activity=ACTIVITY,
                                           timeout_s=timeout_s)
         except TensorforgeError as error:
             row["asic_error"] = _short(error)
@@ -179,12 +182,14 @@ def markdown(rows: list[dict[str, Any]], timeout_s: float, commit: str) -> str:
         "",
         "Written by `benchmarks/bench_synthesis.py` (do not edit by hand). int8 operands, int32",
         "accumulators, 64 KiB / 4-bank scratchpad, 16 KiB accumulator, 64-bit AXI unless noted;",
-        "`*-core` rows are the PE array alone. ECP5: Yosys `synth_ecp5` + nextpnr-ecp5 on",
-        f"LFE5U-85F (speed 6, out of context, {CLOCK_NS:g} ns target; multipliers beyond its",
-        "156 DSPs built from LUTs). ASIC: Yosys onto OSU 0.18um + OpenSTA at "
-        f"{CLOCK_NS:g} ns, input",
-        f"activity {ACTIVITY}, memories as SRAM macros of the analytical 0.18um model in",
-        "`fpga/sram.py` (see the notes below).",
+        "`*-core` rows are the PE array alone. ECP5: the ECP5 build (`--target ecp5`,",
+        "`docs/ecp5_target.md`) through Yosys `synth_ecp5` + nextpnr-ecp5 (router1, seed 1) on",
+        f"LFE5U-85F (speed 6, out of context, {CLOCK_NS['ecp5']:g} ns target; multipliers beyond",
+        "its 156 DSPs built from LUTs). ASIC: the generic RTL through Yosys onto",
+        f"{technology(TECH).description} (`--tech {TECH}`) + OpenSTA at "
+        f"{CLOCK_NS['asic']:g} ns,",
+        f"input activity {ACTIVITY}, memories as that technology's SRAM macros (see the notes",
+        "below).",
         f"A tool run past {timeout_s:g} s shows `timeout`. RTL of commit "
         f"`{commit}`.",
         "",
@@ -228,8 +233,9 @@ def markdown(rows: list[dict[str, Any]], timeout_s: float, commit: str) -> str:
         if "asic" in row and row["asic"].macros:
             macros: dict[str, int] = {}
             for macro in row["asic"].macros:
-                key = f"{macro['words']}x{macro['bits']} ({macro['access_ns']:.2f} ns)"
-                macros[key] = macros.get(key, 0) + 1
+                cell = macro.get("cell") or f"{macro['words']}x{macro['bits']}"
+                key = f"{cell} ({macro['access_ns']:.2f} ns)"
+                macros[key] = macros.get(key, 0) + macro.get("count", 1)
             listed = ", ".join(f"{count} x {key}" for key, count in macros.items())
             lines.append(f"* {row['case'].name}: {listed}")
     lines += ["", NOTES]
@@ -332,7 +338,8 @@ def main() -> None:
     # Elaborate every design first: the table is then of one source tree, even if the
     # checkout changes while the tools run.
     commit = rtl_commit()
-    verilogs = {case.name: case_verilog(case) for case in queue}
+    verilogs = {case.name: {flow: case_verilog(case, flow) for flow in args.flows}
+                for case in queue}
     with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
         futures = {pool.submit(run_case, case, args.timeout, tuple(args.flows),
                                verilogs[case.name], skip): case

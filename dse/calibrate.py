@@ -178,8 +178,9 @@ def design_clock_ns(design: Design, tech: str = DEFAULT_TECH) -> float:
     return BLOCK_CLOCK_NS
 
 
-def block_verilog(design: Design) -> tuple[str, str]:
-    """``(verilog, top name)`` of the generated block."""
+def block_verilog(design: Design, target: str = "generic") -> tuple[str, str]:
+    """``(verilog, top name)`` of the generated block; ``target`` (`tensorforge.hw.targets`)
+    applies to the accelerator and the PE array, the blocks that have an ECP5 build."""
     from amaranth import Signal
     from amaranth.back import verilog
     from amaranth.lib import data
@@ -187,7 +188,7 @@ def block_verilog(design: Design) -> tuple[str, str]:
     if design.component in ("accelerator", "acceptance"):
         from tensorforge.dse.synth_top import TOP, accelerator_verilog
 
-        return accelerator_verilog(design.config), TOP
+        return accelerator_verilog(design.config, target), TOP
     from tensorforge.hw.accumulator import AccumulatorBuffer
     from tensorforge.hw.dma import LoadUnit
     from tensorforge.hw.pe_array import PEArray
@@ -195,7 +196,13 @@ def block_verilog(design: Design) -> tuple[str, str]:
 
     make = {"pe_array": PEArray, "scratchpad": Scratchpad, "accumulator": AccumulatorBuffer,
             "dma": LoadUnit}[design.component]
-    block = make(design.config)
+    if make is PEArray:
+        block = PEArray(design.config, target)
+    elif target != "generic":
+        raise ValueError(f"the {design.component} has no {target} build; only the accelerator "
+                         "and the PE array do")
+    else:
+        block = make(design.config)
     ports = []  # always-ready handshakes are constants, not ports
     for _, _, value in block.signature.flatten(block):
         value = value.as_value() if isinstance(value, data.View) else value

@@ -40,8 +40,9 @@ class SynthesisRow:
     notes: list[str] = field(default_factory=list)
 
 
-def accelerator_verilog(config: AcceleratorConfig) -> str:
-    """Verilog of the accelerator template for ``config``; TensorforgeError if hw lacks it."""
+def accelerator_verilog(config: AcceleratorConfig, target: str = "generic") -> str:
+    """Verilog of the accelerator template for ``config`` (``target``: `tensorforge.hw.targets`);
+    TensorforgeError if hw lacks it."""
     try:
         module = importlib.import_module("tensorforge.hw.accelerator")
     except ModuleNotFoundError as error:
@@ -53,7 +54,7 @@ def accelerator_verilog(config: AcceleratorConfig) -> str:
         ) from None
     from amaranth.back import verilog
 
-    component = module.Accelerator(config)
+    component = module.Accelerator(config, target=target)
     return verilog.convert(component, name=TOP)
 
 

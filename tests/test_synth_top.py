@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 from types import SimpleNamespace
 
+import pytest
+
 from tensorforge.config import AcceleratorConfig
 from tensorforge.dse import synth_top
 from tensorforge.dse.sweep_store import TrialRecord
@@ -40,3 +42,19 @@ def test_asic_flow_runs_at_the_model_clock_and_reports_the_period_met(monkeypatc
     assert row.asic["critical_path_ns"] == 6.0 and row.asic["clock_ns"] == 8.0
     assert row.asic["area_mm2"] == 2.5
     assert any("ECP5 flow" in note for note in row.notes)
+
+
+def test_block_verilog_builds_the_ecp5_target_of_the_blocks_that_have_one():
+    """The synthesis benchmark's ECP5 rows come from the ECP5 build: the PE array's
+    multipliers are MULT18X18D instances there, and none in the generic RTL; a block without an
+    ECP5 build says so instead of silently giving the generic one."""
+    from tensorforge.dse.calibrate import Design, block_verilog
+
+    config = AcceleratorConfig.from_dict({"array": {"rows": 2, "cols": 2}})
+    generic, top = block_verilog(Design("pe_array", config))
+    ecp5, ecp5_top = block_verilog(Design("pe_array", config), "ecp5")
+    assert top == ecp5_top == "tf_pe_array"
+    assert "MULT18X18D" not in generic
+    assert ecp5.count("MULT18X18D ") == 4  # one instance per PE
+    with pytest.raises(ValueError, match="no ecp5 build"):
+        block_verilog(Design("scratchpad", config), "ecp5")
