@@ -5,8 +5,10 @@ nextpnr's ``report.json`` gives every endpoint's arrival time (`ecp5_timing` tur
 slack) but not the path behind it; its log names one path per clock. The SDF that
 ``synth --keep-run`` keeps (``timing.sdf``) has every delay the arrival was summed from:
 
-* ``INTERCONNECT driver/PIN sink/PIN`` -- one routed net arc; carry-chain ``FCO -> FCI`` arcs
-  and LUT-RAM's ``WADO -> WAD`` are 0 or tens of ps, a routed net ~0.3 to 1.5 ns on speed 6;
+* ``INTERCONNECT driver/PIN sink/PIN`` -- one net arc: 0 ps for the carry chains' ``FCO ->
+  FCI`` and the wide muxes' ``OFX -> FXA``/``F -> F1``, 80 ps for LUT-RAM's ``WADO -> WAD``,
+  from 0.04 to 3 ns through the routing on speed 6 (a path's "routed nets" are its nets of
+  nonzero delay);
 * ``IOPATH IN OUT`` in a cell -- a combinational arc (LUT, carry, mux, combinational multiplier)
   or, from a clock pin (``CLK``, ``CLKA``, ``WCK``, ``CLK0``, or written ``(posedge CLK)``), the
   launch of a clocked output (flip-flop Q, block-RAM DO, registered multiplier P);
