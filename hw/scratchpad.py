@@ -17,6 +17,8 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from tensorforge.config import AcceleratorConfig
+from tensorforge.errors import ConfigError
+from tensorforge.hw.ecp5_bram import Ecp5BlockRam
 from tensorforge.hw.ports import spad_read_port, spad_write_port
 
 COUNTER_BITS = 32
@@ -199,15 +201,23 @@ class Scratchpad(wiring.Component):
     the bank select, and the ports answer through `RegisteredReadBuffer`: a read accepted in
     cycle t returns its line in cycle t+2 (``read_latency`` 2), one line per port per cycle
     as before. Arbitration, conflicts and write timing are unchanged.
+
+    ``bram_output_registers`` (the ECP5 target, with both flags above): each bank is an
+    `Ecp5BlockRam`, whose DP16KD blocks register the read data in their own output registers
+    (``OUTREG``) in place of the fabric register: the same data in the same cycles.
     """
 
     read_latency = 1
 
     def __init__(self, config: AcceleratorConfig, read_every_cycle: bool = False,
-                 registered_reads: bool = False) -> None:
+                 registered_reads: bool = False, bram_output_registers: bool = False) -> None:
+        if bram_output_registers and not (read_every_cycle and registered_reads):
+            raise ConfigError("bram_output_registers registers each bank's read data in its "
+                              "block RAMs: it needs read_every_cycle and registered_reads")
         self.config = config
         self.read_every_cycle = read_every_cycle
         self.registered_reads = registered_reads
+        self.bram_output_registers = bram_output_registers
         super().__init__(
             {
                 "a_read": In(spad_read_port(config)),
@@ -255,18 +265,27 @@ class Scratchpad(wiring.Component):
 
         read_data, registered_data = [], []
         for index in range(banks):
+            a_here = grant["a"] & (bank["a"] == index)
+            b_here = grant["b"] & (bank["b"] == index)
+            read_row = Mux(a_here, row["a"], row["b"])
+            write_en = Mux(write.valid & (write_bank == index), write.payload.mask, 0)
+            if self.bram_output_registers:
+                ram = Ecp5BlockRam(config.bank_depth, line_bits, config.precision.in_bits)
+                m.submodules[f"bank{index}"] = ram
+                m.d.comb += [ram.read_addr.eq(read_row), ram.write_addr.eq(write_row),
+                             ram.write_data.eq(write.payload.data), ram.write_en.eq(write_en)]
+                registered_data.append(ram.read_data)
+                continue
             memory = Memory(shape=unsigned(line_bits), depth=config.bank_depth, init=[])
             m.submodules[f"bank{index}"] = memory
             read_port = memory.read_port(transparent_for=())
             write_port = memory.write_port(granularity=config.precision.in_bits)
-            a_here = grant["a"] & (bank["a"] == index)
-            b_here = grant["b"] & (bank["b"] == index)
             m.d.comb += [
                 read_port.en.eq(1 if self.read_every_cycle else a_here | b_here),
-                read_port.addr.eq(Mux(a_here, row["a"], row["b"])),
+                read_port.addr.eq(read_row),
                 write_port.addr.eq(write_row),
                 write_port.data.eq(write.payload.data),
-                write_port.en.eq(Mux(write.valid & (write_bank == index), write.payload.mask, 0)),
+                write_port.en.eq(write_en),
             ]
             read_data.append(read_port.data)
             if self.registered_reads:
@@ -277,11 +296,13 @@ class Scratchpad(wiring.Component):
         for name, slot in slots.items():
             with m.If(grant[name]):
                 m.d.sync += bank_q[name].eq(bank[name])
-            fresh = Signal(line_bits, name=f"{name}_fresh_line")
-            with m.Switch(bank_q[name]):
-                for index, data in enumerate(read_data):
-                    with m.Case(index):
-                        m.d.comb += fresh.eq(data)
+            fresh = None  # with bram_output_registers the banks show only registered data
+            if read_data:
+                fresh = Signal(line_bits, name=f"{name}_fresh_line")
+                with m.Switch(bank_q[name]):
+                    for index, data in enumerate(read_data):
+                        with m.Case(index):
+                            m.d.comb += fresh.eq(data)
             if not self.registered_reads:
                 slot.elaborate_into(m, fresh, grant[name])
                 continue

@@ -96,7 +96,7 @@ def design_verilog(design: Design, top: str) -> str:
 
 
 #: Vendor primitives the ``ecp5`` target instantiates, and their simulation models (sim/).
-PRIMITIVE_MODELS = {"MULT18X18D": "mult18x18d.v"}
+PRIMITIVE_MODELS = {"MULT18X18D": "mult18x18d.v", "DP16KD": "dp16kd.v"}
 
 
 def with_primitive_models(text: str) -> str:

@@ -1,0 +1,112 @@
+"""The ECP5 target's block-RAM banks (DP16KD with the output register on) against `Memory`.
+
+`Ecp5BlockRam` must read exactly what a generic `Memory` read port followed by a register
+reads, in every cycle: checked on Verilator with the primitive's simulation model
+(``sim/dp16kd.v``) under random reads and masked writes, one model per configuration. The
+block layouts are checked against hand-counted DP16KD modes.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pytest
+from amaranth import Module, Signal, unsigned
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from tensorforge.config import AcceleratorConfig
+from tensorforge.errors import ConfigError
+from tensorforge.hw.ecp5_bram import BlockLayout, Ecp5BlockRam, block_layout
+from tensorforge.hw.scratchpad import Scratchpad
+from tensorforge.sim.rtl_harness import build_model, design_verilog
+
+SEED = 1619
+
+
+class BramPair(wiring.Component):
+    """An `Ecp5BlockRam` and a `Memory` whose read data goes through a register, on the same
+    inputs; ``bram_data`` and ``reference_data`` are their read data."""
+
+    def __init__(self, depth: int, width: int, granularity: int) -> None:
+        self.depth, self.width, self.granularity = depth, width, granularity
+        super().__init__({
+            "write_addr": In(range(depth)), "write_data": In(width),
+            "write_en": In(width // granularity), "read_addr": In(range(depth)),
+            "bram_data": Out(width), "reference_data": Out(width),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        m.submodules.bram = bram = Ecp5BlockRam(self.depth, self.width, self.granularity)
+        m.submodules.memory = memory = Memory(shape=unsigned(self.width), depth=self.depth,
+                                              init=[])
+        read = memory.read_port(transparent_for=())
+        write = memory.write_port(granularity=self.granularity)
+        registered = Signal(self.width)
+        m.d.sync += registered.eq(read.data)
+        m.d.comb += [
+            read.addr.eq(self.read_addr), write.addr.eq(self.write_addr),
+            write.data.eq(self.write_data), write.en.eq(self.write_en),
+            bram.read_addr.eq(self.read_addr), bram.write_addr.eq(self.write_addr),
+            bram.write_data.eq(self.write_data), bram.write_en.eq(self.write_en),
+            self.bram_data.eq(bram.read_data), self.reference_data.eq(registered),
+        ]
+        return m
+
+
+@functools.cache
+def pair_model(depth: int, width: int, granularity: int):
+    return build_model(BramPair(depth, width, granularity), top="bram_pair")
+
+
+#: (depth, width, lane bits): the 8x8 default's banks (eight 2Kx9 blocks), the 4x4's (4Kx4,
+#: two per lane), 16-bit lanes on 1Kx18 blocks, and a depth stacked over three 1Kx18 blocks.
+CONFIGURATIONS = [(2048, 64, 8), (4096, 32, 8), (1024, 32, 16), (3000, 32, 16)]
+
+
+@pytest.mark.rtl
+@pytest.mark.parametrize("depth,width,granularity", CONFIGURATIONS,
+                         ids=[f"{d}x{w}-lanes{g}" for d, w, g in CONFIGURATIONS])
+def test_block_ram_reads_like_memory_and_register(cocotb_benches: Path, tmp_path: Path,
+                                                  depth, width, granularity) -> None:
+    results = pair_model(depth, width, granularity).run(
+        cocotb_benches / "bram_bench.py", test_dir=tmp_path,
+        config={"depth": depth, "width": width, "granularity": granularity, "cycles": 3000},
+        seed=SEED + depth)
+    assert [t.name for t in results.passed] == ["block_ram_matches_memory"]
+    assert "cycles equal" in results.log_path.read_text()
+
+
+def test_block_layouts_use_the_fewest_blocks() -> None:
+    # 2K rows of int8: one 2Kx9 block per lane; 4K rows: two 4Kx4 (a tie with two stacked
+    # 2Kx9, and the unstacked wins); 16-bit lanes over 3000 rows: three stacked 1Kx18 beat
+    # four 2Kx9 or 4Kx4
+    assert block_layout(2048, 8) == BlockLayout(9, 2048, 1, 1)
+    assert block_layout(4096, 8) == BlockLayout(4, 4096, 2, 1)
+    assert block_layout(1024, 16) == BlockLayout(18, 1024, 1, 1)
+    assert block_layout(3000, 16) == BlockLayout(18, 1024, 1, 3)
+    assert block_layout(20000, 1) == BlockLayout(1, 16384, 1, 2)
+    assert block_layout(2048, 9).low_pin == 3 and block_layout(1024, 18).low_pin == 4
+    with pytest.raises(ConfigError, match="at least one row"):
+        block_layout(0, 8)
+
+
+def test_block_ram_instantiates_registered_dp16kd() -> None:
+    text = design_verilog(Ecp5BlockRam(2048, 64, 8), "bram")
+    assert text.count("DP16KD #(") == 8  # one 2Kx9 block per int8 lane
+    assert text.count('.REGMODE_B("OUTREG")') == 8 and text.count(".DATA_WIDTH_B(32'd9)") == 8
+    assert "module DP16KD" in text  # the simulation model came with it
+    assert design_verilog(Ecp5BlockRam(4096, 32, 8), "bram").count("DP16KD #(") == 8
+
+
+def test_ecp5_scratchpad_banks_are_block_rams_and_generic_ones_memories() -> None:
+    config = AcceleratorConfig()  # the 8x8 default: 4 banks of 2048 lines of 64 bits
+    ecp5 = design_verilog(Scratchpad(config, read_every_cycle=True, registered_reads=True,
+                                     bram_output_registers=True), "scratchpad")
+    assert ecp5.count("DP16KD #(") == 32 and "bank0_read_q" not in ecp5
+    fabric = design_verilog(Scratchpad(config, read_every_cycle=True, registered_reads=True),
+                            "scratchpad")
+    assert "DP16KD" not in fabric and "bank0_read_q" in fabric
