@@ -55,12 +55,11 @@ from tensorforge.hw.axi import AxiReadArbiter, axi_lite_signature, axi_signature
 from tensorforge.hw.axi_memory import AxiMemory
 from tensorforge.hw.axi_window import AxiWindowDecoder, Channels
 from tensorforge.hw.controller import Controller
+from tensorforge.hw.counters import add_counters
 from tensorforge.hw.dma import LoadUnit, StoreUnit
 from tensorforge.hw.ports import SPAD_ADDR_BITS
 from tensorforge.hw.registers import (
     ADDRESS_BITS,
-    COUNTERS,
-    REGISTER_BITS,
     ControlRegisters,
     Status,
 )
@@ -177,16 +176,8 @@ class Accelerator(wiring.Component):
             "bytes_read": (axi.rvalid & axi.rready) * bus_bytes,
             "bytes_written": (axi.wvalid & axi.wready) * bus_bytes,
         }
-        if set(increments) != set(COUNTERS):  # a register added to REGISTERS but not here
-            raise RuntimeError(f"counters {sorted(increments)} do not match {sorted(COUNTERS)}")
-        starting = registers.start & ~controller.busy
-        for name, increment in increments.items():
-            counter = Signal(REGISTER_BITS, name=f"count_{name}")
-            m.d.comb += getattr(registers, name).eq(counter)
-            with m.If(starting):
-                m.d.sync += counter.eq(0)
-            with m.Elif(controller.busy):
-                m.d.sync += counter.eq(counter + increment)
+        add_counters(m, registers, increments, starting=registers.start & ~controller.busy,
+                     busy=controller.busy, registered=self.target is Target.ECP5)
         return m
 
     def _add_activation_memory(self, m: Module, load_axi, store_axi):
