@@ -115,7 +115,7 @@ class Accelerator(wiring.Component):
             config, retiring, early_room=self.target is Target.ECP5)
         ecp5 = self.target is Target.ECP5
         m.submodules.scratchpad = scratchpad = Scratchpad(
-            config, read_every_cycle=ecp5, registered_reads=ecp5, bram_output_registers=ecp5)
+            config, read_every_cycle=ecp5, registered_reads=ecp5)
         m.submodules.accumulator = accumulator = AccumulatorBuffer(
             config, read_every_cycle=ecp5, registered_reads=ecp5, registered_writes=ecp5)
         m.submodules.read_arbiter = arbiter = AxiReadArbiter(

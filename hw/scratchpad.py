@@ -202,9 +202,11 @@ class Scratchpad(wiring.Component):
     cycle t returns its line in cycle t+2 (``read_latency`` 2), one line per port per cycle
     as before. Arbitration, conflicts and write timing are unchanged.
 
-    ``bram_output_registers`` (the ECP5 target, with both flags above): each bank is an
+    ``bram_output_registers`` (ECP5 only, with both flags above): each bank is an
     `Ecp5BlockRam`, whose DP16KD blocks register the read data in their own output registers
-    (``OUTREG``) in place of the fabric register: the same data in the same cycles.
+    (``OUTREG``) in place of the fabric register: the same data in the same cycles. The
+    ``ecp5`` Accelerator does not set it: the whole 8x8 placed and routed slower with it on
+    three seeds (docs/ecp5_target.md).
     """
 
     read_latency = 1

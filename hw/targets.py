@@ -2,10 +2,9 @@
 
 ``generic`` is plain RTL for simulation and ASIC flows (the default, and what the cost model is
 calibrated on). ``ecp5`` builds the PE multipliers from Lattice ECP5 MULT18X18D slices with
-their own input and output registers (`tensorforge.hw.dsp`), the scratchpad banks from
-DP16KD block RAMs with their own output registers (`tensorforge.hw.ecp5_bram`), registers the
-stationary loads into the PE array and adds pipeline registers to the memory-side control and
-the requantizer, for timing closure on ECP5 (docs/ecp5_target.md): the same results, a few more
+their own input and output registers (`tensorforge.hw.dsp`), registers the stationary
+loads into the PE array and adds pipeline registers to the memory-side control and the
+requantizer, for timing closure on ECP5 (docs/ecp5_target.md): the same results, a few more
 cycles, so the cost model describes ``generic`` only.
 """
 
