@@ -79,11 +79,10 @@ CASES = [
          {"intrinsic": "conv2d", "array": _array(4, 4, local_bytes=16)}),
     Case("gemm-8x8", "accelerator", {"intrinsic": "gemm", "array": _array(8, 8)}),
     Case("gemm-16x16", "accelerator", {"intrinsic": "gemm", "array": _array(16, 16)},
-         note="routed by nextpnr's router1 in 64 minutes after 24 of placement, at 83% of "
-              "the LFE5U-85F's LUT4s (router2 stopped converging near 8,000 overused wires). "
-              "Its critical path runs from the compute unit's step control through the "
-              "array's output handshake and the scratchpad's B read port to a PE's store "
-              "enable: 15.0 of its 17.7 ns are routing across the die"),
+         note="the ECP5 build does not fit the LFE5U-85F: Yosys maps it to 55,768 LUT4 and "
+              "10,349 CCU2C, 84,472 of the part's 83,640 logic cells (101%; 105 multipliers "
+              "built from LUTs beyond the 156 DSPs), and nextpnr finds no legal placement. The "
+              "8x8 is the largest whole accelerator of this configuration that fits the part"),
 ]
 
 
@@ -244,56 +243,46 @@ def markdown(rows: list[dict[str, Any]], timeout_s: float, commit: str) -> str:
 
 NOTES = """## How to read these numbers
 
-* **The PE pipeline (timing closure).** Each PE is three register stages: the local-store read
-  (a bank x slot mux) and the streamed operand are registered, the multiplier's product is
-  registered, then the accumulate adder updates the sum (`hw/pe.py`, `hw/mac.py`), so no
-  clock period holds the mux, the MULT18X18D and the 32-bit carry chain together. It costs two
-  cycles of array latency (`array_latency`) and ~30 flip-flops per PE, no DSP: one MULT18X18D per
-  MAC. The 8x8 core went from 63.5 MHz (bank register -> mux -> multiplier -> adder in one
-  cycle) to the figure above; its critical path is now one flip-flop -> MULT18X18D -> product
-  flip-flop, and more than half of it is routing to and from the DSP column (Yosys'
-  `synth_ecp5` does not fold the fabric registers into the DSP's own input/output registers).
-  The compute unit latches its decoded micro-loop (`last_outer`, `last_inner`, ZERO) with the
-  instruction, so decode no longer shares a cycle with the walkers' address arithmetic.
-* **Whole accelerators (ECP5).** The 8x8 PE array closes above 100 MHz alone; around it, the
-  memory-side control set the clock (gemm-8x8: 54.7 MHz at `74d5738`, compute unit ->
-  scratchpad block-RAM clock enable). The scratchpad's read ports now hold two lines with a
-  registered `req.ready`, so the compute unit's stall logic and the bank decode into the block
-  RAM are in different cycles; the AXI burst planner computes each burst's length, 4 KiB
-  distance and last flag a cycle ahead; the stationary walker's request address is a
-  register. None of this changed a cycle count (`docs/rtl_utilization.md`). The critical
-  paths (list above) are now block RAM -> PE store (the DP16KD's clock-to-output alone is
-  ~5.8 ns on speed 6) or the compute unit's request logic -> the scratchpad read port's
-  accept register. At 16x16 the part is 83% full and wires dominate: the same request path
-  crosses the die twice (gemm-16x16, 56.6 MHz, 85% of its path routing), and the core alone
-  falls from 107.7 MHz (8x8) to 74.5 MHz, two thirds of its path being the wires between a
-  PE and its DSP. Next: the block
-  RAM's output register (a two-cycle scratchpad read, one more cycle of `step_latency` and of
-  the cost model's terms), a registered request into the read ports, and a register stage
-  in the broadcast of the store enables across a large array.
+* **Two builds of one design.** The ECP5 columns are the ECP5 build (`--target ecp5`): PE
+  multipliers on MULT18X18D with the DSP's own input and output registers, and the memory
+  side's extra registers (block-RAM reads and accumulator writes registered, the scratchpad's
+  read requests through skid registers, the load unit's gatherer and the store unit's W packer
+  split over more cycles), all listed with their equivalence tests in `docs/ecp5_target.md`.
+  It computes the same results in a few more cycles. The ASIC columns are the generic RTL,
+  the hardware the cost model, `docs/fidelity.md` and the area/energy fits describe.
+* **Where ECP5 timing stands.** nextpnr's routing on speed 6 costs about 1 ns per net even
+  between neighbouring tiles (the 8x8's critical path: eight nets, 7.8 ns of routing), so an
+  8 ns clock leaves room for about five LUT or carry levels between flip-flops; the PE arrays
+  meet that (`*-core` rows), the whole accelerators' control (DMA burst planning, the compute
+  unit's walkers and the accumulator's write arbitration, the controller's repeat gates) has
+  paths of seven to ten. `docs/ecp5_target.md` has the per-endpoint picture (which blocks
+  fail by how much) and every step measured so far, kept or not.
+* **The PE pipeline.** Each PE is three register stages: the local-store read (a bank x slot
+  mux) and the streamed operand are registered, the product is registered, then the
+  accumulate adder updates the sum (`hw/pe.py`, `hw/mac.py`; on ECP5 the first two are the
+  MULT18X18D's own registers, `hw/dsp.py`), so no clock period holds the mux, the multiplier
+  and the 32-bit carry chain together.
 * **DSP budget (ECP5).** `synth_ecp5` puts every multiplier on a MULT18X18D, and the
-  LFE5U-85F has 156, so gemm-16x16 (256 MACs) used to stop in nextpnr with no DSP left to
-  place. The flow now keeps multipliers on DSPs up to the part's count and has Yosys' `booth`
-  pass build the rest from LUTs and carry chains (`fpga/ecp5_dsp.py`;
-  `synthesize_ecp5(max_dsps=...)`, `tensorforge synth --max-dsps N`), as Vivado's `max_dsp`
-  does; the DSP column shows how many went to LUTs (the last PEs in row-major order). Packing
-  two int8 products into one MULT18X18D does not work (the two 16-bit products need a 24-bit
-  operand; the DSP takes 18 bits), and the slice's 9x9 mode is supported by neither Yosys
-  nor nextpnr-ecp5.
-* **SRAM macros.** The ASIC flow keeps every memory with synchronous read ports as a black-box
-  macro (`synthesize_asic(..., memories="macros")`, the default); the macro's area, access
-  time, setup, read/write energy and leakage come from the analytical 0.18um model in
-  `fpga/sram.py` (bit cell 120 F^2, 70% array efficiency, per-row/per-column periphery, fixed
-  control block; constants in the range of CACTI 3.0's 0.18um results, estimates rather than
-  silicon data). OpenSTA reads a generated Liberty file for the macros, so paths into and out of
-  them are timed; the macro access power assumes each port is used in `activity` of the cycles.
-  `memories="flops"` gives the old flip-flop build (a 64 KiB scratchpad then dominates area and
-  sets a clock near 17 MHz).
+  LFE5U-85F has 156, so gemm-16x16 (256 MACs) would stop in nextpnr with no DSP left to
+  place. The ECP5 build instantiates DSPs for the first 156 PEs (row-major) and the flow has
+  Yosys' `booth` pass build any other multiplier from LUTs and carry chains
+  (`fpga/ecp5_dsp.py`; `synthesize_ecp5(max_dsps=...)`, `tensorforge synth --max-dsps N`), as
+  Vivado's `max_dsp` does; the DSP column shows how many went to LUTs. Packing two int8
+  products into one MULT18X18D does not work (the two 16-bit products need a 24-bit operand;
+  the DSP takes 18 bits), and the slice's 9x9 mode is supported by neither Yosys nor
+  nextpnr-ecp5.
+* **SRAM macros (ASIC).** Every memory with synchronous read ports becomes an array of the
+  technology's SRAM macros (`synthesize_asic(..., memories="macros")`, the default): on IHP
+  SG13G2 the foundry's own single- and two-port macros, vendored with their Liberty files
+  (`fpga/ihp_sg13g2.py`), picked per memory by `fpga/macro_picker.py`, with the decode and
+  read-multiplexing glue mapped onto standard cells. OpenSTA times the paths into and out of
+  them with their Liberty tables; their access power is charged per access at `activity` of
+  the cycles. `memories="flops"` gives the flip-flop build.
 * **ECP5 on PE arrays.** `synth_ecp5` used to stop on PE arrays with ``Assert
   `count_id(wire->name) == 0'`` in ABC9's reintegration: Amaranth emits, next to a port whose
   payload is an `amaranth.lib.data` array (the PE array's `out__payload`), alias wires for its
   elements named `out__payload[0]`, `out__payload[1]`, and ABC9 names bit 0 of the port
-  `out__payload[0]` too (Yosys issue #4349). The flow now runs `opt_clean -purge` before LUT
+  `out__payload[0]` too (Yosys issue #4349). The flow runs `opt_clean -purge` before LUT
   mapping; the hardware is not at fault.
 * **OpenSTA.** The mapped netlist is written without left-hand concatenations, `x` constants or
   hex literals (`setundef -zero`, `splitnets`, `opt_clean -purge`, `write_verilog -noexpr

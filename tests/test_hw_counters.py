@@ -31,14 +31,14 @@ def _counters_bench(registered: bool, seed: int) -> None:
             expected = dict.fromkeys(COUNTERS, 0)
             for _ in range(rng.randrange(5, 60)):
                 ctx.set(busy, rng.random() < 0.85)
-                for name, increment in increments.items():
+                for increment in increments.values():
                     ctx.set(increment, rng.randrange(16))
                 if ctx.get(busy):
                     for name, increment in increments.items():
                         expected[name] += ctx.get(increment)
                 await ctx.tick()
             ctx.set(busy, 0)
-            for name, increment in increments.items():  # ignored while idle
+            for increment in increments.values():  # ignored while idle
                 ctx.set(increment, rng.randrange(16))
             await ctx.tick().repeat(2)  # a host reads STATUS.done before the counters
             assert {name: ctx.get(getattr(registers, name)) for name in COUNTERS} == expected
