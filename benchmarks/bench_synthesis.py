@@ -62,10 +62,11 @@ def _array(rows: int, cols: int, interconnect: str = "systolic", dataflow: str =
 
 CASES = [
     Case("gemm-16x16-core", "pe_array", {"intrinsic": "gemm", "array": _array(16, 16)},
-         note="the PE array alone at 70% of the LUT4s and every DSP; its critical path is a "
-              "PE's operand flip-flop -> a MULT18X18D across the die -> the product flip-flop "
-              "(9.0 of its 13.4 ns routing), so at this size the DSPs' own input/output "
-              "registers, which Yosys does not use, would pay off"),
+         note="the PE array alone: the first 156 PEs multiply on MULT18X18D with the DSP's own "
+              "input and output registers, the other 100 on LUTs and carry chains; its "
+              "critical path starts at a DSP's output register and ends at the accumulate "
+              "adder's flip-flop (74.5 MHz at `3885914`, when fabric flip-flops sat on both "
+              "sides of the DSPs)"),
     Case("gemm-8x8-core", "pe_array", {"intrinsic": "gemm", "array": _array(8, 8)}),
     Case("gemm-4x4-core", "pe_array", {"intrinsic": "gemm", "array": _array(4, 4)}),
     Case("gemm-4x4", "accelerator", {"intrinsic": "gemm", "array": _array(4, 4)}),
@@ -252,10 +253,11 @@ NOTES = """## How to read these numbers
   the hardware the cost model, `docs/fidelity.md` and the area/energy fits describe.
 * **Where ECP5 timing stands.** nextpnr's routing on speed 6 costs about 1 ns per net even
   between neighbouring tiles (the 8x8's critical path: eight nets, 7.8 ns of routing), so an
-  8 ns clock leaves room for about five LUT or carry levels between flip-flops; the PE arrays
-  meet that (`*-core` rows), the whole accelerators' control (DMA burst planning, the compute
-  unit's walkers and the accumulator's write arbitration, the controller's repeat gates) has
-  paths of seven to ten. `docs/ecp5_target.md` has the per-endpoint picture (which blocks
+  8 ns clock leaves room for about five LUT or carry levels between flip-flops. The 4x4 and
+  8x8 PE arrays alone close above 125 MHz (`*-core` rows); the whole accelerators' control
+  (DMA burst planning, the compute unit's walkers and the accumulator's write arbitration, the
+  controller's repeat gates) has failing paths of six to ten routed nets, and the block-RAM
+  reads without an output register (5.6 ns from the clock) leave room for only two. `docs/ecp5_target.md` has the per-endpoint picture (which blocks
   fail by how much) and every step measured so far, kept or not.
 * **The PE pipeline.** Each PE is three register stages: the local-store read (a bank x slot
   mux) and the streamed operand are registered, the product is registered, then the
