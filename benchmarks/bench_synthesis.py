@@ -257,8 +257,9 @@ NOTES = """## How to read these numbers
   8x8 PE arrays alone close above 125 MHz (`*-core` rows); the whole accelerators' control
   (DMA burst planning, the compute unit's walkers and the accumulator's write arbitration, the
   controller's repeat gates) has failing paths of six to ten routed nets, and the block-RAM
-  reads without an output register (5.6 ns from the clock) leave room for only two. `docs/ecp5_target.md` has the per-endpoint picture (which blocks
-  fail by how much) and every step measured so far, kept or not.
+  reads without an output register (5.6 ns from the clock) leave room for only two.
+  `docs/ecp5_target.md` has the per-endpoint picture (which blocks fail by how much, where
+  their paths start) and every step measured so far, kept or not.
 * **The PE pipeline.** Each PE is three register stages: the local-store read (a bank x slot
   mux) and the streamed operand are registered, the product is registered, then the
   accumulate adder updates the sum (`hw/pe.py`, `hw/mac.py`; on ECP5 the first two are the
