@@ -190,3 +190,30 @@ def test_inputs_and_clock_are_read_from_a_netlist():
     assert detect_clock(["a", "clk"]) == "clk"
     assert detect_clock(["a", "clock"]) == "clock"
     assert detect_clock(["a", "b"]) is None
+
+
+def test_synth_passes_the_placement_seed_and_router_to_nextpnr(monkeypatch, tmp_path, capsys):
+    """`tensorforge synth --seed N`: placement-seed studies from the command line (nextpnr's
+    Fmax moves by several MHz with the seed); the default stays seed 1."""
+    import tensorforge.fpga.ecp5 as ecp5
+    from tensorforge.cli import main
+
+    seen = []
+
+    class Report:
+        def summary(self):
+            return {"flow": "ecp5"}
+
+    def fake_ecp5(verilog, top, **options):
+        seen.append(options)
+        return Report()
+
+    monkeypatch.setattr(ecp5, "synthesize_ecp5", fake_ecp5)
+    source = tmp_path / "top.v"
+    source.write_text("module top(input a, output y); assign y = a; endmodule\n")
+    base = ["synth", str(source), "--top", "top", "--flow", "ecp5", "--json",
+            "--store", str(tmp_path / "s.sqlite")]
+    assert main(base) == 0
+    assert main([*base, "--seed", "3", "--router", "router2"]) == 0
+    capsys.readouterr()
+    assert [(o["seed"], o["router"]) for o in seen] == [(1, "router1"), (3, "router2")]

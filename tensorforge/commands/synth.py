@@ -50,6 +50,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--router", choices=("router1", "router2"), default="router1",
                         help="ecp5: nextpnr's router (default router1; router2 for large, "
                              "congested designs on which router1 runs too long)")
+    parser.add_argument("--seed", type=int, default=1,
+                        help="ecp5: nextpnr's placement seed (default 1); Fmax moves by several "
+                             "MHz with it, so compare designs over a few seeds")
     parser.add_argument("--timeout", type=float, default=1800.0,
                         help="seconds each tool may run (default 1800)")
     parser.add_argument("--store", type=Path, default=None,
@@ -100,7 +103,7 @@ def _synthesize(args: argparse.Namespace, verilog: str, common: dict[str, Any]) 
         return synthesize_ecp5(
             verilog, args.top, part=args.part, package=args.package, clock_ns=args.clock_ns,
             out_of_context=args.out_of_context, max_dsps=args.max_dsps,
-            router=args.router, **common,
+            router=args.router, seed=args.seed, **common,
         )
     return synthesize_asic(
         verilog, args.top, tech=args.tech, clock_ns=args.clock_ns, activity=args.activity,
