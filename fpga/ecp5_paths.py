@@ -46,6 +46,7 @@ from tensorforge.fpga.ecp5_timing import (
     Endpoint,
     RunTiming,
     block_of,
+    endpoints_under,
     read_run,
     signal_of,
 )
@@ -588,11 +589,7 @@ def main(argv: list[str] | None = None) -> int:
           f"nextpnr's histogram: {histogram}")
     if args.path:
         return _print_cell_paths(run, args.path)
-    endpoints = run.timing.endpoints
-    if args.under:
-        endpoints = [ep for ep in endpoints
-                     if ep.cell == args.under or ep.cell.startswith(args.under + ".")]
-    failing = worst_failing(endpoints)
+    failing = worst_failing(endpoints_under(run.timing.endpoints, args.under))
     print()
     print(format_groups(group_by_boundary(failing, run.path_of, args.depth), args.groups,
                         markdown=args.markdown))

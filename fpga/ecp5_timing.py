@@ -183,6 +183,13 @@ def endpoint_slacks(report: dict, sdf: SdfTiming | None) -> list[Endpoint]:
     return endpoints
 
 
+def endpoints_under(endpoints: Iterable[Endpoint], prefix: str | None) -> list[Endpoint]:
+    """The endpoints in module ``prefix`` or below it (all of them for ``None``)."""
+    if not prefix:
+        return list(endpoints)
+    return [ep for ep in endpoints if ep.cell == prefix or ep.cell.startswith(prefix + ".")]
+
+
 def block_of(cell: str, depth: int = 1) -> str:
     """The hierarchy prefix of a cell name, ``depth`` dotted components at most.
 
@@ -367,10 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    endpoints = run.endpoints
-    if args.under:
-        endpoints = [ep for ep in endpoints
-                     if ep.cell == args.under or ep.cell.startswith(args.under + ".")]
+    endpoints = endpoints_under(run.endpoints, args.under)
     clocks = ", ".join(f"{clock} {mhz:.2f} MHz" for clock, mhz in run.clocks.items())
     match = {True: "yes", False: "NO", None: "no histogram in the log"}[run.histogram_matches]
     distinct = {(ep.cell, ep.port, ep.clock) for ep in run.endpoints}
