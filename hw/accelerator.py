@@ -66,6 +66,7 @@ from tensorforge.hw.registers import (
 from tensorforge.hw.scratchpad import Scratchpad
 from tensorforge.hw.skid import SkidBuffer
 from tensorforge.hw.targets import Target, parse_target
+from tensorforge.hw.unit_link import RegisteredUnitLink
 
 TOP_NAME = "accelerator"
 
@@ -111,9 +112,9 @@ class Accelerator(wiring.Component):
         # a unit that reports retirement takes its next command before it is idle
         retiring = tuple(name for name, unit in units.items()
                          if "retired" in unit.signature.members)
-        m.submodules.controller = controller = Controller(
-            config, retiring, early_room=self.target is Target.ECP5)
         ecp5 = self.target is Target.ECP5
+        m.submodules.controller = controller = Controller(
+            config, retiring, early_room=ecp5, serial_step=ecp5)
         m.submodules.scratchpad = scratchpad = Scratchpad(
             config, read_every_cycle=ecp5, registered_reads=ecp5)
         m.submodules.accumulator = accumulator = AccumulatorBuffer(
@@ -131,10 +132,7 @@ class Accelerator(wiring.Component):
         forward(m, store_dram, self.m_axi)
 
         for name, unit in units.items():
-            wiring.connect(m, getattr(controller, f"{name}_cmd"), unit.cmd)
-            m.d.comb += getattr(controller, f"{name}_idle").eq(unit.idle)
-            if name in retiring:
-                m.d.comb += getattr(controller, f"{name}_retired").eq(unit.retired)
+            self._link_unit(m, controller, name, unit, retires=name in retiring, registered=ecp5)
         for name in ("a_read", "b_read"):
             requester, port = getattr(compute, name), getattr(scratchpad, name)
             if ecp5:  # the bank arbitration starts from registers, the walkers' handshake too
@@ -176,11 +174,29 @@ class Accelerator(wiring.Component):
             "bytes_read": (axi.rvalid & axi.rready) * bus_bytes,
             "bytes_written": (axi.wvalid & axi.wready) * bus_bytes,
         }
-        # registered=True (the ECP5 target's candidate) cleared the counters' own failing
-        # endpoints but measured slower on two placement seeds: docs/ecp5_target.md
+        # on ECP5 the increments are registered: every path into a counter starts at a
+        # register next to it (docs/ecp5_target.md)
         add_counters(m, registers, increments, starting=registers.start & ~controller.busy,
-                     busy=controller.busy)
+                     busy=controller.busy, registered=ecp5)
         return m
+
+    @staticmethod
+    def _link_unit(m: Module, controller, name: str, unit, retires: bool,
+                   registered: bool) -> None:
+        """The controller's gate to one unit: wired directly, or (``registered``, the ECP5
+        target) through a `RegisteredUnitLink`, so the gate decides from registers."""
+        command = getattr(controller, f"{name}_cmd")
+        idle, retired = unit.idle, unit.retired if retires else None
+        if registered:
+            link = m.submodules[f"{name}_link"] = RegisteredUnitLink(command.payload.shape())
+            wiring.connect(m, command, link.gate_cmd)
+            command = link.unit_cmd
+            m.d.comb += [link.unit_idle.eq(idle), link.unit_retired.eq(retired if retires else 0)]
+            idle, retired = link.gate_idle, link.gate_retired
+        wiring.connect(m, command, unit.cmd)
+        m.d.comb += getattr(controller, f"{name}_idle").eq(idle)
+        if retires:
+            m.d.comb += getattr(controller, f"{name}_retired").eq(retired)
 
     def _add_activation_memory(self, m: Module, load_axi, store_axi):
         """The activation memory (`AxiMemory`, submodule ``activations``) and the decoders

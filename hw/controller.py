@@ -69,8 +69,14 @@ class Controller(wiring.Component):
     ``dep_wait`` is the number of gates that hold an instruction whose tokens are missing.
 
     ``early_room`` (the ``ecp5`` target) decides from a register whether the fetch queue has
-    room for a burst, worked out a cycle early for the longest burst: fetch may wait a few
-    cycles longer, and no adder sits between the queue and ARVALID.
+    room for a burst, worked out a cycle early for the longest burst from a count of the beats
+    requested and not yet dispatched: fetch may wait a few cycles longer, and no adder sits
+    between the queue and ARVALID, nor the queue's level before the decision.
+
+    ``serial_step`` (the ``ecp5`` target) works out a repeated LOAD's or STORE's DRAM step
+    by shift-and-add, a bit of ``repeat_stride`` per cycle from the cycle the gate takes
+    the instruction, instead of through a multiplier in one cycle: its second run waits
+    until the step is ready, ``repeat_stride``'s width + 2 cycles after the take.
 
     A unit named in ``retiring`` may take its next command before it is idle: it pulses
     ``<unit>_retired`` once per command, in order, when that command's effects are complete.
@@ -87,9 +93,10 @@ class Controller(wiring.Component):
     retire_windows = {"load": 4, "compute": 1, "store": 4}
 
     def __init__(self, config: AcceleratorConfig, retiring: tuple[str, ...] = (),
-                 early_room: bool = False) -> None:
+                 early_room: bool = False, serial_step: bool = False) -> None:
         self.config = config
         self.early_room = early_room
+        self.serial_step = serial_step
         self.queue_depth = config.controller.queue_depth
         self.retiring = tuple(retiring)
         members = {
@@ -215,10 +222,21 @@ class Controller(wiring.Component):
         occupied = Signal(range(capacity + longest + 1))
         fits = occupied + planner.beats <= capacity
         if self.early_room:
-            # registered a cycle early: room for the longest burst after this cycle's request
+            # registered a cycle early: room for the longest burst after this cycle's request,
+            # from a count of the beats requested and not yet taken out of the queue (chunks
+            # taken out count a cycle late): never below the queue's occupancy, and the same
+            # outside the drain after a FINISH, where no burst is requested
             fits = Signal(name="fetch_room")
-            grown = occupied + Mux(axi.arvalid & axi.arready, planner.beats, 0)
-            m.d.sync += fits.eq(grown + longest <= capacity)
+            reserved = Signal(range(capacity + 1), name="fetch_reserved")
+            popped = Signal(name="fetch_popped")
+            requested_beats = Mux(axi.arvalid & axi.arready, planner.beats, 0)
+            m.d.sync += [
+                popped.eq(fetched.r_en & fetched.r_rdy),
+                reserved.eq(reserved + requested_beats - Mux(popped, beats_per_chunk, 0)),
+                fits.eq(reserved + requested_beats + longest <= capacity),
+            ]
+            with m.If(self.start & ~self.busy):
+                m.d.sync += reserved.eq(0)
         m.d.comb += [
             occupied.eq(fetched.r_level * beats_per_chunk + assembling + in_flight),
             axi.arid.eq(ReadId.FETCH),
@@ -301,15 +319,19 @@ class Controller(wiring.Component):
         if unit in self.retiring:
             deferred = self._deferred_pushes(m, unit, pushes)
         repeats = self.config.controller.repeat and unit in REPEATING
+        step_ready = None  # serial_step: the repeat step is worked out (None: at once)
         def pushed(flag: str):  # a repeated instruction pushes only after its last run
             return getattr(flags, flag) & last_run if repeats else getattr(flags, flag)
 
+        taking = Signal(name=f"{unit}_taking")  # the gate takes an instruction this cycle
         if repeats:
-            runs_left, advance = self._repeat(m, unit, held)
+            runs_left, advance, step_ready = self._repeat(m, unit, held, queue.r_data, taking)
             last_run = runs_left == 0
         with m.FSM(name=f"{unit}_gate"):
             with m.State("TAKE"):
                 m.d.comb += [empty.eq(1), queue.r_en.eq(1)]
+                if repeats and self.serial_step:
+                    m.d.comb += taking.eq(queue.r_rdy)
                 with m.If(queue.r_rdy):
                     m.d.sync += held.eq(queue.r_data)
                     if repeats:
@@ -329,7 +351,8 @@ class Controller(wiring.Component):
             with m.State("RUN"):
                 if unit in self.retiring:  # the tokens wait for the retire pulse: take the next
                     deferred_room, defer = deferred
-                    with m.If(deferred_room):
+                    with m.If(deferred_room if step_ready is None
+                              else deferred_room & (last_run | step_ready)):
                         defer(Cat(pushed(flag) for flag in pushes))
                         m.next = "TAKE"
                         if repeats:
@@ -337,7 +360,7 @@ class Controller(wiring.Component):
                                 advance()
                                 m.next = "ISSUE"
                 else:
-                    with m.If(idle):
+                    with m.If(idle if step_ready is None else idle & (last_run | step_ready)):
                         for flag, push in pushes.items():
                             m.d.comb += push.eq(pushed(flag))
                         m.next = "TAKE"
@@ -347,19 +370,22 @@ class Controller(wiring.Component):
                                 m.next = "ISSUE"
         return waiting, empty
 
-    def _repeat(self, m: Module, unit: str, held: Signal):
+    def _repeat(self, m: Module, unit: str, held: Signal, taken, taking):
         """The run counter of a LOAD or STORE gate (``controller.repeat``). Returns
-        ``(runs_left, advance)``: the runs still to issue after the current one, and the
-        action that turns ``held`` into the next run (its line and DRAM address moved on,
-        `isa.expand`). The DRAM step is a product of two fields, registered while the gate
-        waits for tokens, so no multiplier sits on the way to the unit."""
+        ``(runs_left, advance, step_ready)``: the runs still to issue after the current one,
+        the action that turns ``held`` into the next run (its line and DRAM address moved on,
+        `isa.expand`), and (``serial_step``; else None) whether the DRAM step is ready.
+        The DRAM step is a product of two fields, registered while the gate waits for
+        tokens, so no multiplier sits on the way to the unit; with ``serial_step`` it is
+        worked out from ``taken`` (the instruction ``held`` takes while ``taking``) a bit
+        per cycle, and no multiplier sits anywhere."""
         config = self.config
         opcode = UNIT_OPCODES[unit]
         offsets = isa.field_offsets(opcode)
 
-        def field(name: str):
+        def field(name: str, word=held):
             lsb, bits = offsets[name]
-            return held[lsb : lsb + bits]
+            return word[lsb : lsb + bits]
 
         in_shift = (config.precision.in_bits // 8).bit_length() - 1
         acc_shift = (config.precision.acc_bits // 8).bit_length() - 1
@@ -371,7 +397,15 @@ class Controller(wiring.Component):
             run_lines = field("rows")
         runs_left = Signal(offsets["repeat"][1], name=f"{unit}_runs_left")
         step = Signal(ADDR_BITS, name=f"{unit}_run_step")
-        rows = field("repeat_stride") * field("stride")
+        step_ready = None
+        if self.serial_step:
+            rows, step_ready = self._shift_add(m, unit, field("repeat_stride", taken),
+                                               field("stride", taken), taking)
+            lines = Signal(run_lines.shape(), name=f"{unit}_run_lines")  # constant over the runs
+            m.d.sync += lines.eq(run_lines)
+            run_lines = lines
+        else:
+            rows = field("repeat_stride") * field("stride")
         m.d.sync += step.eq(Mux(wide, rows << acc_shift, rows << in_shift))
 
         def advance() -> None:
@@ -381,7 +415,30 @@ class Controller(wiring.Component):
                 runs_left.eq(runs_left - 1),
             ]
 
-        return runs_left, advance
+        return runs_left, advance, step_ready
+
+    @staticmethod
+    def _shift_add(m: Module, unit: str, multiplier, multiplicand, start):
+        """``multiplier * multiplicand`` (mod 2^32) by shift-and-add, the multiplier's top
+        bit first, from operands taken while ``start``. Returns ``(product, ready)``:
+        ``ready`` (a register) rises the cycle after the product is complete, once the
+        registered step made from it is too: ``len(multiplier) + 2`` cycles after ``start``."""
+        bits = len(multiplier)
+        left = Signal(range(bits + 1), name=f"{unit}_step_bits_left")
+        pending = Signal(bits, name=f"{unit}_step_multiplier")
+        operand = Signal(ADDR_BITS, name=f"{unit}_step_multiplicand")
+        product = Signal(ADDR_BITS, name=f"{unit}_step_product")
+        ready = Signal(name=f"{unit}_step_ready")
+        with m.If(start):
+            m.d.sync += [left.eq(bits), pending.eq(multiplier), operand.eq(multiplicand),
+                         product.eq(0), ready.eq(0)]
+        with m.Else():
+            m.d.sync += ready.eq(left == 0)
+            with m.If(left != 0):
+                addend = Mux(pending[-1], operand, 0)
+                m.d.sync += [product.eq((product << 1) + addend), pending.eq(pending << 1),
+                             left.eq(left - 1)]
+        return product, ready
 
     def _deferred_pushes(self, m: Module, unit: str, pushes: dict):
         """A retiring unit's deferred pushes: the push flags of each command it took and has
