@@ -118,7 +118,8 @@ class Accelerator(wiring.Component):
         m.submodules.scratchpad = scratchpad = Scratchpad(
             config, read_every_cycle=ecp5, registered_reads=ecp5)
         m.submodules.accumulator = accumulator = AccumulatorBuffer(
-            config, read_every_cycle=ecp5, registered_reads=ecp5, registered_writes=ecp5)
+            config, read_every_cycle=ecp5, registered_reads=ecp5, registered_writes=ecp5,
+            registered_dma_reads=store.registered_acc_reads)
         m.submodules.read_arbiter = arbiter = AxiReadArbiter(
             config.dma.bus_bits, registered=self.target is Target.ECP5)
 

@@ -37,8 +37,13 @@ class AccumulatorBuffer(wiring.Component):
     and answered through `RegisteredReadBuffer`: a read accepted in cycle t returns its line
     in cycle t+2, one line per cycle as before; its ``req.ready`` no longer waits on
     ``resp.ready``. Writes and what a read sees (the line as of its acceptance) are unchanged.
-    The DMA port keeps `ReadSlot` (one line owned at a time): the store unit latches each
-    row's fields with the request and relies on that.
+    The DMA port keeps `ReadSlot` (one line owned at a time) unless ``registered_dma_reads``.
+
+    ``registered_dma_reads`` (the ECP5 target, without ``output_pipeline``): the DMA port is
+    registered and answered the same way (a read accepted in t returns its line in t+2, up to
+    three lines owned), so the block RAM's read ends at a register instead of running on into
+    the store unit's line queue; the store unit queues each request's row fields to match
+    (`StoreUnit.registered_acc_reads`).
 
     ``registered_writes`` (the ECP5 target): each writer's request (address, data, mask) and
     the choice between them are registered (no enable) before the memory's write port, so a
@@ -57,10 +62,12 @@ class AccumulatorBuffer(wiring.Component):
     write_latency = 1
 
     def __init__(self, config: AcceleratorConfig, read_every_cycle: bool = False,
-                 registered_reads: bool = False, registered_writes: bool = False) -> None:
+                 registered_reads: bool = False, registered_writes: bool = False,
+                 registered_dma_reads: bool = False) -> None:
         self.config = config
         self.read_every_cycle = read_every_cycle
         self.registered_reads = registered_reads
+        self.registered_dma_reads = registered_dma_reads
         self.registered_writes = registered_writes
         super().__init__(
             {
@@ -83,7 +90,7 @@ class AccumulatorBuffer(wiring.Component):
         if self.registered_writes:
             early_write = memory.write_port(granularity=config.precision.acc_bits)
         for name, port in (("compute", self.compute_read), ("dma", self.dma_read)):
-            registered = self.registered_reads and name == "compute"
+            registered = self.registered_dma_reads if name == "dma" else self.registered_reads
             bypassed = registered and early_write is not None
             transparent_for = () if early_write is None or bypassed else (early_write,)
             read_port = memory.read_port(transparent_for=transparent_for)

@@ -204,9 +204,17 @@ class BurstPlanner:
             self.empty.eq(remaining == 0),
         ]
 
-    def start(self, m: Module, address, beats) -> None:
+    def start(self, m: Module, address, beats, to_boundary=None) -> None:
+        """``to_boundary``: `beats_to_boundary` of ``address`` when the caller has it in a
+        register already (worked out a cycle ahead), so no subtraction precedes the compares."""
+        if to_boundary is None:
+            to_boundary = self.beats_to_boundary(address)
+        self._load(m, address, to_boundary, beats)
+
+    def beats_to_boundary(self, address):
+        """Beats from the bus-aligned ``address`` to the next 4 KiB boundary."""
         to_boundary = (BOUNDARY_BYTES - address[:12]) >> self.beat_shift
-        self._load(m, address, to_boundary[: len(self.to_boundary)], beats)
+        return to_boundary[: len(self.to_boundary)]
 
     def advance(self, m: Module) -> None:
         crossed = self.to_boundary == self.beats

@@ -16,6 +16,7 @@ from tensorforge.hw.axi import (
 )
 from tensorforge.hw.dma_rows import (
     Queue,
+    RegisteredQueue,
     RowGeometry,
     RunGeometry,
     accept_command,
@@ -25,6 +26,7 @@ from tensorforge.hw.dma_rows import (
 )
 from tensorforge.hw.output_pipeline import PipelinedRequantizer, StoreRequantPath
 from tensorforge.hw.ports import acc_read_port, instruction_layout
+from tensorforge.hw.scratchpad import RegisteredReadBuffer
 from tensorforge.hw.store_pack import pack_beats
 from tensorforge.hw.targets import Target, parse_target
 from tensorforge.isa import Opcode
@@ -59,7 +61,12 @@ class StoreUnit(wiring.Component):
     answers one burst at a time). ``error`` is sticky: a B response other than OKAY. On the
     ``ecp5`` target the packer decides from byte counts and moves the data a cycle later, and
     W comes from a queue's registers (`store_pack`): each beat goes out three cycles later,
-    still one per cycle.
+    still one per cycle. Also on ``ecp5``: the planner starts each run from registers
+    (`_staged_span`: the spans queue's head and its distance to the 4 KiB boundary), so a run's
+    first AW goes out a cycle later; without ``output_pipeline`` the accumulator's read port is
+    registered (``registered_acc_reads``: a line comes two cycles after its request, up to
+    three owned) and each request's row fields wait in a queue beside it
+    (`_collect_registered_line`), one line per cycle as before.
 
     With ``output_pipeline``, a STORE with ``requant`` first reads its three parameter lines
     (three more cycles, before its first row; a ``per_row`` STORE again before every
@@ -78,6 +85,9 @@ class StoreUnit(wiring.Component):
         self.target = parse_target(target)
         # ``ecp5``: the requantizer's register stages (their lines need room in the queue)
         self.staged = config.output_pipeline and self.target is Target.ECP5
+        # ``ecp5`` without the requantizer (whose tags need one line owned at a time): the
+        # accumulator registers this port's data (`AccumulatorBuffer.registered_dma_reads`)
+        self.registered_acc_reads = self.target is Target.ECP5 and not config.output_pipeline
         self.outstanding = config.dma.outstanding
         super().__init__(
             {
@@ -145,7 +155,8 @@ class StoreUnit(wiring.Component):
             tag_bits = len(row.bytes) + len(row.offset) + 2 if self.staged else None
             requant = StoreRequantPath(m, config, insn, self.acc_read, self.cmd, tag_bits)
         self._collect_line(m, row, whole, first_row, rows_left, lines, requant)
-        sent, closes = self._issue_addresses(m, planner, spans, bursts, outstanding)
+        sent, closes, spans_waiting = self._issue_addresses(m, planner, spans, bursts,
+                                                            outstanding)
         if self.target is Target.ECP5:
             pack_beats(self, m, lines, bursts)
         else:
@@ -161,7 +172,7 @@ class StoreUnit(wiring.Component):
         settled = Signal()
         taken = Signal(range(self.stores_in_flight + 1))  # STOREs taken, not yet retired
         accepted = Signal()
-        m.d.comb += settled.eq(~spans.r_rdy & planner.empty & ~unanswered)
+        m.d.comb += settled.eq(~spans_waiting & planner.empty & ~unanswered)
         m.d.sync += taken.eq(taken + accepted - retire)
         with m.FSM():
             with m.State("IDLE"):
@@ -281,6 +292,9 @@ class StoreUnit(wiring.Component):
         and whether it starts or ends its run (with ``requant``: a parameter line goes to its
         register instead, and a requantizing STORE's line through the `Requantizer`)."""
         read = self.acc_read
+        if self.registered_acc_reads:
+            self._collect_registered_line(m, row, whole, first_row, rows_left, lines)
+            return
         # The read slot holds one line at a time (it takes a request only as its line is
         # taken), so what is latched with the request still belongs to the line it returns,
         # even if the next STORE has been taken meanwhile.
@@ -314,6 +328,40 @@ class StoreUnit(wiring.Component):
             lines.pushed.last.eq(last),
         ]
 
+    def _collect_registered_line(self, m, row, whole, first_row, rows_left, lines) -> None:
+        """`_collect_line` for a registered read port (``registered_acc_reads``): it owns up to
+        `RegisteredReadBuffer.LINES` lines, so each request's fields go into a queue whose head
+        (a register) is the oldest line's; a response pops it as the line is queued."""
+        read = self.acc_read
+        fields = data.StructLayout({"bytes": len(row.bytes), "offset": len(row.offset),
+                                    "first": 1, "last": 1})
+        m.submodules.line_fields = queued = RegisteredQueue(fields, RegisteredReadBuffer.LINES)
+        start_lane = Signal.like(row.offset, name="store_start_lane")  # the open run's
+        opens_run = ~whole | first_row
+        lane = Mux(opens_run, row.offset, start_lane)
+        accepted = read.req.valid & read.req.ready
+        with m.If(accepted):
+            m.d.sync += start_lane.eq(lane)
+        taken = read.resp.valid & lines.w_rdy
+        head = queued.head
+        mask = expand_bytes(byte_mask(m, head.bytes, self.config.acc_line_bytes,
+                                      "store_row_mask"))
+        m.d.comb += [
+            queued.w_en.eq(accepted),
+            queued.pushed.bytes.eq(row.bytes),
+            queued.pushed.offset.eq(lane),
+            queued.pushed.first.eq(opens_run),
+            queued.pushed.last.eq(~whole | (rows_left == 1)),
+            queued.r_en.eq(taken),
+            read.resp.ready.eq(lines.w_rdy),
+            lines.w_en.eq(read.resp.valid),
+            lines.pushed.data.eq(read.resp.payload.as_value() & mask),
+            lines.pushed.bytes.eq(head.bytes),
+            lines.pushed.offset.eq(head.offset),
+            lines.pushed.first.eq(head.first),
+            lines.pushed.last.eq(head.last),
+        ]
+
     @staticmethod
     def _through_stages(m, lines, requant, fields):
         """The ``ecp5`` target's line path: each line and its ``fields`` through the
@@ -332,7 +380,10 @@ class StoreUnit(wiring.Component):
 
     def _issue_addresses(self, m, planner, spans, bursts, outstanding):
         """AW bursts of queued runs, one per cycle, the next run planned as one's last goes;
-        returns (a burst was sent, a STORE's closing marker was taken)."""
+        returns (a burst was sent, a STORE's closing marker was taken, a span waits).
+
+        On ``ecp5`` the planner starts from `_staged_span` (registers) instead of the spans
+        queue's head (a LUT RAM read): each run's first AW goes out a cycle later."""
         config = self.config
         axi = self.axi
         drive_fixed_fields(m, axi, "aw", config.dma.bus_bits)
@@ -353,10 +404,36 @@ class StoreUnit(wiring.Component):
             m.d.comb += bursts.w_en.eq(1)
             planner.advance(m)
         closes = Signal()
-        with m.If((planner.empty | (sent & planner.last)) & spans.r_rdy):
-            m.d.comb += [spans.r_en.eq(1), closes.eq(spans.head.closes)]
-            planner.start(m, spans.head.aligned, spans.head.beats)
-        return sent, closes
+        if self.target is Target.ECP5:
+            waiting, head, to_boundary, take = self._staged_span(m, planner, spans)
+        else:
+            waiting, head, to_boundary, take = spans.r_rdy, spans.head, None, spans.r_en
+        with m.If((planner.empty | (sent & planner.last)) & waiting):
+            m.d.comb += [take.eq(1), closes.eq(head.closes)]
+            planner.start(m, head.aligned, head.beats, to_boundary)
+        if self.target is Target.ECP5:
+            return sent, closes, waiting | spans.r_rdy
+        return sent, closes, waiting
+
+    @staticmethod
+    def _staged_span(m, planner, spans):
+        """The spans queue's head moved into registers with its distance to the 4 KiB boundary
+        (`BurstPlanner.beats_to_boundary`), so the planner's compares start from flip-flops.
+        Returns (a span is staged, the span, its distance, the planner takes it (to drive))."""
+        staged = Signal(spans.head.shape(), name="store_span")
+        full = Signal(name="store_span_full")
+        to_boundary = Signal.like(planner.to_boundary, name="store_span_to_boundary")
+        take = Signal(name="store_span_taken")
+        with m.If(spans.r_rdy & (~full | take)):
+            m.d.comb += spans.r_en.eq(1)
+            m.d.sync += [
+                staged.eq(spans.head),
+                to_boundary.eq(planner.beats_to_boundary(spans.head.aligned)),
+                full.eq(1),
+            ]
+        with m.Elif(take):
+            m.d.sync += full.eq(0)
+        return full, staged, to_boundary, take
 
     def _send_beats(self, m, lines, bursts) -> None:
         """Pack the lines of a run into W beats and send them back to back.

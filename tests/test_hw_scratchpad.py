@@ -240,13 +240,15 @@ def test_scratchpad_registered_reads(banks, random_seed):
 
 
 @pytest.mark.amaranth_sim
+@pytest.mark.parametrize("port", ["compute", "dma"])  # registered_reads, registered_dma_reads
 @pytest.mark.parametrize("registered_writes", [False, True], ids=["writes", "registered-writes"])
-def test_accumulator_registered_reads(registered_writes, random_seed):
+def test_accumulator_registered_reads(port, registered_writes, random_seed):
     config = small_config(2)
     rng = np.random.default_rng(random_seed)
-    dut = AccumulatorBuffer(config, read_every_cycle=True, registered_reads=True,
-                            registered_writes=registered_writes)
-    # the DMA port keeps ReadSlot (the store unit relies on one line at a time)
-    _late_read_bench(dut, {"compute": dut.compute_read}, dut.compute_write,
+    dut = AccumulatorBuffer(config, read_every_cycle=True, registered_reads=port == "compute",
+                            registered_writes=registered_writes,
+                            registered_dma_reads=port == "dma")
+    # the other port keeps ReadSlot; its writes come from the compute unit's port either way
+    _late_read_bench(dut, {port: getattr(dut, f"{port}_read")}, dut.compute_write,
                      config.acc_lines, config.acc_line_elems, rng, random_seed,
                      -(1 << 31), 1 << 31)
