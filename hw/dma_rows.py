@@ -23,13 +23,19 @@ def log2(value: int) -> int:
 
 
 class RowGeometry:
-    """Byte geometry of one row: where it starts in DRAM, how many bytes, how many beats."""
+    """Byte geometry of one row: where it starts in DRAM, how many bytes, how many beats.
+
+    ``row_bytes``, when given, is the row's byte count worked out ahead (a register), used
+    instead of ``row_len`` cut to ``line_elems`` and shifted by ``elem_shift``."""
 
     def __init__(
-        self, m: Module, bus_bytes: int, start, row_len, line_elems, elem_shift, line_bytes: int
+        self, m: Module, bus_bytes: int, start, row_len, line_elems, elem_shift, line_bytes: int,
+        row_bytes=None,
     ) -> None:
-        elems = Signal(range(line_elems + 1))
-        m.d.comb += elems.eq(Mux(row_len > line_elems, line_elems, row_len))
+        if row_bytes is None:
+            elems = Signal(range(line_elems + 1))
+            m.d.comb += elems.eq(Mux(row_len > line_elems, line_elems, row_len))
+            row_bytes = elems << elem_shift
         self.start = start
         self.bytes = Signal(range(line_bytes + 1))
         self.offset = Signal(range(bus_bytes))  # start's byte lane in its beat
@@ -37,7 +43,7 @@ class RowGeometry:
         self.beats = Signal(range(self.max_beats + 1))
         self.aligned = Signal(ADDR_BITS)
         m.d.comb += [
-            self.bytes.eq(elems << elem_shift),
+            self.bytes.eq(row_bytes),
             self.offset.eq(start[: log2(bus_bytes)] if bus_bytes > 1 else 0),
             self.aligned.eq(start & ~Const(bus_bytes - 1, ADDR_BITS)),
             self.beats.eq((self.offset + self.bytes + bus_bytes - 1) >> log2(bus_bytes)),
@@ -45,17 +51,22 @@ class RowGeometry:
 
 
 class RunGeometry:
-    """Beats of the current run: the whole tile (``whole``, ``whole_bytes``) or ``row``."""
+    """Beats of the current run: the whole tile (``whole``, ``whole_bytes``) or ``row``.
+
+    ``chosen_bytes``, when given, is that choice worked out ahead (a register): the run's bytes.
+    """
 
     def __init__(
-        self, m: Module, bus_bytes: int, row: RowGeometry, whole, whole_bytes, line_bytes: int
+        self, m: Module, bus_bytes: int, row: RowGeometry, whole, whole_bytes, line_bytes: int,
+        chosen_bytes=None,
     ) -> None:
         max_bytes = ((1 << ROWS_BITS) - 1) * line_bytes
         self.max_beats = -(-max_bytes // bus_bytes) + 1
         run_bytes = Signal(range(max_bytes + 1))
         self.beats = Signal(range(self.max_beats + 1))
         m.d.comb += [
-            run_bytes.eq(Mux(whole, whole_bytes, row.bytes)),
+            run_bytes.eq(Mux(whole, whole_bytes, row.bytes) if chosen_bytes is None
+                         else chosen_bytes),
             self.beats.eq(
                 Mux(run_bytes == 0, 0, (row.offset + run_bytes + bus_bytes - 1) >> log2(bus_bytes))
             ),

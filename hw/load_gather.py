@@ -5,21 +5,31 @@ cut a line, shifts the beat into a byte gatherer and shifts the cut line out of 
 cycle was the whole accelerator's critical path (docs/ecp5_target.md). Here the decisions come
 first and the wide data follows them in later cycles:
 
+* before: R beats come through a `SkidBuffer` (`registered_r`), so RREADY is a register and
+  the beats the decisions see are registers (each a cycle later than on the bus).
 * cycle t (control): take a beat and cut lines from byte counts only (``have``, the head run's
-  queued thresholds); register the beat as it came, where its first kept byte goes and how
-  many bytes it keeps. Nothing wide depends on the decisions in this cycle.
+  queued fields). A line is cut once the bytes gathered before this cycle make one, so the
+  cut does not wait for this cycle's beat; a beat is taken while they do not, or alongside a
+  cut while they make less than two lines. Register the beat as it came, where its first kept
+  byte goes, how many bytes it keeps and which buffer bytes it lands on (``lands``). Nothing
+  wide depends on the decisions in this cycle. Whether the line queue has room for a cut is
+  a register set a cycle ahead (one entry short of the depth, which is one deeper for it).
 * cycle t+1: the beat is written into the circular buffer (``N`` bytes, a power of two at least
-  a line and a beat), each byte from the beat's byte at its lane (a mux on registers) under
-  its own enable (a compare on registers): no shift of the buffer, no clearing.
+  a line, a beat and the smaller of the two: the bytes held, up to a line and a beat, and a
+  beat taken alongside a cut), each byte from the beat's byte at its lane (a mux on registers) under
+  its own enable (``lands``, a register): no shift of the buffer, no clearing.
 * cycle t+2: a line cut in cycle t is read from the buffer: the bytes from its start, rounded
   down to 8 bytes, to 7 bytes past its end, are registered.
 * cycle t+3: they are moved down the rest of the way and go, masked to the row's bytes, into
   a small queue of lines that write the scratchpad or accumulator.
 
 A line is read two cycles after it is cut and a beat lands two cycles after it is taken, so the
-beats taken up to the cut are in the buffer when the line is read, and later beats, which may
-wrap onto the line's bytes, land only after it is read. Each line takes three more cycles than
-on the generic target; one beat and one line per cycle as before.
+beats taken before the cut are in the buffer when the line is read, the one taken with it
+lands past the line's bytes (the buffer's size), and later beats, which may wrap onto them,
+land only after it is read. Each line takes three more cycles than
+on the generic target, four counting the R slice; one beat and one line per cycle as before.
+``settled`` (the unit's ``idle``) is a register: nothing queued, cut or in flight in the last
+cycle and no run queued in it, so it rises a cycle after the last line is written.
 """
 
 from __future__ import annotations
@@ -29,8 +39,11 @@ from amaranth.lib import data
 
 from tensorforge.hw.axi import Response
 from tensorforge.hw.dma_rows import Queue, byte_mask, expand_bytes, log2
+from tensorforge.hw.skid import SkidBuffer
 
-LINE_QUEUE_DEPTH = 5  # lines cut and not yet written: three in the pipeline, room to stream
+# lines cut and not yet written: three in the pipeline, one queued, one more because the room
+# for the next cut is a register worked out a cycle ahead (`gather_lines`)
+LINE_QUEUE_DEPTH = 6
 FINE_BYTES = 8  # a line is read from the buffer in steps of this many bytes, then moved down
 
 
@@ -39,11 +52,12 @@ def gather_lines(unit, m, runs, settled, line_bytes: int, spad_bits: int, acc_bi
     of the head run of ``runs`` and writes its lines; drives ``settled`` and the unit's
     ``retired``, ``error``, ``axi.rready`` and write ports."""
     bus_bytes = unit.config.dma.bus_bytes
-    axi = unit.axi
     head = runs.head
-    size = 1 << (line_bytes + bus_bytes - 1).bit_length()  # circular buffer bytes
+    # circular buffer bytes: the uncut ones, a line cut in this cycle and the beat taken with it
+    size = 1 << (line_bytes + bus_bytes + min(line_bytes, bus_bytes) - 1).bit_length()
     pointer_bits = log2(size)
     buffer = [Signal(8, name=f"gather_byte{j}") for j in range(size)]
+    beat = registered_r(m, unit)
     have = Signal(range(line_bytes + bus_bytes + 1))  # bytes of the head run gathered, uncut
     read_at = Signal(pointer_bits)  # the next line's first byte
     write_at = Signal(pointer_bits)  # where the next beat's first kept byte goes
@@ -66,26 +80,37 @@ def gather_lines(unit, m, runs, settled, line_bytes: int, spad_bits: int, acc_bi
     lane_bits = log2(bus_bytes)
     beat_lane = Signal(max(1, lane_bits))  # the lane its byte 0 goes to: (beat_at - skip) mod bus
     beat_keeps = Signal(range(bus_bytes + 1))  # how many bytes it keeps (from its ``skip``)
+    lands = Signal(size)  # the buffer bytes it is written to: the enables of cycle t+1
 
     # --- cycle t: decisions on byte counts -----------------------------------------------
-    beat_in = take_beat(m, unit, runs, taken, have)
-    skip = Mux(first, head.offset, 0)  # a run's first beat starts ``offset`` bytes in
-    m.d.sync += [
-        beat_d.eq(beat_in),
-        beat_data.eq(axi.rdata),
-        beat_at.eq(write_at),
-        beat_lane.eq((write_at - skip)[:lane_bits] if lane_bits else 0),
-        beat_keeps.eq(bus_bytes - skip),
-    ]
-
     in_flight = Signal(range(LINE_QUEUE_DEPTH + 1))
     m.d.comb += in_flight.eq(lines.level + cut_d.valid + cut_e.valid + cut_f.valid)
-    free = in_flight < LINE_QUEUE_DEPTH  # the line queue has room when this cut arrives
-    enough = Mux(beat_in, have >= Mux(first, head.need_first, head.need), have >= head.bytes)
+    # the line queue has room when this cut arrives: at most one line joined since the
+    # register was set, so one below the depth then leaves room now
+    free = Signal(init=1)
+    m.d.sync += free.eq(in_flight < LINE_QUEUE_DEPTH - 1)
+    # a line is cut from the bytes gathered before this cycle (this cycle's beat counts from the
+    # next), so no decision waits for the beat's handshake; a beat is also taken alongside a cut
+    # while fewer than two lines' bytes are held, so one line a cycle still streams
     cut = Signal()
-    m.d.comb += cut.eq(runs.r_rdy & enough & free)
+    m.d.comb += cut.eq(runs.r_rdy & (have >= head.bytes) & free)
+    beat_in = take_beat(m, unit, runs, taken, have, beat,
+                        also=cut & (have < (head.bytes << 1)))
+    skip = Mux(first, head.offset, 0)  # a run's first beat starts ``offset`` bytes in
+    keeps = bus_bytes - skip
+    m.d.sync += [
+        beat_d.eq(beat_in),
+        beat_data.eq(beat.payload.data),
+        beat_at.eq(write_at),
+        beat_lane.eq((write_at - skip)[:lane_bits] if lane_bits else 0),
+        beat_keeps.eq(keeps),
+        lands.eq(Cat(((Const(j, pointer_bits) - write_at)[:pointer_bits]) < keeps
+                     for j in range(size))),
+    ]
+
     run_done = cut & (head.no_lines | (lines_cut == head.last_line))
-    merged_have = Mux(beat_in, have + bus_bytes - skip, have)
+    # the next ``have`` of each case, from registers, chosen by the handshakes
+    have_beat, have_cut = have + keeps, have - head.bytes
     next_read = (read_at + head.bytes)[:pointer_bits]
     # the cut line's fields are registered in every cycle (no enable): only a valid one is used
     m.d.sync += [
@@ -107,17 +132,16 @@ def gather_lines(unit, m, runs, settled, line_bytes: int, spad_bits: int, acc_bi
             m.d.sync += [taken.eq(taken + 1), first.eq(0),
                          write_at.eq(write_at + bus_bytes - skip)]
         with m.If(cut):
-            m.d.sync += [have.eq(merged_have - head.bytes), read_at.eq(next_read),
-                         lines_cut.eq(lines_cut + 1)]
-        with m.Else():
-            m.d.sync += have.eq(merged_have)
+            m.d.sync += [have.eq(Mux(beat_in, have_cut + keeps, have_cut)),
+                         read_at.eq(next_read), lines_cut.eq(lines_cut + 1)]
+        with m.Elif(beat_in):
+            m.d.sync += have.eq(have_beat)
 
     # --- cycle t+1: the beat lands ---------------------------------------------------------
     # buffer byte j takes the beat's byte (j - beat_lane) mod bus_bytes when it is one of the
-    # ``beat_keeps`` bytes from ``beat_at`` on
+    # ``beat_keeps`` bytes from ``beat_at`` on (``lands``, worked out in cycle t)
     for j, byte in enumerate(buffer):
-        offset = (Const(j, pointer_bits) - beat_at)[:pointer_bits]
-        with m.If(beat_d & (offset < beat_keeps)):
+        with m.If(beat_d & lands[j]):
             if lane_bits:
                 lane = (Const(j % bus_bytes, lane_bits) - beat_lane)[:lane_bits]
                 m.d.sync += byte.eq(beat_data.word_select(lane, 8))
@@ -155,7 +179,6 @@ def gather_lines(unit, m, runs, settled, line_bytes: int, spad_bits: int, acc_bi
     m.d.comb += [
         lines.r_en.eq(written),
         unit.retired.eq(written & out.meta.retires),
-        settled.eq((runs.level == 0) & (in_flight == 0)),
         unit.spad_write.req.payload.addr.eq(out.meta.line),
         unit.spad_write.req.payload.data.eq(out.data[:spad_bits]),
         unit.spad_write.req.payload.mask.eq(-1),
@@ -163,18 +186,44 @@ def gather_lines(unit, m, runs, settled, line_bytes: int, spad_bits: int, acc_bi
         unit.acc_write.req.payload.data.eq(out.data[:acc_bits]),
         unit.acc_write.req.payload.mask.eq(-1),
     ]
+    # registered: nothing was queued, cut or in flight in the last cycle, so nothing is now
+    # (a run pushed in that cycle is in ``runs.level`` now, a line cut then in ``cut_d``)
+    m.d.sync += settled.eq((runs.level == 0) & ~runs.w_en & (in_flight == 0))
 
 
-def take_beat(m, unit, runs, taken, have):
+def registered_r(m, unit):
+    """The ``ecp5`` target's R channel: a `SkidBuffer` between the bus and the data half, so
+    ``axi.rready`` is a register and the data half's decisions start from registered beats
+    (one cycle later). Returns the slice's output stream (``data``, ``resp``)."""
+    axi = unit.axi
+    layout = data.StructLayout({"data": unsigned(len(axi.rdata)), "resp": Response})
+    m.submodules.r_slice = r_slice = SkidBuffer(layout)
+    m.d.comb += [
+        r_slice.i.valid.eq(axi.rvalid),
+        r_slice.i.payload.data.eq(axi.rdata),
+        r_slice.i.payload.resp.eq(axi.rresp),
+        axi.rready.eq(r_slice.i.ready),
+    ]
+    return r_slice.o
+
+
+def take_beat(m, unit, runs, taken, have, beat=None, also=None):
     """Both targets' R handshake: a beat of the head run is taken while the run has beats left
-    and the bytes held do not make a line; a response other than OKAY sets ``error``."""
+    and the bytes held do not make a line (or ``also``); a response other than OKAY sets
+    ``error``. The beat comes from ``axi`` or, on ``ecp5``, from ``beat`` (`registered_r`'s
+    stream)."""
     axi, head = unit.axi, runs.head
+    valid, ready, resp = axi.rvalid, axi.rready, axi.rresp
+    room = have < head.bytes
+    if beat is not None:
+        valid, ready, resp = beat.valid, beat.ready, beat.payload.resp
+        room = room | also
     beat_in = Signal()
     m.d.comb += [
-        axi.rready.eq(runs.r_rdy & (taken != head.beats) & (have < head.bytes)),
-        beat_in.eq(axi.rvalid & axi.rready),
+        ready.eq(runs.r_rdy & (taken != head.beats) & room),
+        beat_in.eq(valid & ready),
     ]
-    with m.If(beat_in & (axi.rresp != Response.OKAY)):
+    with m.If(beat_in & (resp != Response.OKAY)):
         m.d.sync += unit.error.eq(1)
     return beat_in
 

@@ -58,10 +58,18 @@ class LoadUnit(wiring.Component):
     strided tile; fewer, and each ``outstanding`` bursts pay it again). Zero lines take one
     cycle each. ``error`` is sticky: an R beat came back with a response other than OKAY.
 
-    ``target`` ``ecp5`` works out, as each run is queued, the byte counts the data half compares
+    ``target`` ``ecp5`` works out, as each run is queued, the line counts the data half compares
     against, keeps the runs queue's head in a register, and takes R beats and cuts lines with
     `load_gather.gather_lines`, which moves the wide data in the cycles after the decisions:
-    each run reaches the data half a cycle later and each line three cycles later.
+    each run reaches the data half a cycle later and each line three cycles later. It also
+    starts every path of the unit from registers where the generic unit has long ones: each
+    LOAD spends two more cycles before its first run (``SHAPE``: whether it is one run and its
+    elements, ``rows * row_len`` on a multiplier fed by the registered command, and the row's
+    bytes; ``BYTES``: the run's bytes), so the runs' byte counts and the burst planner start
+    from registers; ARVALID's "fewer than ``outstanding`` bursts in flight" is a register set
+    from the last cycle's handshakes (the same value, a cycle ahead); R passes through a
+    `SkidBuffer` (RREADY a register, each beat a cycle later); ``idle`` rises a cycle later
+    (``settled`` registered).
     """
 
     beats_per_cycle = 1
@@ -91,6 +99,7 @@ class LoadUnit(wiring.Component):
         acc_bits = config.acc_line_bytes * 8
         line_bytes = max(config.spad_line_bytes, config.acc_line_bytes)
         max_elems = max(config.acc_line_elems, config.spad_line_elems)
+        ecp5 = self.target is Target.ECP5
 
         insn = Signal(instruction_layout(Opcode.LOAD))
         line = Signal.like(insn.line)  # the next run's first line
@@ -103,11 +112,16 @@ class LoadUnit(wiring.Component):
         line_elems = Mux(to_acc, config.acc_line_elems, config.spad_line_elems)
         # Rows are cut to the target buffer's line, not the wider of the two.
         clipped_len = Mux(insn.row_len > line_elems, line_elems, insn.row_len)
-        row = RowGeometry(m, bus_bytes, row_addr, clipped_len, max_elems, elem_shift, line_bytes)
+        # ecp5: a row's and a run's bytes, registered in the two cycles after the command
+        row_bytes = Signal(range(line_bytes + 1)) if ecp5 else None
+        run_bytes = Signal(range(((1 << len(insn.rows)) - 1) * line_bytes + 1)) if ecp5 else None
+        row = RowGeometry(m, bus_bytes, row_addr, clipped_len, max_elems, elem_shift, line_bytes,
+                          row_bytes)
         # Worked out as the command is taken (registered): is the tile one run, its elements.
         whole = Signal()
         whole_elems = Signal(len(insn.rows) + len(insn.row_len))
-        run = RunGeometry(m, bus_bytes, row, whole, whole_elems << elem_shift, line_bytes)
+        run = RunGeometry(m, bus_bytes, row, whole, whole_elems << elem_shift, line_bytes,
+                          run_bytes)
 
         runs_layout = data.StructLayout(
             {
@@ -118,7 +132,7 @@ class LoadUnit(wiring.Component):
                 "bytes": unsigned(len(row.bytes)),  # per line; 0: zero lines, no beats
                 "offset": unsigned(len(row.offset)),
                 "beats": unsigned(len(run.beats)),
-                **self._cut_fields(len(insn.rows), len(row.bytes)),
+                **self._cut_fields(len(insn.rows)),
             }
         )
         queue = RegisteredQueue if self.target is Target.ECP5 else Queue
@@ -128,17 +142,23 @@ class LoadUnit(wiring.Component):
         planner = BurstPlanner(bus_bytes, config.dma.max_burst, "load", run.max_beats)
         axi = self.axi
         in_flight = Signal(range(self.outstanding + 1))  # AR sent, last R beat not yet taken
+        # ecp5: ``in_flight != outstanding`` as a register, set from this cycle's handshakes
+        below_limit = Signal(init=1) if ecp5 else in_flight != self.outstanding
         drive_fixed_fields(m, axi, "ar", config.dma.bus_bits)
         m.d.comb += [
             axi.arid.eq(ReadId.LOAD),
             axi.araddr.eq(planner.address),
             axi.arlen.eq(planner.beats - 1),
             # in_flight only falls while ARVALID waits, so ARVALID never drops early
-            axi.arvalid.eq(~planner.empty & (in_flight != self.outstanding)),
+            axi.arvalid.eq(~planner.empty & below_limit),
         ]
         address_sent = axi.arvalid & axi.arready
         burst_done = axi.rvalid & axi.rready & axi.rlast
         m.d.sync += in_flight.eq(in_flight + address_sent - burst_done)
+        if ecp5:
+            rises, falls = address_sent & ~burst_done, burst_done & ~address_sent
+            m.d.sync += below_limit.eq(Mux(rises, in_flight != self.outstanding - 1,
+                                           falls | (in_flight != self.outstanding)))
         # The current run has no bursts left after this cycle: the next run may be planned now.
         run_planned = planner.empty | (address_sent & planner.last)
         with m.If(address_sent):
@@ -153,32 +173,48 @@ class LoadUnit(wiring.Component):
             ]
             m.d.comb += [getattr(runs.pushed, name).eq(value) for name, value in fields.items()]
             if self.target is Target.ECP5:
-                self._push_cut_fields(m, runs.pushed, lines, fields, bus_bytes)
+                self._push_cut_fields(m, runs.pushed, lines)
             m.d.sync += line.eq(line + lines)
 
-        settled = Signal()
-        if self.target is Target.ECP5:
+        settled = Signal(init=ecp5)  # ecp5: a register (`gather_lines`)
+        if ecp5:
             gather_lines(self, m, runs, settled, line_bytes, spad_bits, acc_bits)
         else:
             self._cut_lines(m, runs, settled, line_bytes, spad_bits, acc_bits)
 
+        def tile_shape(tile, buffer_line_elems) -> list:
+            """Is the tile one run, its elements: worked out from the command's fields."""
+            back_to_back = (tile.stride == tile.row_len) & (tile.row_len <= buffer_line_elems)
+            return [whole.eq((tile.row_len == 0) | back_to_back),
+                    whole_elems.eq(tile.rows * tile.row_len)]
+
+        def start_tile(tile) -> None:
+            with m.If(tile.pad_before == 0):
+                m.next = "ROWS"
+            with m.Else():
+                m.next = "PAD_BEFORE"
+
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(accept_command(m, self, insn, line, rows_left, row_addr, settled)):
-                    payload = self.cmd.payload
-                    payload_acc = payload.buffer == Buffer.ACC
-                    payload_line = Mux(payload_acc, config.acc_line_elems, config.spad_line_elems)
-                    back_to_back = (payload.stride == payload.row_len) & (
-                        payload.row_len <= payload_line
-                    )
-                    m.d.sync += [
-                        whole.eq((payload.row_len == 0) | back_to_back),
-                        whole_elems.eq(payload.rows * payload.row_len),
-                    ]
-                    with m.If(payload.pad_before == 0):
-                        m.next = "ROWS"
-                    with m.Else():
-                        m.next = "PAD_BEFORE"
+                    if ecp5:
+                        m.next = "SHAPE"
+                    else:
+                        payload = self.cmd.payload
+                        payload_acc = payload.buffer == Buffer.ACC
+                        payload_line = Mux(payload_acc, config.acc_line_elems,
+                                           config.spad_line_elems)
+                        m.d.sync += tile_shape(payload, payload_line)
+                        start_tile(payload)
+            if ecp5:
+                # the tile's shape from the registered command, then the bytes from it
+                with m.State("SHAPE"):
+                    m.d.sync += [*tile_shape(insn, line_elems),
+                                 row_bytes.eq(clipped_len << elem_shift)]
+                    m.next = "BYTES"
+                with m.State("BYTES"):
+                    m.d.sync += run_bytes.eq(Mux(whole, whole_elems << elem_shift, row_bytes))
+                    start_tile(insn)
             with m.State("PAD_BEFORE"):
                 with m.If(runs.w_rdy):
                     push(insn.pad_before)
@@ -207,24 +243,17 @@ class LoadUnit(wiring.Component):
                     m.next = "IDLE"
         return m
 
-    def _cut_fields(self, lines_bits: int, bytes_bits: int) -> dict:
+    def _cut_fields(self, lines_bits: int) -> dict:
         """The queue fields the ``ecp5`` target adds to a run (see `_push_cut_fields`)."""
         if self.target is not Target.ECP5:
             return {}
-        return {"no_lines": unsigned(1), "last_line": unsigned(lines_bits),
-                "need": unsigned(bytes_bits + 1), "need_first": unsigned(bytes_bits + 1)}
+        return {"no_lines": unsigned(1), "last_line": unsigned(lines_bits)}
 
     @staticmethod
-    def _push_cut_fields(m, pushed, lines, fields: dict, bus_bytes: int) -> None:
-        """A line is cut when the bytes held, with this cycle's beat if any, make one: with a
-        beat, ``have + bus_bytes - skip >= bytes``, i.e. ``have >= need`` (``need_first`` on
-        the run's first beat, which skips ``offset`` bytes); both floored at 0."""
-        size, offset = fields.get("bytes", 0), fields.get("offset", 0)
-
-        def floored(value):
-            return Mux(value > bus_bytes, value - bus_bytes, 0)
-        m.d.comb += [pushed.no_lines.eq(lines == 0), pushed.last_line.eq(lines - 1),
-                     pushed.need.eq(floored(size)), pushed.need_first.eq(floored(size + offset))]
+    def _push_cut_fields(m, pushed, lines) -> None:
+        """Whether the run has no lines and its last line's index, for the data half's compare
+        on registers."""
+        m.d.comb += [pushed.no_lines.eq(lines == 0), pushed.last_line.eq(lines - 1)]
 
     def _cut_lines(self, m, runs, settled, line_bytes, spad_bits, acc_bits) -> None:
         """R beats -> a byte gatherer -> lines of the head run -> the output register.
