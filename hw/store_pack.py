@@ -9,15 +9,17 @@ half (`load_gather`), the decisions come first and the wide data follows them a 
 * cycle t (control): from byte counts only (``have``, the head line's ``bytes``), decide
   whether a beat is sent and whether the head line joins the packer, and where; the head
   line, its strobes and the decisions are registered. Nothing wide depends on them here.
-* cycle t+1 (data): the packer's bytes move as decided: the beat decided in cycle t is its
+* cycle t+1 (shift): the head line and its strobes, registered in cycle t, are shifted to
+  their byte lane into registers; the decisions wait a cycle beside them.
+* cycle t+2 (data): the packer's bytes move as decided: the beat decided in cycle t is its
   low bytes, pushed with its WLAST into a queue of beats; what stays moves down a beat, and
-  a joining line is ORed in at its registered byte lane.
+  a joining line, already at its lane, is ORed in.
 * W comes from the beat queue's output register (`RegisteredQueue`): WVALID, WDATA, WSTRB
   and WLAST are flops, held until WREADY.
 
 A beat is decided only while its burst's AW has gone out and the beat queue has room for it
 and for every beat decided and not yet sent (``reserved``, a register): it is never pushed full,
-and WREADY reaches no decision in the cycle it comes. Each beat goes out three cycles later
+and WREADY reaches no decision in the cycle it comes. Each beat goes out four cycles later
 than on the generic target; one beat per cycle, back to back, as before.
 """
 
@@ -28,9 +30,9 @@ from amaranth.lib import data
 
 from tensorforge.hw.dma_rows import RegisteredQueue, byte_mask
 
-# Beats decided and not yet sent: one a cycle from the decision to WREADY takes three (the
-# decision's register, then two in the queue), so four keep W busy every cycle.
-BEAT_QUEUE_DEPTH = 4
+# Beats decided and not yet sent: one a cycle from the decision to WREADY takes four (the
+# decision's and the shift's registers, then two in the queue), so five keep W busy.
+BEAT_QUEUE_DEPTH = 5
 
 
 def pack_beats(unit, m, lines, bursts) -> None:
@@ -75,19 +77,31 @@ def pack_beats(unit, m, lines, bursts) -> None:
             m.d.comb += bursts.r_en.eq(1)
             m.d.sync += burst_beat.eq(0)
 
-    rest_have = Signal.like(have)  # what stays after this cycle's beat
-    m.d.comb += rest_have.eq(
-        Mux(emit, Mux(have > bus_bytes, have - bus_bytes, 0), have))
+    # What stays after this cycle's beat, and whether the head line fits behind it, both
+    # worked out for either outcome of ``emit`` from registers (``have``, the queue's head),
+    # so ``emit`` (the bursts queue's level) only chooses at the end.
+    after = Signal.like(have, name="pack_after_beat")  # what stays if a beat goes
+    total = Signal(range(2 * width + 1), name="pack_with_line")  # ``have`` and the head line
+    m.d.comb += [
+        after.eq(Mux(have > bus_bytes, have - bus_bytes, 0)),
+        total.eq(have + head.bytes),
+    ]
+    rest_have = Mux(emit, after, have)
+    # rest_have + bytes <= width, for each outcome (after + bytes = total - bus if have > bus)
+    fits = Mux(emit, (have <= bus_bytes) | (total <= width + bus_bytes), total <= width)
+    emptied = Mux(emit, have <= bus_bytes, have == 0)  # rest_have == 0
+    behind = Mux(emit, Mux(have > bus_bytes, total - bus_bytes, head.bytes), total)
     # A run's first line starts at its lane in an empty packer; the others right behind.
     at = Mux(head.first, head.offset, rest_have)
-    room = Mux(head.first, rest_have == 0, ~flushing & (rest_have + head.bytes <= width))
+    room = Mux(head.first, emptied, ~flushing & fits)
     joins = lines.r_rdy & room
     with m.If(joins):
         m.d.comb += lines.r_en.eq(1)
-        m.d.sync += [have.eq(at + head.bytes), flushing.eq(head.last)]
+        m.d.sync += [have.eq(Mux(head.first, head.offset + head.bytes, behind)),
+                     flushing.eq(head.last)]
     with m.Else():
         m.d.sync += have.eq(rest_have)
-        with m.If(rest_have == 0):
+        with m.If(emptied):
             m.d.sync += flushing.eq(0)
 
     emit_d, last_d, join_d = Signal(), Signal(), Signal()
@@ -103,22 +117,31 @@ def pack_beats(unit, m, lines, bursts) -> None:
         line_strobes_d.eq(byte_mask(m, head.bytes, line_bytes, "store_row_strobes")),
     ]
 
-    # --- cycle t+1: the bytes move as decided -------------------------------------------------
+    # --- cycle t+1: the line moves to its lane --------------------------------------------------
+    emit_s, last_s, join_s = Signal(), Signal(), Signal()
+    line_s = Signal(width * 8, name="pack_line_at_lane")
+    line_strobes_s = Signal(width, name="pack_line_strobes_at_lane")
+    m.d.sync += [
+        emit_s.eq(emit_d),
+        last_s.eq(last_d),
+        join_s.eq(join_d),
+        line_s.eq(line_d << Cat(Const(0, 3), at_d)),
+        line_strobes_s.eq(line_strobes_d << at_d),
+    ]
+
+    # --- cycle t+2: the bytes move as decided -------------------------------------------------
     # Bytes past ``have`` are zero (lines come masked to their row), so a line ORs in behind.
     packed = Signal(width * 8)
     strobes = Signal(width)
-    rest = Mux(emit_d, packed >> (bus_bytes * 8), packed)
-    rest_strobes = Mux(emit_d, strobes >> bus_bytes, strobes)
+    rest = Mux(emit_s, packed >> (bus_bytes * 8), packed)
+    rest_strobes = Mux(emit_s, strobes >> bus_bytes, strobes)
     m.d.comb += [
-        beats.w_en.eq(emit_d),
+        beats.w_en.eq(emit_s),
         beats.pushed.data.eq(packed[: bus_bytes * 8]),
         beats.pushed.strobes.eq(strobes[:bus_bytes]),
-        beats.pushed.last.eq(last_d),
+        beats.pushed.last.eq(last_s),
     ]
-    with m.If(join_d):
-        m.d.sync += [
-            packed.eq(rest | (line_d << Cat(Const(0, 3), at_d))),
-            strobes.eq(rest_strobes | (line_strobes_d << at_d)),
-        ]
+    with m.If(join_s):
+        m.d.sync += [packed.eq(rest | line_s), strobes.eq(rest_strobes | line_strobes_s)]
     with m.Else():
         m.d.sync += [packed.eq(rest), strobes.eq(rest_strobes)]

@@ -59,9 +59,11 @@ class StoreUnit(wiring.Component):
     cycles on cocotbext-axi's slave) and one for ``idle`` to rise; a DRAM latency ``L`` adds
     ``L`` once while ``dma.outstanding`` bursts cover it (once per burst on a DRAM that
     answers one burst at a time). ``error`` is sticky: a B response other than OKAY. On the
-    ``ecp5`` target the packer decides from byte counts and moves the data a cycle later, and
-    W comes from a queue's registers (`store_pack`): each beat goes out three cycles later,
-    still one per cycle. Also on ``ecp5``: the planner starts each run from registers
+    ``ecp5`` target the packer decides from byte counts and moves the data two cycles later,
+    and W comes from a queue's registers (`store_pack`): each beat goes out four cycles later,
+    still one per cycle. Also on ``ecp5``: a STORE's shape (one run or not, its elements) and
+    its row's and run's bytes are registered in two cycles (``SHAPE``, ``BYTES``) after it is
+    taken, before its first row; the planner starts each run from registers
     (`_staged_span`: the spans queue's head and its distance to the 4 KiB boundary), so a run's
     first AW goes out a cycle later; without ``output_pipeline`` the accumulator's read port is
     registered (``registered_acc_reads``: a line comes two cycles after its request, up to
@@ -114,14 +116,21 @@ class StoreUnit(wiring.Component):
         line = Signal.like(insn.line)
         rows_left = Signal.like(insn.rows)
         row_addr = Signal(ADDR_BITS)
+        ecp5 = self.target is Target.ECP5
+        # ecp5: a row's and a run's bytes, registered in the two cycles after the command
+        row_bytes = Signal(range(line_bytes + 1), name="store_row_bytes") if ecp5 else None
+        run_bytes = Signal(range(((1 << len(insn.rows)) - 1) * line_bytes + 1),
+                           name="store_run_bytes") if ecp5 else None
         row = RowGeometry(
-            m, bus_bytes, row_addr, insn.row_len, config.acc_line_elems, elem_shift, line_bytes
+            m, bus_bytes, row_addr, insn.row_len, config.acc_line_elems, elem_shift, line_bytes,
+            row_bytes,
         )
         # Worked out as the command is taken (registered): is the tile one run, its elements.
         whole = Signal()
         whole_elems = Signal(len(insn.rows) + len(insn.row_len))
         first_row = Signal()
-        run = RunGeometry(m, bus_bytes, row, whole, whole_elems << elem_shift, line_bytes)
+        run = RunGeometry(m, bus_bytes, row, whole, whole_elems << elem_shift, line_bytes,
+                          run_bytes)
 
         # Walker -> address stage: each run's span; walker -> data stage: each line.
         # A STORE's spans end with a marker (no beats, ``closes``): its bursts are all issued.
@@ -139,7 +148,8 @@ class StoreUnit(wiring.Component):
             }
         )
         depth = self.lines_ahead + (PipelinedRequantizer.latency if self.staged else 0)
-        m.submodules.lines = lines = Queue(lined, depth)
+        # ecp5: the packer decides from the head line's fields in registers
+        m.submodules.lines = lines = (RegisteredQueue if ecp5 else Queue)(lined, depth)
         # Address stage -> data stage: the beats of each burst whose AW has gone out.
         burst_beats = range(config.dma.max_burst + 1)
         m.submodules.bursts = bursts = Queue(burst_beats, max(2, self.outstanding))
@@ -174,28 +184,45 @@ class StoreUnit(wiring.Component):
         accepted = Signal()
         m.d.comb += settled.eq(~spans_waiting & planner.empty & ~unanswered)
         m.d.sync += taken.eq(taken + accepted - retire)
+
+        def tile_shape(tile) -> list:
+            """Is the tile one run, its elements: worked out from the command's fields."""
+            back_to_back = (tile.stride == tile.row_len) & (
+                tile.row_len <= config.acc_line_elems
+            )
+            return [whole.eq(back_to_back), whole_elems.eq(tile.rows * tile.row_len)]
+
+        def start_rows(tile) -> None:
+            if pipeline:
+                with m.If(tile.requant):
+                    m.next = "PARAMS"
+                with m.Else():
+                    m.next = "ROWS"
+            else:
+                m.next = "ROWS"
+
         with m.FSM():
             with m.State("IDLE"):
                 room = taken != self.stores_in_flight
                 with m.If(accept_command(m, self, insn, line, rows_left, row_addr, settled,
                                          room)):
                     m.d.comb += accepted.eq(1)
-                    payload = self.cmd.payload
-                    back_to_back = (payload.stride == payload.row_len) & (
-                        payload.row_len <= config.acc_line_elems
-                    )
-                    m.d.sync += [
-                        whole.eq(back_to_back),
-                        whole_elems.eq(payload.rows * payload.row_len),
-                        first_row.eq(1),
-                    ]
-                    if pipeline:
-                        with m.If(payload.requant):
-                            m.next = "PARAMS"
-                        with m.Else():
-                            m.next = "ROWS"
+                    if ecp5:
+                        m.d.sync += first_row.eq(1)
+                        m.next = "SHAPE"
                     else:
-                        m.next = "ROWS"
+                        m.d.sync += [*tile_shape(self.cmd.payload), first_row.eq(1)]
+                        start_rows(self.cmd.payload)
+            if ecp5:
+                # the tile's shape from the registered command, then the bytes from it
+                with m.State("SHAPE"):
+                    clipped = Mux(insn.row_len > config.acc_line_elems, config.acc_line_elems,
+                                  insn.row_len)
+                    m.d.sync += [*tile_shape(insn), row_bytes.eq(clipped << elem_shift)]
+                    m.next = "BYTES"
+                with m.State("BYTES"):
+                    m.d.sync += run_bytes.eq(Mux(whole, whole_elems << elem_shift, row_bytes))
+                    start_rows(insn)
             if pipeline:
                 with m.State("PARAMS"):
                     all_read = requant.read_all(m)
@@ -412,7 +439,11 @@ class StoreUnit(wiring.Component):
             m.d.comb += [take.eq(1), closes.eq(head.closes)]
             planner.start(m, head.aligned, head.beats, to_boundary)
         if self.target is Target.ECP5:
-            return sent, closes, waiting | spans.r_rdy
+            # the marker reaches `_retire` a cycle later (the next STORE's first AW is two
+            # cycles behind it, through the staged span) and counts as waiting meanwhile
+            closed = Signal(name="store_span_closed")
+            m.d.sync += closed.eq(closes)
+            return sent, closed, waiting | spans.r_rdy | closed
         return sent, closes, waiting
 
     @staticmethod
