@@ -114,7 +114,7 @@ class Accelerator(wiring.Component):
                          if "retired" in unit.signature.members)
         ecp5 = self.target is Target.ECP5
         m.submodules.controller = controller = Controller(
-            config, retiring, early_room=ecp5, serial_step=ecp5)
+            config, retiring, pipelined=ecp5)
         m.submodules.scratchpad = scratchpad = Scratchpad(
             config, read_every_cycle=ecp5, registered_reads=ecp5)
         m.submodules.accumulator = accumulator = AccumulatorBuffer(

@@ -41,6 +41,7 @@ from tensorforge.hw.axi import (
     drive_fixed_fields,
 )
 from tensorforge.hw.ports import instruction_layout
+from tensorforge.hw.skid import SkidBuffer
 from tensorforge.isa import INSTRUCTION_BITS, INSTRUCTION_BYTES, Opcode
 
 TOKEN_BITS = 8  # a counter holds up to 255 tokens
@@ -68,15 +69,18 @@ class Controller(wiring.Component):
     tokens, take, check the pops).
     ``dep_wait`` is the number of gates that hold an instruction whose tokens are missing.
 
-    ``early_room`` (the ``ecp5`` target) decides from a register whether the fetch queue has
-    room for a burst, worked out a cycle early for the longest burst from a count of the beats
-    requested and not yet dispatched: fetch may wait a few cycles longer, and no adder sits
-    between the queue and ARVALID, nor the queue's level before the decision.
+    ``pipelined`` (the ``ecp5`` target) takes the controller's decisions from registers, for
+    timing closure, in a few more cycles:
 
-    ``serial_step`` (the ``ecp5`` target) works out a repeated LOAD's or STORE's DRAM step
-    by shift-and-add, a bit of ``repeat_stride`` per cycle from the cycle the gate takes
-    the instruction, instead of through a multiplier in one cycle: its second run waits
-    until the step is ready, ``repeat_stride``'s width + 2 cycles after the take.
+    * fetch decides whether the queue has room for a burst a cycle early, for the longest
+      burst, from a count of the beats requested and not yet dispatched (chunks dispatched
+      count a cycle late), so no adder sits between the queue and ARVALID;
+    * fetched instructions reach dispatch through a `SkidBuffer`, so the queue's read and the
+      opcode's decode into the gates' queues are in different cycles;
+    * a repeated LOAD's or STORE's DRAM step is worked out by shift-and-add, a bit of
+      ``repeat_stride`` per cycle from the cycle the gate takes the instruction, instead of by
+      a multiplier in one cycle: the second run waits until the step is ready,
+      ``repeat_stride``'s width + 2 cycles after the take.
 
     A unit named in ``retiring`` may take its next command before it is idle: it pulses
     ``<unit>_retired`` once per command, in order, when that command's effects are complete.
@@ -93,10 +97,9 @@ class Controller(wiring.Component):
     retire_windows = {"load": 4, "compute": 1, "store": 4}
 
     def __init__(self, config: AcceleratorConfig, retiring: tuple[str, ...] = (),
-                 early_room: bool = False, serial_step: bool = False) -> None:
+                 pipelined: bool = False) -> None:
         self.config = config
-        self.early_room = early_room
-        self.serial_step = serial_step
+        self.pipelined = pipelined
         self.queue_depth = config.controller.queue_depth
         self.retiring = tuple(retiring)
         members = {
@@ -121,6 +124,12 @@ class Controller(wiring.Component):
         m = Module()
         insn = stream.Signature(INSTRUCTION_BITS).create()  # fetched words, to dispatch
         finished = self._fetch(m, insn)
+        fetched_valid = insn.valid  # an instruction fetched and not yet dispatched
+        if self.pipelined:
+            m.submodules.dispatch_register = skid = SkidBuffer(INSTRUCTION_BITS)
+            wiring.connect(m, insn, skid.i)
+            insn = skid.o
+            fetched_valid = skid.i.valid | skid.o.valid | ~skid.i.ready
 
         queues = {}
         for unit in UNITS:
@@ -163,7 +172,7 @@ class Controller(wiring.Component):
             queued.eq(sum(fifo.r_level for fifo in queues.values())),
             all_idle.eq(
                 finished
-                & ~insn.valid
+                & ~fetched_valid
                 & (queued == 0)
                 & self.load_idle
                 & self.compute_idle
@@ -221,7 +230,7 @@ class Controller(wiring.Component):
         ar_waiting = Signal()  # ARVALID was offered and not yet taken
         occupied = Signal(range(capacity + longest + 1))
         fits = occupied + planner.beats <= capacity
-        if self.early_room:
+        if self.pipelined:
             # registered a cycle early: room for the longest burst after this cycle's request,
             # from a count of the beats requested and not yet taken out of the queue (chunks
             # taken out count a cycle late): never below the queue's occupancy, and the same
@@ -233,7 +242,10 @@ class Controller(wiring.Component):
             m.d.sync += [
                 popped.eq(fetched.r_en & fetched.r_rdy),
                 reserved.eq(reserved + requested_beats - Mux(popped, beats_per_chunk, 0)),
-                fits.eq(reserved + requested_beats + longest <= capacity),
+                # as if an offered burst were taken (it is offered until it is): the handshake
+                # only picks one of two sums of registers
+                fits.eq(Mux(axi.arvalid, reserved + planner.beats + longest <= capacity,
+                            reserved + longest <= capacity)),
             ]
             with m.If(self.start & ~self.busy):
                 m.d.sync += reserved.eq(0)
@@ -319,7 +331,7 @@ class Controller(wiring.Component):
         if unit in self.retiring:
             deferred = self._deferred_pushes(m, unit, pushes)
         repeats = self.config.controller.repeat and unit in REPEATING
-        step_ready = None  # serial_step: the repeat step is worked out (None: at once)
+        step_ready = None  # pipelined: the repeat step is worked out (None: at once)
         def pushed(flag: str):  # a repeated instruction pushes only after its last run
             return getattr(flags, flag) & last_run if repeats else getattr(flags, flag)
 
@@ -330,7 +342,7 @@ class Controller(wiring.Component):
         with m.FSM(name=f"{unit}_gate"):
             with m.State("TAKE"):
                 m.d.comb += [empty.eq(1), queue.r_en.eq(1)]
-                if repeats and self.serial_step:
+                if repeats and self.pipelined:
                     m.d.comb += taking.eq(queue.r_rdy)
                 with m.If(queue.r_rdy):
                     m.d.sync += held.eq(queue.r_data)
@@ -374,9 +386,9 @@ class Controller(wiring.Component):
         """The run counter of a LOAD or STORE gate (``controller.repeat``). Returns
         ``(runs_left, advance, step_ready)``: the runs still to issue after the current one,
         the action that turns ``held`` into the next run (its line and DRAM address moved on,
-        `isa.expand`), and (``serial_step``; else None) whether the DRAM step is ready.
+        `isa.expand`), and (``pipelined``; else None) whether the DRAM step is ready.
         The DRAM step is a product of two fields, registered while the gate waits for
-        tokens, so no multiplier sits on the way to the unit; with ``serial_step`` it is
+        tokens, so no multiplier sits on the way to the unit; with ``pipelined`` it is
         worked out from ``taken`` (the instruction ``held`` takes while ``taking``) a bit
         per cycle, and no multiplier sits anywhere."""
         config = self.config
@@ -398,7 +410,7 @@ class Controller(wiring.Component):
         runs_left = Signal(offsets["repeat"][1], name=f"{unit}_runs_left")
         step = Signal(ADDR_BITS, name=f"{unit}_run_step")
         step_ready = None
-        if self.serial_step:
+        if self.pipelined:
             rows, step_ready = self._shift_add(m, unit, field("repeat_stride", taken),
                                                field("stride", taken), taking)
             lines = Signal(run_lines.shape(), name=f"{unit}_run_lines")  # constant over the runs

@@ -201,15 +201,15 @@ PACES = {"quick": ((4, 9), 24), "slow": ((24, 30), 120)}
 
 
 @pytest.mark.amaranth_sim
-@pytest.mark.parametrize("early_room", [False, True], ids=["generic", "ecp5-room"])
+@pytest.mark.parametrize("pipelined", [False, True], ids=["generic", "ecp5"])
 @pytest.mark.parametrize("bus_bits", sorted(CONTROLLER_CONFIGS))
 @pytest.mark.parametrize("pace", sorted(PACES))
-def test_controller_dispatches_in_order_and_honours_tokens(pace, bus_bits, early_room,
+def test_controller_dispatches_in_order_and_honours_tokens(pace, bus_bits, pipelined,
                                                            random_seed):
     seed = random_seed
     rng = random.Random(seed)
     config = CONTROLLER_CONFIGS[bus_bits]
-    dut = Controller(config, early_room=early_room)
+    dut = Controller(config, pipelined=pipelined)
     steps, slowest = PACES[pace]
     program = pipelined_program(rng, steps=rng.randint(*steps))
     base = 0x100 + 16 * rng.randrange(8)
@@ -271,17 +271,17 @@ def test_controller_dispatches_in_order_and_honours_tokens(pace, bus_bits, early
 
 
 @pytest.mark.amaranth_sim
-@pytest.mark.parametrize("serial_step", [False, True], ids=["generic", "ecp5-serial-step"])
-def test_repeating_gates_issue_the_expanded_runs(serial_step, random_seed):
+@pytest.mark.parametrize("pipelined", [False, True], ids=["generic", "ecp5"])
+def test_repeating_gates_issue_the_expanded_runs(pipelined, random_seed):
     """LOADs and STOREs with ``repeat`` reach their units as `isa.expand`'s runs, DRAM steps
     up to 32 bits included, while the units take each command at once and retire it soon:
     the first run's advance comes as early as it can, so a step ready a cycle late shows
-    (a step product registered once more fails this test). ``serial_step`` (the ECP5
+    (a step product registered once more fails this test). ``pipelined`` (the ECP5
     target) may wait for the step, never use it early."""
     seed = random_seed
     rng = random.Random(seed)
     config = CONTROLLER_CONFIGS[64]
-    dut = Controller(config, retiring=("load", "store"), serial_step=serial_step)
+    dut = Controller(config, retiring=("load", "store"), pipelined=pipelined)
     program = []
     while len(program) < 8:
         kind = rng.choice([Load, Store])
