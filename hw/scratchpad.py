@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from amaranth import Module, Mux, Signal, unsigned
+from amaranth import Module, Mux, Signal, Value, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -120,19 +120,25 @@ class RegisteredReadBuffer:
     it is), and ``resp`` shows the slot at ``get`` while any line is held. So a held line's
     data and enable come from registers only; the consumer's ``ready`` moves the pointers
     and the count, not the lines.
+
+    ``stages`` = 3 (the scratchpad's ``registered_addresses``): the read address is
+    registered too, so the line comes back in cycle t+3 and up to four lines are owned.
     """
 
-    LINES = 3
+    LINES = 3  # lines owned at most, with the default two stages
 
-    def __init__(self, port, width: int, name: str) -> None:
+    def __init__(self, port, width: int, name: str, stages: int = 2) -> None:
         self.port = port
-        self.reading = Signal(name=f"{name}_reading")  # accepted last cycle: in the memory
+        self.lines = stages + 1
+        # accepted and on their way: addressed (stages 3), in the memory, then in the register
+        self.flight = ([Signal(name=f"{name}_addressing")] if stages == 3 else []) + [
+            Signal(name=f"{name}_reading")]
         self.fresh = Signal(name=f"{name}_fresh")  # in the register
         self.data = Signal(width, name=f"{name}_data")
-        self.count = Signal(range(self.LINES + 1), name=f"{name}_held_count")
-        self.held = [Signal(width, name=f"{name}_held_{i}") for i in range(self.LINES)]
-        self.put = Signal(range(self.LINES), name=f"{name}_put")
-        self.get = Signal(range(self.LINES), name=f"{name}_get")
+        self.count = Signal(range(self.lines + 1), name=f"{name}_held_count")
+        self.held = [Signal(width, name=f"{name}_held_{i}") for i in range(self.lines)]
+        self.put = Signal(range(self.lines), name=f"{name}_put")
+        self.get = Signal(range(self.lines), name=f"{name}_get")
         self.can_accept = Signal(name=f"{name}_can_accept", init=1)
 
     def elaborate_into(self, m: Module, fresh_data, accepted, registered_data=None) -> None:
@@ -156,7 +162,7 @@ class RegisteredReadBuffer:
             m.d.comb += self.data.eq(registered_data)
 
         def following(pointer):
-            return Mux(pointer == self.LINES - 1, 0, pointer + 1)
+            return Mux(pointer == self.lines - 1, 0, pointer + 1)
 
         for i, line in enumerate(self.held):
             with m.If(self.fresh & (self.put == i)):
@@ -168,11 +174,14 @@ class RegisteredReadBuffer:
         with m.If(shift):
             m.d.sync += self.get.eq(following(self.get))
         count = self.count + keep - shift
+        previous = accepted
+        for stage in self.flight:  # a line moves on by a stage per cycle
+            m.d.sync += stage.eq(previous)
+            previous = stage
         m.d.sync += [
             self.count.eq(count),
-            self.fresh.eq(self.reading),
-            self.reading.eq(accepted),
-            self.can_accept.eq(count + self.reading + accepted < self.LINES),
+            self.fresh.eq(self.flight[-1]),
+            self.can_accept.eq(count + sum(self.flight) + accepted < self.lines),
         ]
 
 
@@ -207,19 +216,32 @@ class Scratchpad(wiring.Component):
     (``OUTREG``) in place of the fabric register: the same data in the same cycles. The
     ``ecp5`` Accelerator does not set it: the whole 8x8 placed and routed slower with it on
     three seeds (docs/ecp5_target.md).
+
+    ``registered_addresses`` (ECP5 only, with ``read_every_cycle`` and ``registered_reads``):
+    each bank's read row and write (row, data, byte enables) are registered before its block
+    RAM, so the arbitration and the DMA's write logic end at flip-flops, not at the RAM's
+    pins: a read accepted in cycle t returns its line in cycle t+3 (``read_latency`` 3), a
+    write lands an edge later, and a read still sees exactly the writes accepted before it.
     """
 
     read_latency = 1
 
     def __init__(self, config: AcceleratorConfig, read_every_cycle: bool = False,
-                 registered_reads: bool = False, bram_output_registers: bool = False) -> None:
+                 registered_reads: bool = False, bram_output_registers: bool = False,
+                 registered_addresses: bool = False) -> None:
         if bram_output_registers and not (read_every_cycle and registered_reads):
             raise ConfigError("bram_output_registers registers each bank's read data in its "
                               "block RAMs: it needs read_every_cycle and registered_reads")
+        if registered_addresses and not (read_every_cycle and registered_reads):
+            raise ConfigError("registered_addresses registers each bank's read row: it needs "
+                              "read_every_cycle and registered_reads")
         self.config = config
         self.read_every_cycle = read_every_cycle
         self.registered_reads = registered_reads
         self.bram_output_registers = bram_output_registers
+        self.registered_addresses = registered_addresses
+        if registered_reads:  # the instance's latency, where the class gives the generic one
+            self.read_latency = 3 if registered_addresses else 2
         super().__init__(
             {
                 "a_read": In(spad_read_port(config)),
@@ -237,9 +259,13 @@ class Scratchpad(wiring.Component):
         line_bits = config.spad_line_elems * config.precision.in_bits
 
         readers = {"a": self.a_read, "b": self.b_read}
-        buffer = RegisteredReadBuffer if self.registered_reads else ReadBuffer
-        slots = {name: buffer(port, line_bits, f"{name}_read")
-                 for name, port in readers.items()}
+        if self.registered_reads:
+            stages = 3 if self.registered_addresses else 2
+            slots = {name: RegisteredReadBuffer(port, line_bits, f"{name}_read", stages)
+                     for name, port in readers.items()}
+        else:
+            slots = {name: ReadBuffer(port, line_bits, f"{name}_read")
+                     for name, port in readers.items()}
         bank, row, want, grant, bank_q = {}, {}, {}, {}, {}
         for name, port in readers.items():
             bank[name], row[name] = split_line(port.req.payload, banks)
@@ -263,7 +289,11 @@ class Scratchpad(wiring.Component):
 
         write = self.write.req
         write_bank, write_row = split_line(write.payload.addr, banks)
+        write_data = write.payload.data
         m.d.comb += write.ready.eq(1)
+        if self.registered_addresses:
+            write_row, write_data = self._registered(m, write_row, "write_row"), \
+                self._registered(m, write_data, "write_data")
 
         read_data, registered_data = [], []
         for index in range(banks):
@@ -271,11 +301,14 @@ class Scratchpad(wiring.Component):
             b_here = grant["b"] & (bank["b"] == index)
             read_row = Mux(a_here, row["a"], row["b"])
             write_en = Mux(write.valid & (write_bank == index), write.payload.mask, 0)
+            if self.registered_addresses:
+                read_row = self._registered(m, read_row, f"bank{index}_read_row")
+                write_en = self._registered(m, write_en, f"bank{index}_write_en")
             if self.bram_output_registers:
                 ram = Ecp5BlockRam(config.bank_depth, line_bits, config.precision.in_bits)
                 m.submodules[f"bank{index}"] = ram
                 m.d.comb += [ram.read_addr.eq(read_row), ram.write_addr.eq(write_row),
-                             ram.write_data.eq(write.payload.data), ram.write_en.eq(write_en)]
+                             ram.write_data.eq(write_data), ram.write_en.eq(write_en)]
                 registered_data.append(ram.read_data)
                 continue
             memory = Memory(shape=unsigned(line_bits), depth=config.bank_depth, init=[])
@@ -286,7 +319,7 @@ class Scratchpad(wiring.Component):
                 read_port.en.eq(1 if self.read_every_cycle else a_here | b_here),
                 read_port.addr.eq(read_row),
                 write_port.addr.eq(write_row),
-                write_port.data.eq(write.payload.data),
+                write_port.data.eq(write_data),
                 write_port.en.eq(write_en),
             ]
             read_data.append(read_port.data)
@@ -308,15 +341,23 @@ class Scratchpad(wiring.Component):
             if not self.registered_reads:
                 slot.elaborate_into(m, fresh, grant[name])
                 continue
-            bank_qq = Signal(range(banks), name=f"{name}_bank_qq")
+            bank_late = bank_q[name]  # the bank of the line now in the data registers
+            for suffix in ("_qq", "_qqq")[:slot.lines - 2]:
+                bank_late = self._registered(m, bank_late, f"{name}_bank{suffix}")
             late = Signal(line_bits, name=f"{name}_late_line")
-            m.d.sync += bank_qq.eq(bank_q[name])
-            with m.Switch(bank_qq):
+            with m.Switch(bank_late):
                 for index, data in enumerate(registered_data):
                     with m.Case(index):
                         m.d.comb += late.eq(data)
             slot.elaborate_into(m, fresh, grant[name], registered_data=late)
         return m
+
+    @staticmethod
+    def _registered(m: Module, value, name: str) -> Signal:
+        """``value`` a cycle later, in a register without an enable."""
+        register = Signal(Value.cast(value).shape(), name=name)
+        m.d.sync += register.eq(value)
+        return register
 
 
 @dataclass

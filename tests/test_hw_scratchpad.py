@@ -177,10 +177,12 @@ def test_scratchpad_on_verilator(banks, tmp_path, cocotb_benches, random_seed):
     assert len(results.passed) == 1, f"seed {seed}"
 
 
-def _late_read_bench(dut, readers, write_port, lines, elems, rng, seed, low, high, banks=None):
+def _late_read_bench(dut, readers, write_port, lines, elems, rng, seed, low, high, banks=None,
+                     latency=2):
     """Random requests, writes and back-pressure against ``registered_reads`` buffers: each
-    port answers its accepted reads in order, each with the line as of its acceptance, two
-    cycles after it at the earliest, and one line per cycle while its consumer is ready."""
+    port answers its accepted reads in order, each with the line as of its acceptance,
+    ``latency`` cycles after it at the earliest, and one line per cycle while its consumer is
+    ready, owning at most ``latency`` + 1 lines."""
     memory = [[0] * elems for _ in range(lines)]
     owed = {name: [] for name in readers}  # (line, cycle accepted), oldest first
     streak = {name: 0 for name in readers}  # cycles in a row with a line taken
@@ -208,7 +210,7 @@ def _late_read_bench(dut, readers, write_port, lines, elems, rng, seed, low, hig
                 write = None
             for name, port in readers.items():
                 valid = ctx.get(port.resp.valid)
-                ready_ok = owed[name] and owed[name][0][1] <= cycle - 2
+                ready_ok = owed[name] and owed[name][0][1] <= cycle - latency
                 assert valid == bool(ready_ok), f"{where}: {name} resp.valid"
                 if valid:
                     line = list(ctx.get(port.resp.payload))
@@ -216,27 +218,32 @@ def _late_read_bench(dut, readers, write_port, lines, elems, rng, seed, low, hig
                     if readies[name]:
                         owed[name].pop(0)
                 streak[name] = streak[name] + 1 if valid and readies[name] else 0
-                if full_speed and cycle >= 4:
+                if full_speed and cycle >= 2 + latency:
                     assert streak[name] > 0 or banks is not None, f"{where}: {name} stalled"
                 if ctx.get(port.req.ready) and requests[name] is not None:
                     owed[name].append((list(memory[requests[name]]), cycle))
-                assert len(owed[name]) <= 3, f"{where}: {name} owns {len(owed[name])} lines"
+                assert len(owed[name]) <= latency + 1, f"{where}: {name} owns {len(owed[name])}"
             _write_masked(memory, write)
             await ctx.tick()
-        assert max(len(o) for o in owed.values()) <= 3
+        assert max(len(o) for o in owed.values()) <= latency + 1
 
     _run(dut, testbench)
 
 
 @pytest.mark.amaranth_sim
+@pytest.mark.parametrize("registered_addresses", [False, True], ids=["data", "addresses"])
 @pytest.mark.parametrize("banks", [1, 2, 4])
-def test_scratchpad_registered_reads(banks, random_seed):
+def test_scratchpad_registered_reads(banks, registered_addresses, random_seed):
     config = small_config(banks)
     rng = np.random.default_rng(random_seed)
-    dut = Scratchpad(config, read_every_cycle=True, registered_reads=True)
+    dut = Scratchpad(config, read_every_cycle=True, registered_reads=True,
+                     registered_addresses=registered_addresses)
+    latency = dut.read_latency
+    assert latency == (3 if registered_addresses else 2)
     low, high = -(1 << (config.precision.in_bits - 1)), 1 << (config.precision.in_bits - 1)
     _late_read_bench(dut, {"a": dut.a_read, "b": dut.b_read}, dut.write, config.spad_lines,
-                     config.spad_line_elems, rng, random_seed, low, high, banks=banks)
+                     config.spad_line_elems, rng, random_seed, low, high, banks=banks,
+                     latency=latency)
 
 
 @pytest.mark.amaranth_sim
