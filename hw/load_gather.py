@@ -29,7 +29,7 @@ lands past the line's bytes (the buffer's size), and later beats, which may wrap
 land only after it is read. Each line takes three more cycles than
 on the generic target, four counting the R slice; one beat and one line per cycle as before.
 ``settled`` (the unit's ``idle``) is a register: nothing queued, cut or in flight in the last
-cycle and no run queued in it, so it rises a cycle after the last line is written.
+cycle, and the address half idle in it, so it rises a cycle after the last line is written.
 """
 
 from __future__ import annotations
@@ -47,10 +47,12 @@ LINE_QUEUE_DEPTH = 6
 FINE_BYTES = 8  # a line is read from the buffer in steps of this many bytes, then moved down
 
 
-def gather_lines(unit, m, runs, settled, line_bytes: int, spad_bits: int, acc_bits: int) -> None:
+def gather_lines(unit, m, runs, settled, resting, line_bytes: int, spad_bits: int,
+                 acc_bits: int) -> None:
     """`LoadUnit`'s data half for the ``ecp5`` target (see the module docstring): takes R beats
     of the head run of ``runs`` and writes its lines; drives ``settled`` and the unit's
-    ``retired``, ``error``, ``axi.rready`` and write ports."""
+    ``retired``, ``error``, ``axi.rready`` and write ports. ``resting`` is high only in cycles
+    that queue no run (the address half's IDLE state)."""
     bus_bytes = unit.config.dma.bus_bytes
     head = runs.head
     # circular buffer bytes: the uncut ones, a line cut in this cycle and the beat taken with it
@@ -187,8 +189,8 @@ def gather_lines(unit, m, runs, settled, line_bytes: int, spad_bits: int, acc_bi
         unit.acc_write.req.payload.mask.eq(-1),
     ]
     # registered: nothing was queued, cut or in flight in the last cycle, so nothing is now
-    # (a run pushed in that cycle is in ``runs.level`` now, a line cut then in ``cut_d``)
-    m.d.sync += settled.eq((runs.level == 0) & ~runs.w_en & (in_flight == 0))
+    # (a run pushed in that cycle would be in ``runs.level`` now, a line cut then in ``cut_d``)
+    m.d.sync += settled.eq((runs.level == 0) & resting & (in_flight == 0))
 
 
 def registered_r(m, unit):

@@ -26,8 +26,38 @@ from tensorforge.hw.dma_rows import (
 )
 from tensorforge.hw.load_gather import gather_lines, take_beat
 from tensorforge.hw.ports import acc_write_port, instruction_layout, spad_write_port
+from tensorforge.hw.skid import SkidBuffer
 from tensorforge.hw.targets import Target, parse_target
 from tensorforge.isa import Buffer, Opcode
+
+
+class AddressSlice(wiring.Component):
+    """The ``ecp5`` load unit's AR register slice: a `SkidBuffer` of (ARADDR, ARLEN) in front
+    of ``bus``, offering ``araddr``, ``arlen``, ``arvalid`` and ``arready`` as the unit's side
+    of the channel. A burst is on ``bus`` the cycle after the slice takes it."""
+
+    def __init__(self, bus) -> None:
+        self.bus = bus
+        self.layout = data.StructLayout({"addr": unsigned(len(bus.araddr)),
+                                         "len": unsigned(len(bus.arlen))})
+        super().__init__({"araddr": In(len(bus.araddr)), "arlen": In(len(bus.arlen)),
+                          "arvalid": In(1), "arready": Out(1)})
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        m.submodules.skid = skid = SkidBuffer(self.layout)
+        bus = self.bus
+        m.d.comb += [
+            skid.i.valid.eq(self.arvalid),
+            skid.i.payload.addr.eq(self.araddr),
+            skid.i.payload.len.eq(self.arlen),
+            self.arready.eq(skid.i.ready),
+            bus.arvalid.eq(skid.o.valid),
+            bus.araddr.eq(skid.o.payload.addr),
+            bus.arlen.eq(skid.o.payload.len),
+            skid.o.ready.eq(bus.arready),
+        ]
+        return m
 
 
 class LoadUnit(wiring.Component):
@@ -62,13 +92,17 @@ class LoadUnit(wiring.Component):
     against, keeps the runs queue's head in a register, and takes R beats and cuts lines with
     `load_gather.gather_lines`, which moves the wide data in the cycles after the decisions:
     each run reaches the data half a cycle later and each line three cycles later. It also
-    starts every path of the unit from registers where the generic unit has long ones: each
-    LOAD spends two more cycles before its first run (``SHAPE``: whether it is one run and its
-    elements, ``rows * row_len`` on a multiplier fed by the registered command, and the row's
-    bytes; ``BYTES``: the run's bytes), so the runs' byte counts and the burst planner start
-    from registers; ARVALID's "fewer than ``outstanding`` bursts in flight" is a register set
-    from the last cycle's handshakes (the same value, a cycle ahead); R passes through a
-    `SkidBuffer` (RREADY a register, each beat a cycle later); ``idle`` rises a cycle later
+    starts the unit's paths from registers where the generic unit has long ones: each LOAD
+    spends two more cycles before its first run (``SHAPE``: from the registered command,
+    whether it is one run, ``rows * row_len`` in shift-and-add parts (no multiplier), the row's
+    bytes, the stride in bytes, whether no rows are left and the first row's beats to the
+    next 4 KiB boundary; ``BYTES``: the run's bytes, the parts summed), so the runs' byte counts
+    and the burst planner start from registers, and each queued row works out the next row's
+    address, boundary distance and "no rows left" as registers; ARVALID's "fewer than
+    ``outstanding`` bursts in flight" is a register set from the last cycle's handshakes (the
+    same value, a cycle ahead); R passes through a `SkidBuffer` (RREADY a register, each beat
+    a cycle later), and so does AR (`AddressSlice`: ARVALID, ARADDR, ARLEN registers; a
+    burst counts as in flight from the cycle the slice takes it); ``idle`` rises a cycle later
     (``settled`` registered).
     """
 
@@ -145,14 +179,17 @@ class LoadUnit(wiring.Component):
         # ecp5: ``in_flight != outstanding`` as a register, set from this cycle's handshakes
         below_limit = Signal(init=1) if ecp5 else in_flight != self.outstanding
         drive_fixed_fields(m, axi, "ar", config.dma.bus_bits)
+        ar = axi
+        if ecp5:  # AR through a SkidBuffer: ARVALID, ARADDR and ARLEN are registers
+            m.submodules.ar_slice = ar = AddressSlice(axi)
         m.d.comb += [
             axi.arid.eq(ReadId.LOAD),
-            axi.araddr.eq(planner.address),
-            axi.arlen.eq(planner.beats - 1),
+            ar.araddr.eq(planner.address),
+            ar.arlen.eq(planner.beats - 1),
             # in_flight only falls while ARVALID waits, so ARVALID never drops early
-            axi.arvalid.eq(~planner.empty & below_limit),
+            ar.arvalid.eq(~planner.empty & below_limit),
         ]
-        address_sent = axi.arvalid & axi.arready
+        address_sent = ar.arvalid & ar.arready  # ecp5: taken into the slice (counted early)
         burst_done = axi.rvalid & axi.rready & axi.rlast
         m.d.sync += in_flight.eq(in_flight + address_sent - burst_done)
         if ecp5:
@@ -178,15 +215,26 @@ class LoadUnit(wiring.Component):
 
         settled = Signal(init=ecp5)  # ecp5: a register (`gather_lines`)
         if ecp5:
-            gather_lines(self, m, runs, settled, line_bytes, spad_bits, acc_bits)
+            resting = Signal()  # in IDLE: no run is queued this cycle
+            gather_lines(self, m, runs, settled, resting, line_bytes, spad_bits, acc_bits)
         else:
             self._cut_lines(m, runs, settled, line_bytes, spad_bits, acc_bits)
 
-        def tile_shape(tile, buffer_line_elems) -> list:
-            """Is the tile one run, its elements: worked out from the command's fields."""
+        def one_run(tile, buffer_line_elems):
+            """Is the tile one run: worked out from the command's fields."""
             back_to_back = (tile.stride == tile.row_len) & (tile.row_len <= buffer_line_elems)
-            return [whole.eq((tile.row_len == 0) | back_to_back),
-                    whole_elems.eq(tile.rows * tile.row_len)]
+            return (tile.row_len == 0) | back_to_back
+
+        if ecp5:
+            # ``rows * row_len`` matters only for one run, whose row_len is at most a line's
+            # elements: shift-and-add, two bits a part in SHAPE, the parts summed in BYTES
+            elem_bits = max_elems.bit_length()
+            parts = [Signal(len(insn.rows) + elem_bits, name=f"whole_part{i}")
+                     for i in range(0, elem_bits, 2)]
+            rows_done = Signal()  # rows_left == 0, a register
+            stride_bytes = Signal(ADDR_BITS)
+            row_to_boundary = Signal.like(planner.to_boundary)  # of row.aligned, a register
+            next_row = row_addr + stride_bytes
 
         def start_tile(tile) -> None:
             with m.If(tile.pad_before == 0):
@@ -196,6 +244,8 @@ class LoadUnit(wiring.Component):
 
         with m.FSM():
             with m.State("IDLE"):
+                if ecp5:
+                    m.d.comb += resting.eq(1)
                 with m.If(accept_command(m, self, insn, line, rows_left, row_addr, settled)):
                     if ecp5:
                         m.next = "SHAPE"
@@ -204,16 +254,25 @@ class LoadUnit(wiring.Component):
                         payload_acc = payload.buffer == Buffer.ACC
                         payload_line = Mux(payload_acc, config.acc_line_elems,
                                            config.spad_line_elems)
-                        m.d.sync += tile_shape(payload, payload_line)
+                        m.d.sync += [whole.eq(one_run(payload, payload_line)),
+                                     whole_elems.eq(payload.rows * payload.row_len)]
                         start_tile(payload)
             if ecp5:
                 # the tile's shape from the registered command, then the bytes from it
                 with m.State("SHAPE"):
-                    m.d.sync += [*tile_shape(insn, line_elems),
-                                 row_bytes.eq(clipped_len << elem_shift)]
+                    m.d.sync += [
+                        whole.eq(one_run(insn, line_elems)),
+                        row_bytes.eq(clipped_len << elem_shift),
+                        rows_done.eq(insn.rows == 0),
+                        stride_bytes.eq(insn.stride << elem_shift),
+                        row_to_boundary.eq(planner.beats_to_boundary(row.aligned)),
+                    ]
+                    for part, low in zip(parts, range(0, elem_bits, 2), strict=True):
+                        m.d.sync += part.eq(sum(Mux(insn.row_len[bit], insn.rows << bit, 0)
+                                                for bit in range(low, min(low + 2, elem_bits))))
                     m.next = "BYTES"
                 with m.State("BYTES"):
-                    m.d.sync += run_bytes.eq(Mux(whole, whole_elems << elem_shift, row_bytes))
+                    m.d.sync += run_bytes.eq(Mux(whole, sum(parts) << elem_shift, row_bytes))
                     start_tile(insn)
             with m.State("PAD_BEFORE"):
                 with m.If(runs.w_rdy):
@@ -222,7 +281,7 @@ class LoadUnit(wiring.Component):
             with m.State("ROWS"):
                 # Plan the next run in the cycle the current one's last burst goes out.
                 with m.If(run_planned):
-                    with m.If(rows_left == 0):
+                    with m.If(rows_done if ecp5 else rows_left == 0):
                         m.next = "PAD_AFTER"
                     with m.Elif(runs.w_rdy):
                         push(
@@ -231,11 +290,21 @@ class LoadUnit(wiring.Component):
                             offset=row.offset,
                             beats=run.beats,
                         )
-                        planner.start(m, row.aligned, run.beats)
-                        m.d.sync += [
-                            rows_left.eq(Mux(whole, 0, rows_left - 1)),
-                            row_addr.eq(row_addr + (insn.stride << elem_shift)),
-                        ]
+                        if ecp5:
+                            planner.start(m, row.aligned, run.beats, row_to_boundary)
+                            aligned = next_row & ~Const(bus_bytes - 1, ADDR_BITS)
+                            m.d.sync += [
+                                rows_left.eq(Mux(whole, 0, rows_left - 1)),
+                                rows_done.eq(whole | (rows_left == 1)),
+                                row_addr.eq(next_row),
+                                row_to_boundary.eq(planner.beats_to_boundary(aligned)),
+                            ]
+                        else:
+                            planner.start(m, row.aligned, run.beats)
+                            m.d.sync += [
+                                rows_left.eq(Mux(whole, 0, rows_left - 1)),
+                                row_addr.eq(row_addr + (insn.stride << elem_shift)),
+                            ]
             with m.State("PAD_AFTER"):
                 # every LOAD ends with this run (maybe of no lines): it retires the LOAD
                 with m.If(runs.w_rdy):
