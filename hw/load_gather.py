@@ -91,13 +91,20 @@ def gather_lines(unit, m, runs, settled, resting, line_bytes: int, spad_bits: in
     # register was set, so one below the depth then leaves room now
     free = Signal(init=1)
     m.d.sync += free.eq(in_flight < LINE_QUEUE_DEPTH - 1)
+    # The compares the decisions need are registers, set in the last cycle for this one:
+    # ``more`` (taken != beats), ``short`` (have < bytes), ``twice`` (have < 2 * bytes). While
+    # ``fresh`` the head run may be new (the last one ended, or none was queued): then
+    # ``have`` and ``taken`` are 0 and the head's queued bits stand in for them.
+    fresh = Signal(init=1)
+    more, short, twice = Signal(), Signal(), Signal()
+    short_now = Mux(fresh, head.has_bytes, short)
     # a line is cut from the bytes gathered before this cycle (this cycle's beat counts from the
     # next), so no decision waits for the beat's handshake; a beat is also taken alongside a cut
     # while fewer than two lines' bytes are held, so one line a cycle still streams
     cut = Signal()
-    m.d.comb += cut.eq(runs.r_rdy & (have >= head.bytes) & free)
-    beat_in = take_beat(m, unit, runs, taken, have, beat,
-                        also=cut & (have < (head.bytes << 1)))
+    m.d.comb += cut.eq(runs.r_rdy & ~short_now & free)
+    beat_in = take_beat(m, unit, runs, taken, have, beat, ready=runs.r_rdy & Mux(
+        fresh, head.has_beats, more) & (short_now | (cut & Mux(fresh, head.has_bytes, twice))))
     skip = Mux(first, head.offset, 0)  # a run's first beat starts ``offset`` bytes in
     keeps = bus_bytes - skip
     m.d.sync += [
@@ -113,6 +120,18 @@ def gather_lines(unit, m, runs, settled, resting, line_bytes: int, spad_bits: in
     run_done = cut & (head.no_lines | (lines_cut == head.last_line))
     # the next ``have`` of each case, from registers, chosen by the handshakes
     have_beat, have_cut = have + keeps, have - head.bytes
+    have_both = have_cut + keeps
+
+    def chosen(compare):
+        """``compare`` of the next ``have``, each case worked out from registers."""
+        return Mux(cut, Mux(beat_in, compare(have_both), compare(have_cut)),
+                   Mux(beat_in, compare(have_beat), compare(have)))
+    m.d.sync += [
+        fresh.eq(run_done | ~runs.r_rdy),
+        more.eq(Mux(beat_in, taken + 1 != head.beats, taken != head.beats)),
+        short.eq(chosen(lambda value: value < head.bytes)),
+        twice.eq(chosen(lambda value: value < (head.bytes << 1))),
+    ]
     next_read = (read_at + head.bytes)[:pointer_bits]
     # the cut line's fields are registered in every cycle (no enable): only a valid one is used
     m.d.sync += [
@@ -134,7 +153,7 @@ def gather_lines(unit, m, runs, settled, resting, line_bytes: int, spad_bits: in
             m.d.sync += [taken.eq(taken + 1), first.eq(0),
                          write_at.eq(write_at + bus_bytes - skip)]
         with m.If(cut):
-            m.d.sync += [have.eq(Mux(beat_in, have_cut + keeps, have_cut)),
+            m.d.sync += [have.eq(Mux(beat_in, have_both, have_cut)),
                          read_at.eq(next_read), lines_cut.eq(lines_cut + 1)]
         with m.Elif(beat_in):
             m.d.sync += have.eq(have_beat)
@@ -209,21 +228,21 @@ def registered_r(m, unit):
     return r_slice.o
 
 
-def take_beat(m, unit, runs, taken, have, beat=None, also=None):
+def take_beat(m, unit, runs, taken, have, beat=None, ready=None):
     """Both targets' R handshake: a beat of the head run is taken while the run has beats left
-    and the bytes held do not make a line (or ``also``); a response other than OKAY sets
-    ``error``. The beat comes from ``axi`` or, on ``ecp5``, from ``beat`` (`registered_r`'s
-    stream)."""
+    and the bytes held do not make a line; a response other than OKAY sets ``error``. On
+    ``ecp5`` the beat comes from ``beat`` (`registered_r`'s stream) and ``ready`` is the
+    caller's (`gather_lines`: that rule from registers, and a beat alongside a cut)."""
     axi, head = unit.axi, runs.head
-    valid, ready, resp = axi.rvalid, axi.rready, axi.rresp
-    room = have < head.bytes
-    if beat is not None:
-        valid, ready, resp = beat.valid, beat.ready, beat.payload.resp
-        room = room | also
+    valid, rready, resp = axi.rvalid, axi.rready, axi.rresp
+    if beat is None:
+        ready = runs.r_rdy & (taken != head.beats) & (have < head.bytes)
+    else:
+        valid, rready, resp = beat.valid, beat.ready, beat.payload.resp
     beat_in = Signal()
     m.d.comb += [
-        ready.eq(runs.r_rdy & (taken != head.beats) & room),
-        beat_in.eq(valid & ready),
+        rready.eq(ready),
+        beat_in.eq(valid & rready),
     ]
     with m.If(beat_in & (resp != Response.OKAY)):
         m.d.sync += unit.error.eq(1)

@@ -289,6 +289,9 @@ class LoadUnit(wiring.Component):
                             bytes=row.bytes,
                             offset=row.offset,
                             beats=run.beats,
+                            # ecp5: the data half's compares with 0, from the registered bytes
+                            **({"has_bytes": row_bytes != 0, "has_beats": run_bytes != 0}
+                               if ecp5 else {}),
                         )
                         if ecp5:
                             planner.start(m, row.aligned, run.beats, row_to_boundary)
@@ -313,15 +316,18 @@ class LoadUnit(wiring.Component):
         return m
 
     def _cut_fields(self, lines_bits: int) -> dict:
-        """The queue fields the ``ecp5`` target adds to a run (see `_push_cut_fields`)."""
+        """The queue fields the ``ecp5`` target adds to a run (see `_push_cut_fields`): what the
+        data half compares its counts with, worked out as the run is queued."""
         if self.target is not Target.ECP5:
             return {}
-        return {"no_lines": unsigned(1), "last_line": unsigned(lines_bits)}
+        return {"no_lines": unsigned(1), "last_line": unsigned(lines_bits),
+                "has_bytes": unsigned(1), "has_beats": unsigned(1)}
 
     @staticmethod
     def _push_cut_fields(m, pushed, lines) -> None:
         """Whether the run has no lines and its last line's index, for the data half's compare
-        on registers."""
+        on registers (``has_bytes`` and ``has_beats``, 0 in runs without beats, come with the
+        row's fields)."""
         m.d.comb += [pushed.no_lines.eq(lines == 0), pushed.last_line.eq(lines - 1)]
 
     def _cut_lines(self, m, runs, settled, line_bytes, spad_bits, acc_bits) -> None:
