@@ -28,7 +28,7 @@ beats follow the last one's without a gap. Instructions retire in order (``retir
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal
+from amaranth import Array, Module, Mux, Signal, Value
 from amaranth.hdl import EnableInserter
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
@@ -46,6 +46,7 @@ from tensorforge.hw.ports import (
     instruction_layout,
     spad_read_port,
 )
+from tensorforge.hw.skid import SkidBuffer
 from tensorforge.hw.targets import Target, parse_target
 
 #: Read requests each walker keeps in flight: enough for one beat per cycle from a memory that
@@ -72,14 +73,28 @@ def decode_loop(loop, fields) -> list:
 class _Walk:
     """One pass over the micro-loop: step counters and the addresses each step names."""
 
-    def __init__(self, m: Module, name: str, loop, operands: dict[str, tuple], bits: int):
+    def __init__(self, m: Module, name: str, loop, operands: dict[str, tuple], bits: int,
+                 registered: bool = False):
         self.advance = Signal(name=f"{name}_advance")
         self.done = Signal(name=f"{name}_done", init=1)
         self.start = Signal(name=f"{name}_start")
         outer_index = Signal(11, name=f"{name}_o")
         inner_index = Signal(11, name=f"{name}_i")
-        self.last_inner = last_inner = inner_index == loop.last_inner
-        self.last_step = last_inner & (outer_index == loop.last_outer)
+        if registered:  # the compares a step ahead, in registers
+            self.last_inner = last_inner = Signal(name=f"{name}_last_i")
+            last_outer = Signal(name=f"{name}_last_o")
+            with m.If(self.start):
+                m.d.sync += [last_inner.eq(loop.last_inner == 0),
+                             last_outer.eq(loop.last_outer == 0)]
+            with m.Elif(self.advance):
+                m.d.sync += last_inner.eq(Mux(last_inner, loop.last_inner == 0,
+                                              inner_index + 1 == loop.last_inner))
+                with m.If(last_inner):
+                    m.d.sync += last_outer.eq(outer_index + 1 == loop.last_outer)
+            self.last_step = last_inner & last_outer
+        else:
+            self.last_inner = last_inner = inner_index == loop.last_inner
+            self.last_step = last_inner & (outer_index == loop.last_outer)
         self.first_outer = outer_index == 0
         self.first_step = self.first_outer & (inner_index == 0)
         self.addr, self.next_addr = {}, {}
@@ -128,6 +143,38 @@ class _Latch:
         self.loop = Signal(LOOP_LAYOUT, name=f"{name}_loop")
         self.kick = Signal(name=f"{name}_kick")
         self.kick_mac = self.kick & ~self.loop.zero
+
+
+def _held_head(m: Module, head, tail, push, pop, entries: dict) -> dict:
+    """The ``registered_control`` writer's view of the pending queue's head entry: each field
+    in a register that always holds the entry ``head`` names, so the write request and the sum
+    start from flip-flops instead of from a ``depth``-way multiplexer on ``head``.
+
+    ``entries`` maps a field name to (its values per entry, the value a push writes). On a pop
+    the registers take the entry after ``head`` (``head_after``, a register too); a push that
+    lands on the entry they will hold gives them the pushed value instead.
+    """
+    depth = len(next(iter(entries.values()))[0])
+    after = Signal(range(depth), init=1 % depth, name="head_after")
+    with m.If(pop):
+        m.d.sync += after.eq(Mux(after == depth - 1, 0, after + 1))
+    lands = push & (tail == Mux(pop, after, head))
+    held = {}
+    for name, (values, pushed) in entries.items():
+        register = Signal(Value.cast(values[0]).shape(), name=f"head_{name}")
+        following = Array(values)[after]
+        m.d.sync += register.eq(Mux(lands, pushed, Mux(pop, following, register)))
+        held[name] = register
+    return held
+
+
+def _tag_match(m: Module, tags: list, tag_valid: list, address) -> tuple:
+    """(a bank holds ``address``, the last such bank) from the PE store banks' tags."""
+    hit, bank = Signal(), Signal(range(len(tags)))
+    for b in range(len(tags)):
+        with m.If(tag_valid[b] & (tags[b] == address)):
+            m.d.comb += [hit.eq(1), bank.eq(b)]
+    return hit, bank
 
 
 def all_of(values: list):
@@ -181,11 +228,29 @@ class ComputeUnit(wiring.Component):
     two PE store banks suffice). One isolated step takes `step_latency` cycles (``step_latency``
     attribute: with 1-cycle reads). Reads are answered in order, one response per request
     (``ports`` module contract).
+
+    ``registered_control`` (default: the ``ecp5`` target) keeps the control's decisions a
+    few nets from the flip-flops they start from, for timing closure; same results:
+
+    * the array's lines queue for the writer (`_queued_array_lines`: a cycle later);
+    * the writer's pending-queue head entry (valid, overwrite, MAX, address) is held in
+      registers, so ``acc_write.req`` and the sum start from flip-flops, not from a
+      ``depth``-way multiplexer on the head pointer;
+    * ``acc_read.req`` leaves through a `SkidBuffer` (a cycle later; valid, payload and the
+      walker's ``ready`` are registers);
+    * the stationary walker registers the next step's tag match while a block loads, so it
+      decides from registers (one extra cycle when a block loads in a single cycle);
+    * ``idle`` rises a cycle late (it still falls in the cycle after an accept).
+
+    An isolated step takes a few cycles more than `step_latency` (27 against 25 on a 4x4 ws).
     """
 
-    def __init__(self, config: AcceleratorConfig, target: Target | str = Target.GENERIC) -> None:
+    def __init__(self, config: AcceleratorConfig, target: Target | str = Target.GENERIC,
+                 registered_control: bool | None = None) -> None:
         self.config = config
         self.target = parse_target(target)
+        self.registered_control = (self.target is Target.ECP5 if registered_control is None
+                                   else registered_control)
         self.step_latency = step_latency(config)
         super().__init__(
             {
@@ -242,8 +307,12 @@ class ComputeUnit(wiring.Component):
                              taken[name].eq(1)]
 
         kicking = any_of([latch.kick for latch in latches.values()])
-        m.d.comb += self.idle.eq(~upcoming_valid & ~kicking & load_free & stream_drained
-                                 & acc_free & marks_empty)
+        settled = ~upcoming_valid & ~kicking & load_free & stream_drained & acc_free & marks_empty
+        if self.registered_control:  # a cycle late, except that it falls with an accept
+            was_settled = Signal(init=1)
+            m.d.sync += was_settled.eq(settled)
+            settled = was_settled & ~upcoming_valid
+        m.d.comb += self.idle.eq(settled)
         m.d.comb += self.busy.eq(~self.idle)
         waiting = [port.req.valid & ~port.req.ready
                    for port in (self.a_read, self.b_read, self.acc_read)]
@@ -305,7 +374,8 @@ class ComputeUnit(wiring.Component):
         plan, banks, array, freeze = self.plan, self.banks, self.array, self.freeze
         port = {Operand.A: self.a_read, Operand.B: self.b_read}[plan.stationary]
         walk = _Walk(m, "load", latch.loop,
-                     {"s": self._operand_fields(latch.instr, plan.stationary)}, SPAD_ADDR_BITS)
+                     {"s": self._operand_fields(latch.instr, plan.stationary)}, SPAD_ADDR_BITS,
+                     self.registered_control)
         tags = [Signal(SPAD_ADDR_BITS, name=f"tag_{b}") for b in range(banks)]
         tag_valid = [Signal(name=f"tag_valid_{b}") for b in range(banks)]
         ready_seq = [Signal(SEQ_BITS, name=f"ready_seq_{b}") for b in range(banks)]
@@ -359,14 +429,29 @@ class ComputeUnit(wiring.Component):
         # the step to decide on: the current one when idle, the next one while finishing
         candidate = Signal(SPAD_ADDR_BITS)
         deciding = Signal()
-        m.d.comb += [
-            candidate.eq(Mux(loading, walk.next_addr["s"], walk.addr["s"])),
-            deciding.eq(Mux(loading, finishing & ~walk.last_step, ~walk.done) & ~latch.kick_mac),
-        ]
+        m.d.comb += candidate.eq(Mux(loading, walk.next_addr["s"], walk.addr["s"]))
         hit, hit_bank = Signal(), Signal(range(banks))
-        for b in range(banks):
-            with m.If(tag_valid[b] & (tags[b] == candidate)):
-                m.d.comb += [hit.eq(1), hit_bank.eq(b)]
+        if self.registered_control:
+            # the next step's tag match is registered while the block loads (the walker and
+            # the tags hold still until it finishes): valid from the block's second cycle on
+            now_hit, now_bank = _tag_match(m, tags, tag_valid, walk.addr["s"])
+            next_hit, next_bank = _tag_match(m, tags, tag_valid, walk.next_addr["s"])
+            predicted, predicted_hit = Signal(), Signal()
+            predicted_bank = Signal(range(banks))
+            m.d.sync += [predicted.eq(loading), predicted_hit.eq(next_hit),
+                         predicted_bank.eq(next_bank)]
+            m.d.comb += [
+                deciding.eq(Mux(loading, finishing & ~walk.last_step & predicted, ~walk.done)
+                            & ~latch.kick_mac),
+                hit.eq(Mux(loading, predicted_hit, now_hit)),
+                hit_bank.eq(Mux(loading, predicted_bank, now_bank)),
+            ]
+        else:
+            m.d.comb += deciding.eq(Mux(loading, finishing & ~walk.last_step, ~walk.done)
+                                    & ~latch.kick_mac)
+            for b in range(banks):
+                with m.If(tag_valid[b] & (tags[b] == candidate)):
+                    m.d.comb += [hit.eq(1), hit_bank.eq(b)]
 
         with m.If(latch.kick_mac):
             m.d.sync += [valid.eq(0) for valid in tag_valid]
@@ -419,7 +504,7 @@ class ComputeUnit(wiring.Component):
         walk = _Walk(m, "stream", latch.loop,
                      {"t": self._operand_fields(instr, plan.streamed),
                       "c": (instr.acc_base, instr.acc_outer, instr.acc_inner)},
-                     SPAD_ADDR_BITS)
+                     SPAD_ADDR_BITS, self.registered_control)
         m.d.comb += walk.start.eq(latch.kick_mac)
         # never 0 bits wide: a Switch on a 0-bit value never matches in the Verilog
         beat_index = Signal(range(max(len(plan.beats), 2)))
@@ -523,7 +608,7 @@ class ComputeUnit(wiring.Component):
         kick, zero_mode = latch.kick, latch.loop.zero
         walk = _Walk(m, "acc", latch.loop,
                      {"c": (latch.instr.acc_base, latch.instr.acc_outer, latch.instr.acc_inner)},
-                     ACC_ADDR_BITS)
+                     ACC_ADDR_BITS, self.registered_control)
         m.d.comb += walk.start.eq(kick)
         address = walk.addr["c"]
         produces = Signal()  # this step ends its groups (os: the next step moves C)
@@ -574,12 +659,22 @@ class ComputeUnit(wiring.Component):
         with m.Elif(advance_line):
             m.d.sync += target.eq(line_target)
         hazard = Signal()
-        for i in range(depth):
-            with m.If(pending_valid[i] & (pending[i] == target)):
-                m.d.comb += hazard.eq(1)
+        if self.registered_control:  # one OR of the matches (the Ifs chain them)
+            m.d.comb += hazard.eq(any_of([pending_valid[i] & (pending[i] == target)
+                                          for i in range(depth)]))
+        else:
+            for i in range(depth):
+                with m.If(pending_valid[i] & (pending[i] == target)):
+                    m.d.comb += hazard.eq(1)
         full = pending_valid.bit_select(tail, 1)
         push, pop = Signal(), Signal()
         active = ~walk.done & ~kick
+        read = self.acc_read.req
+        if self.registered_control:  # the walker's handshake from a register, not the buffer's
+            skid = m.submodules.acc_read_request = SkidBuffer(read.payload.shape())
+            m.d.comb += [read.valid.eq(skid.o.valid), read.payload.eq(skid.o.payload),
+                         skid.o.ready.eq(read.ready)]
+            read = skid.i
         with m.If(active & zero_mode):
             m.d.comb += [self.acc_write.req.valid.eq(1),
                          self.acc_write.req.payload.addr.eq(target),
@@ -590,9 +685,8 @@ class ComputeUnit(wiring.Component):
         with m.Elif(active & overwrites):  # no old line to read (nor to wait for)
             m.d.comb += [push.eq(~full), advance_line.eq(~full)]
         with m.Elif(active):
-            m.d.comb += [self.acc_read.req.valid.eq(~hazard & ~full),
-                         self.acc_read.req.payload.eq(target)]
-            with m.If(self.acc_read.req.valid & self.acc_read.req.ready):
+            m.d.comb += [read.valid.eq(~hazard & ~full), read.payload.eq(target)]
+            with m.If(read.valid & read.ready):
                 m.d.comb += [push.eq(1), advance_line.eq(1)]
         m.d.comb += [old.w_data.eq(self.acc_read.resp.payload),
                      old.w_en.eq(self.acc_read.resp.valid),
@@ -600,28 +694,42 @@ class ComputeUnit(wiring.Component):
 
         # the writer: array line + old line (or nothing, to overwrite) -> accumulator
         array_out = array.out
-        if self.target is Target.ECP5:
+        if self.registered_control:
             array_out = self._queued_array_lines(m)
         old_line = data.View(self.acc_read.resp.payload.shape(), old.r_data)
-        head_overwrites = pending_overwrite.bit_select(head, 1)
+        held = None  # registered_control: the head entry's fields in registers
+        if self.registered_control:
+            entries = {"valid": ([pending_valid[i] for i in range(depth)], 1),
+                       "overwrite": ([pending_overwrite[i] for i in range(depth)], overwrites),
+                       "addr": (pending, target)}
+            if pending_max is not None:
+                entries["max"] = ([pending_max[i] for i in range(depth)],
+                                  latch.instr.reduce == isa.Reduction.MAX)
+            held = _held_head(m, head, tail, push, pop, entries)
+            head_overwrites = held["overwrite"]
+        else:
+            head_overwrites = pending_overwrite.bit_select(head, 1)
         # an overwriting line needs no old line, but its entry must be queued: an array line
         # can come out before the walker has queued it (it waited on a hazard), and then
         # ``head`` still holds a finished entry's stale flag and address
-        old_ready = pending_valid.bit_select(head, 1) & (head_overwrites | old.r_rdy)
+        head_valid = held["valid"] if held else pending_valid.bit_select(head, 1)
+        old_ready = head_valid & (head_overwrites | old.r_rdy)
         with m.If(~zero_mode):
             m.d.comb += [
                 self.acc_write.req.valid.eq(array_out.valid & old_ready),
-                self.acc_write.req.payload.addr.eq(Mux(head == 0, pending[0], 0)),
+                self.acc_write.req.payload.addr.eq(
+                    held["addr"] if held else Mux(head == 0, pending[0], 0)),
                 self.acc_write.req.payload.mask.eq(-1),
             ]
-            for i in range(1, depth):
+            for i in range(1, 1 if held else depth):
                 with m.If(head == i):
                     m.d.comb += self.acc_write.req.payload.addr.eq(pending[i])
             for e in range(config.acc_line_elems):
                 new, old_value = array_out.payload[e], old_line[e]
                 result = new + Mux(head_overwrites, 0, old_value)
                 if pending_max is not None:  # MAX: the larger, a signed compare
-                    head_max = pending_max.bit_select(head, 1) & ~head_overwrites
+                    head_max = (held["max"] if held else pending_max.bit_select(head, 1)
+                                ) & ~head_overwrites
                     result = Mux(head_max, Mux(new > old_value, new, old_value), result)
                 m.d.comb += self.acc_write.req.payload.data[e].eq(result)
             with m.If(self.acc_write.req.valid & self.acc_write.req.ready):

@@ -77,13 +77,15 @@ def run_compute_program(
     stall: float = 0.0,
     latency: int = 1,
     back_to_back: bool = False,
+    registered_control: bool = False,
 ) -> ComputeRun:
     """Run ``program`` on a fresh unit; ``acc`` is copied, not changed.
 
     ``back_to_back`` offers each instruction as soon as the last was taken (so it overlaps the
-    last one's drain); otherwise each waits until the unit is idle.
+    last one's drain); otherwise each waits until the unit is idle. ``registered_control``:
+    the unit as the ``ecp5`` target builds its control (`ComputeUnit`), on the generic array.
     """
-    unit = ComputeUnit(config)
+    unit = ComputeUnit(config, registered_control=registered_control)
     rng = np.random.default_rng(seed)
     acc = acc.copy()
     cycles: list[int] = []
