@@ -10,14 +10,17 @@ first and the wide data follows them in later cycles:
 * cycle t (control): take a beat and cut lines from byte counts only (``have``, the head run's
   queued fields). A line is cut once the bytes gathered before this cycle make one, so the
   cut does not wait for this cycle's beat; a beat is taken while they do not, or alongside a
-  cut while they make less than two lines. Register the beat as it came, where its first kept
-  byte goes, how many bytes it keeps and which buffer bytes it lands on (``lands``). Nothing
-  wide depends on the decisions in this cycle. Whether the line queue has room for a cut is
-  a register set a cycle ahead (one entry short of the depth, which is one deeper for it).
+  cut while they make less than two lines. The compares these rules need (``taken`` with
+  the run's beats, ``have`` with one and two lines' bytes) are registers set a cycle ahead
+  from per-case compares; after a run ends, bits queued with the next stand in for them.
+  Register the beat as it came, where its first kept byte goes, how many bytes it keeps and
+  which buffer bytes it lands on (``lands``). Nothing wide depends on the decisions in this
+  cycle. Whether the line queue has room for a cut is a register set a cycle ahead (one
+  entry short of the depth, which is one deeper for it).
 * cycle t+1: the beat is written into the circular buffer (``N`` bytes, a power of two at least
   a line, a beat and the smaller of the two: the bytes held, up to a line and a beat, and a
-  beat taken alongside a cut), each byte from the beat's byte at its lane (a mux on registers) under
-  its own enable (``lands``, a register): no shift of the buffer, no clearing.
+  beat taken alongside a cut), each byte from the beat's byte at its lane (a mux on
+  registers) under its own enable (``lands``, a register): no shift of the buffer, no clearing.
 * cycle t+2: a line cut in cycle t is read from the buffer: the bytes from its start, rounded
   down to 8 bytes, to 7 bytes past its end, are registered.
 * cycle t+3: they are moved down the rest of the way and go, masked to the row's bytes, into
