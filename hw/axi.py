@@ -177,9 +177,16 @@ class BurstPlanner:
     per cycle at most (the address channel's rate). All four are registers: each burst's
     length is worked out in the cycle before it is offered, so no compare lies between them
     and the handshake logic.
+
+    ``prepared`` (the ECP5 store unit): the burst after the current one (its address, 4 KiB
+    distance, length limit and the beats left) is worked out into registers in the cycle after
+    each load (`prepare`), and `advance` loads those, so no subtraction lies before its compare;
+    ``ready`` says they hold: advance past a burst that is not the last only while it is
+    high (a cycle after each load).
     """
 
-    def __init__(self, bus_bytes: int, max_burst: int, name: str, max_beats: int) -> None:
+    def __init__(self, bus_bytes: int, max_burst: int, name: str, max_beats: int,
+                 prepared: bool = False) -> None:
         self.bus_bytes = bus_bytes
         self.max_burst = max_burst
         self.beat_shift = bus_bytes.bit_length() - 1
@@ -192,9 +199,38 @@ class BurstPlanner:
         self.beats = Signal(range(max_burst + 1), name=f"{name}_burst_beats")
         self.last = Signal(name=f"{name}_last_burst")
         self.empty = Signal(name=f"{name}_empty", init=1)
+        self.prepared = prepared
+        if prepared:
+            self.ready = Signal(name=f"{name}_next_ready")
+            self._loaded = Signal(name=f"{name}_loaded")
+            self._next = (Signal(ADDR_BITS, name=f"{name}_after_address"),
+                          Signal.like(self.to_boundary, name=f"{name}_after_to_boundary"),
+                          Signal.like(self.remaining, name=f"{name}_after_remaining"),
+                          Signal.like(self.beats, name=f"{name}_after_limit"))
 
-    def _load(self, m: Module, address, to_boundary, remaining) -> None:
-        limit = Mux(to_boundary < self.max_burst, to_boundary, self.max_burst)
+    def limit(self, to_boundary):
+        """A burst's most beats at ``to_boundary`` beats from the 4 KiB boundary."""
+        return Mux(to_boundary < self.max_burst, to_boundary, self.max_burst)
+
+    def prepare(self, m: Module) -> None:
+        """``prepared``: the next burst's fields, registered in every cycle from the current
+        burst's; ``ready`` rises in the cycle after a load."""
+        address, to_boundary, remaining, limit = self._next
+        crossed = self.to_boundary == self.beats
+        after = Mux(crossed, self.page_beats, self.to_boundary - self.beats)
+        m.d.sync += [
+            address.eq(self.next_address + (self.beats << self.beat_shift)),
+            to_boundary.eq(after),
+            remaining.eq(self.remaining - self.beats),
+            limit.eq(self.limit(after[: len(self.to_boundary)])),
+            self.ready.eq(~self._loaded),
+        ]
+
+    def _load(self, m: Module, address, to_boundary, remaining, limit=None) -> None:
+        if limit is None:
+            limit = Mux(to_boundary < self.max_burst, to_boundary, self.max_burst)
+        if self.prepared:
+            m.d.comb += self._loaded.eq(1)
         m.d.sync += [
             self.next_address.eq(address),
             self.to_boundary.eq(to_boundary),
@@ -204,12 +240,13 @@ class BurstPlanner:
             self.empty.eq(remaining == 0),
         ]
 
-    def start(self, m: Module, address, beats, to_boundary=None) -> None:
-        """``to_boundary``: `beats_to_boundary` of ``address`` when the caller has it in a
-        register already (worked out a cycle ahead), so no subtraction precedes the compares."""
+    def start(self, m: Module, address, beats, to_boundary=None, limit=None) -> None:
+        """``to_boundary``, ``limit``: `beats_to_boundary` of ``address`` and its `limit` when
+        the caller has them in registers already (worked out a cycle ahead), so no subtraction
+        or compare precedes the burst's own."""
         if to_boundary is None:
             to_boundary = self.beats_to_boundary(address)
-        self._load(m, address, to_boundary, beats)
+        self._load(m, address, to_boundary, beats, limit)
 
     def beats_to_boundary(self, address):
         """Beats from the bus-aligned ``address`` to the next 4 KiB boundary."""
@@ -217,6 +254,12 @@ class BurstPlanner:
         return to_boundary[: len(self.to_boundary)]
 
     def advance(self, m: Module) -> None:
+        if self.prepared:  # past the last burst nothing is left (the registers may be stale)
+            with m.If(self.last):
+                m.d.sync += self.empty.eq(1)
+            with m.Else():
+                self._load(m, *self._next)
+            return
         crossed = self.to_boundary == self.beats
         self._load(
             m,

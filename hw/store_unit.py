@@ -64,8 +64,10 @@ class StoreUnit(wiring.Component):
     still one per cycle. Also on ``ecp5``: a STORE's shape (one run or not, its elements) and
     its row's and run's bytes are registered in two cycles (``SHAPE``, ``BYTES``) after it is
     taken, before its first row; the planner starts each run from registers
-    (`_staged_span`: the spans queue's head and its distance to the 4 KiB boundary), so a run's
-    first AW goes out a cycle later; without ``output_pipeline`` the accumulator's read port is
+    (`_staged_span`: the spans queue's head, its distance to the 4 KiB boundary and the first
+    burst's limit there), so a run's first AW goes out a cycle later, and works out each next
+    burst of a run a cycle ahead (`BurstPlanner` ``prepared``): a run's bursts go out at most
+    one every two cycles; without ``output_pipeline`` the accumulator's read port is
     registered (``registered_acc_reads``: a line comes two cycles after its request, up to
     three owned) and each request's row fields wait in a queue beside it
     (`_collect_registered_line`), one line per cycle as before.
@@ -148,13 +150,15 @@ class StoreUnit(wiring.Component):
             }
         )
         depth = self.lines_ahead + (PipelinedRequantizer.latency if self.staged else 0)
-        # ecp5: the packer decides from the head line's fields in registers
-        m.submodules.lines = lines = (RegisteredQueue if ecp5 else Queue)(lined, depth)
+        m.submodules.lines = lines = Queue(lined, depth)
         # Address stage -> data stage: the beats of each burst whose AW has gone out.
         burst_beats = range(config.dma.max_burst + 1)
         m.submodules.bursts = bursts = Queue(burst_beats, max(2, self.outstanding))
         outstanding = Signal(range(self.outstanding + 1))  # AW sent, B not yet back
-        planner = BurstPlanner(bus_bytes, config.dma.max_burst, "store", run.max_beats)
+        planner = BurstPlanner(bus_bytes, config.dma.max_burst, "store", run.max_beats,
+                               prepared=ecp5)
+        if ecp5:
+            planner.prepare(m)
 
         walking = Signal()
         with m.If(walking):
@@ -260,6 +264,10 @@ class StoreUnit(wiring.Component):
         before the oldest retires, so the ``tail`` slot is always free. A response that comes
         while the head has none left unanswered (it retires that cycle) answers the next
         STORE's first burst: back-to-back B responses across a STORE boundary.
+
+        On ``ecp5`` whether each counter is zero is a register kept beside it (from the
+        counter and this cycle's changes), so the head's comes from a register, not from a
+        compare behind the choice of counter.
         """
         slots = self.stores_in_flight
         count = [Signal(range(self.outstanding + 1), name=f"store_unanswered_{k}")
@@ -268,20 +276,30 @@ class StoreUnit(wiring.Component):
         head, tail = Signal(range(slots)), Signal(range(slots))
         head_count = Signal.like(count[0])
         head_closed = Signal()
+        none = None  # ecp5: count[k] == 0, registered
+        if self.target is Target.ECP5:
+            none = [Signal(name=f"store_none_unanswered_{k}", init=1) for k in range(slots)]
+            head_none = Signal(name="store_head_none_unanswered")
         for k in range(slots):
             with m.If(head == k):
                 m.d.comb += [head_count.eq(count[k]), head_closed.eq(closed[k])]
+                if none is not None:
+                    m.d.comb += head_none.eq(none[k])
         retire = Signal()
         m.d.comb += [
-            retire.eq(head_closed & (head_count == 0)),
+            retire.eq(head_closed & ((head_count == 0) if none is None else head_none)),
             self.retired.eq(retire),
         ]
         following = Mux(head == slots - 1, 0, head + 1)
-        answered = Mux(head_count == 0, following, head)  # whose burst this B response ends
+        # whose burst this B response ends
+        answered = Mux((head_count == 0) if none is None else head_none, following, head)
         for k in range(slots):
             grows = sent & (tail == k)
             shrinks = response & (answered == k)
             m.d.sync += count[k].eq(count[k] + grows - shrinks)
+            if none is not None:  # zero after this cycle: unchanged at zero, or 1 answered
+                m.d.sync += none[k].eq((none[k] & (grows == shrinks))
+                                       | ((count[k] == 1) & shrinks & ~grows))
             with m.If(retire & (head == k)):
                 m.d.sync += closed[k].eq(0)
             with m.If(closes & (tail == k)):
@@ -415,11 +433,15 @@ class StoreUnit(wiring.Component):
         axi = self.axi
         drive_fixed_fields(m, axi, "aw", config.dma.bus_bits)
         # Each term only rises without a handshake, so AWVALID never drops early (AXI A3.2.1).
+        # ecp5: a run's next burst is loaded from the planner's prepared registers (`ready`).
+        awvalid = ~planner.empty & bursts.w_rdy & (outstanding != self.outstanding)
+        if planner.prepared:
+            awvalid = awvalid & (planner.last | planner.ready)
         m.d.comb += [
             axi.awid.eq(0),
             axi.awaddr.eq(planner.address),
             axi.awlen.eq(planner.beats - 1),
-            axi.awvalid.eq(~planner.empty & bursts.w_rdy & (outstanding != self.outstanding)),
+            axi.awvalid.eq(awvalid),
         ]
         if self.target is Target.ECP5:  # its packer compares beats sent with AWLEN (`store_pack`)
             m.d.comb += bursts.pushed.eq(axi.awlen)
@@ -432,12 +454,13 @@ class StoreUnit(wiring.Component):
             planner.advance(m)
         closes = Signal()
         if self.target is Target.ECP5:
-            waiting, head, to_boundary, take = self._staged_span(m, planner, spans)
+            waiting, head, to_boundary, limit, take = self._staged_span(m, planner, spans)
         else:
-            waiting, head, to_boundary, take = spans.r_rdy, spans.head, None, spans.r_en
+            waiting, head, to_boundary, limit, take = (spans.r_rdy, spans.head, None, None,
+                                                       spans.r_en)
         with m.If((planner.empty | (sent & planner.last)) & waiting):
             m.d.comb += [take.eq(1), closes.eq(head.closes)]
-            planner.start(m, head.aligned, head.beats, to_boundary)
+            planner.start(m, head.aligned, head.beats, to_boundary, limit)
         if self.target is Target.ECP5:
             # the marker reaches `_retire` a cycle later (the next STORE's first AW is two
             # cycles behind it, through the staged span) and counts as waiting meanwhile
@@ -449,22 +472,26 @@ class StoreUnit(wiring.Component):
     @staticmethod
     def _staged_span(m, planner, spans):
         """The spans queue's head moved into registers with its distance to the 4 KiB boundary
-        (`BurstPlanner.beats_to_boundary`), so the planner's compares start from flip-flops.
-        Returns (a span is staged, the span, its distance, the planner takes it (to drive))."""
+        (`BurstPlanner.beats_to_boundary`) and the first burst's limit there, so the planner's
+        compare starts from flip-flops. Returns (a span is staged, the span, its distance, its
+        limit, the planner takes it (to drive))."""
         staged = Signal(spans.head.shape(), name="store_span")
         full = Signal(name="store_span_full")
         to_boundary = Signal.like(planner.to_boundary, name="store_span_to_boundary")
+        limit = Signal.like(planner.beats, name="store_span_limit")
         take = Signal(name="store_span_taken")
         with m.If(spans.r_rdy & (~full | take)):
             m.d.comb += spans.r_en.eq(1)
+            distance = planner.beats_to_boundary(spans.head.aligned)
             m.d.sync += [
                 staged.eq(spans.head),
-                to_boundary.eq(planner.beats_to_boundary(spans.head.aligned)),
+                to_boundary.eq(distance),
+                limit.eq(planner.limit(distance)),
                 full.eq(1),
             ]
         with m.Elif(take):
             m.d.sync += full.eq(0)
-        return full, staged, to_boundary, take
+        return full, staged, to_boundary, limit, take
 
     def _send_beats(self, m, lines, bursts) -> None:
         """Pack the lines of a run into W beats and send them back to back.

@@ -243,11 +243,13 @@ def test_burst_plan_covers_the_row_and_obeys_axi(seed):
 
 
 @pytest.mark.amaranth_sim
-def test_burst_planner_issues_the_reference_plan(random_seed):
+@pytest.mark.parametrize("prepared", [False, True])
+def test_burst_planner_issues_the_reference_plan(prepared, random_seed):
     """`BurstPlanner` in Amaranth's simulator, one burst taken per cycle (or with gaps):
     its bursts are `plan_bursts`'s for random starts, lengths, bus widths and burst limits
     (power of two or not), starts near 4 KiB boundaries and transfers that end on one, and
-    ``last`` is set on exactly the burst after which no beats are left."""
+    ``last`` is set on exactly the burst after which no beats are left. ``prepared``: a burst
+    that is not the last is taken only while ``ready``."""
     from amaranth.sim import Simulator
 
     rng = random.Random(random_seed)
@@ -255,7 +257,9 @@ def test_burst_planner_issues_the_reference_plan(random_seed):
         bus_bytes = rng.choice([4, 8, 16])
         max_burst = rng.choice([1, 3, 16, 64, 256, rng.randint(2, 40)])
         m = Module()
-        planner = BurstPlanner(bus_bytes, max_burst, "dut", 1 << 12)
+        planner = BurstPlanner(bus_bytes, max_burst, "dut", 1 << 12, prepared=prepared)
+        if prepared:
+            planner.prepare(m)
         address, beats = Signal(ADDR_BITS), Signal(13)
         load, advance = Signal(), Signal()
         with m.If(load):
@@ -283,7 +287,8 @@ def test_burst_planner_issues_the_reference_plan(random_seed):
                 ctx.set(load, 0)
                 issued = []
                 while not ctx.get(planner.empty):
-                    take = rng.random() < 0.8
+                    take = rng.random() < 0.8 and (
+                        not prepared or ctx.get(planner.ready) or ctx.get(planner.last))
                     ctx.set(advance, take)
                     if take:
                         issued.append((ctx.get(planner.address), ctx.get(planner.beats)))
@@ -304,7 +309,8 @@ def test_burst_planner_issues_the_reference_plan(random_seed):
 def _store_under_stalls(config, target: str, stores, lines, seed: int):
     """Runs ``stores`` through a `StoreUnit` reading ``lines`` from its accumulator, with AW,
     W and B stalled at random; returns the AW bursts ``(address, beats)``, the W beats
-    ``(data, strobes, last)`` and the bytes written (address -> byte), in order."""
+    ``(data, strobes, last)``, the bytes written (address -> byte) and the B responses
+    answered before each ``retired`` pulse, in order."""
     from amaranth.sim import Simulator
 
     m, store, accumulator = _store_with_accumulator(config, target)
@@ -312,7 +318,7 @@ def _store_under_stalls(config, target: str, stores, lines, seed: int):
     axi, fill = store.axi, accumulator.dma_write.req
     bus_bytes = config.dma.bus_bytes
     rng = random.Random(seed)
-    bursts, beats, written = [], [], {}
+    bursts, beats, written, retired = [], [], {}, []
 
     async def bench(ctx):
         for address, line in enumerate(lines):
@@ -324,7 +330,7 @@ def _store_under_stalls(config, target: str, stores, lines, seed: int):
         ctx.set(fill.valid, 0)
         waiting = list(stores)
         addresses = []  # AW bursts whose beats are not all in yet: [address, beats left]
-        unanswered = 0
+        unanswered = answered = 0
         for _ in range(3000):
             ctx.set(axi.awready, rng.random() < 0.6)
             ctx.set(axi.wready, rng.random() < 0.7)
@@ -352,6 +358,9 @@ def _store_under_stalls(config, target: str, stores, lines, seed: int):
                     unanswered += 1
             if ctx.get(axi.bvalid):
                 unanswered -= 1
+                answered += 1
+            if ctx.get(store.retired):
+                retired.append(answered)
             await ctx.tick()
             if not waiting and not unanswered and ctx.get(store.idle):
                 return
@@ -361,7 +370,7 @@ def _store_under_stalls(config, target: str, stores, lines, seed: int):
     simulator.add_clock(1e-8)
     simulator.add_testbench(bench)
     simulator.run()
-    return bursts, beats, written
+    return bursts, beats, written, retired
 
 
 @pytest.mark.amaranth_sim
@@ -392,3 +401,12 @@ def test_ecp5_store_unit_writes_what_the_generic_one_does_under_stalls(random_se
     assert got["ecp5"][2] == expected, f"seed {random_seed}"
     assert got["ecp5"][:2] == got["generic"][:2], f"seed {random_seed}"
     assert got["generic"][2] == expected
+    # each STORE retires once, in order, not before the B response of its last burst (the
+    # STOREs write below 0x2000, below 0x3000 and above: the bursts answered by then)
+    ends = [sum(1 for start, _ in got["generic"][0] if start < limit)
+            for limit in (0x2000, 0x3000, 1 << 32)]
+    for target in ("generic", "ecp5"):
+        answered = got[target][3]
+        assert len(answered) == len(stores), (target, answered)
+        assert all(seen >= end for seen, end in zip(answered, ends, strict=True)), (
+            target, answered, ends)
