@@ -168,6 +168,25 @@ def _held_head(m: Module, head, tail, push, pop, entries: dict) -> dict:
     return held
 
 
+def _issue_flags(m: Module, line, meta: SyncFIFO, steps: SyncFIFO, lines: int) -> tuple:
+    """The ``registered_control`` stationary walker's request conditions, each a register:
+    (``line`` is the block's last, ``meta`` has room, ``steps`` has room).
+
+    Room is decided a cycle early from the levels alone: a FIFO below ``depth - 1`` entries
+    still has room after any one write, so the flag never says room that is not there (each
+    FIFO takes at most one write a cycle) and gives up one entry, which the caller adds.
+    ``last_line`` follows ``line``, which moves only on a request (``meta.w_en``) and wraps
+    to 0 after the block's last line.
+    """
+    last_line = Signal(init=lines == 1, name="load_last_line")
+    meta_room, steps_room = Signal(name="load_meta_room"), Signal(name="load_steps_room")
+    m.d.sync += [meta_room.eq(meta.level < meta.depth - 1),
+                 steps_room.eq(steps.level < steps.depth - 1)]
+    with m.If(meta.w_en):
+        m.d.sync += last_line.eq(Mux(last_line, lines == 1, line + 1 == lines - 1))
+    return last_line, meta_room, steps_room
+
+
 def _tag_match(m: Module, tags: list, tag_valid: list, address) -> tuple:
     """(a bank holds ``address``, the last such bank) from the PE store banks' tags."""
     hit, bank = Signal(), Signal(range(len(tags)))
@@ -239,7 +258,10 @@ class ComputeUnit(wiring.Component):
     * ``acc_read.req`` leaves through a `SkidBuffer` (a cycle later; valid, payload and the
       walker's ``ready`` are registers);
     * the stationary walker registers the next step's tag match while a block loads, so it
-      decides from registers (one extra cycle when a block loads in a single cycle);
+      decides from registers (one extra cycle when a block loads in a single cycle), and
+      requests a line from registers too: whether the line is the block's last, and whether
+      its two queues have room, known a cycle early (`_issue_flags`; each queue one entry
+      deeper, so as many lines stay in flight);
     * ``idle`` rises a cycle late (it still falls in the cycle after an accept).
 
     An isolated step takes a few cycles more than `step_latency` (27 against 25 on a 4x4 ws).
@@ -397,10 +419,12 @@ class ComputeUnit(wiring.Component):
         loading = Signal()
         bank = Signal(range(banks))
         entry = data.StructLayout({"bank": range(banks), "ready": SEQ_BITS})
-        self.steps = steps = SyncFIFO(width=entry.size, depth=4)
+        # registered_control: room is known a cycle early, for one entry less: one more each
+        spare = int(self.registered_control)
+        self.steps = steps = SyncFIFO(width=entry.size, depth=4 + spare)
         meta_layout = data.StructLayout({"bank": range(banks), "index": range(max(
             plan.stationary_lines, 2)), "after": STEP_BITS, "waits": 1})
-        meta = SyncFIFO(width=meta_layout.size, depth=OUTSTANDING)
+        meta = SyncFIFO(width=meta_layout.size, depth=OUTSTANDING + spare)
         m.submodules.steps, m.submodules.load_meta = steps, meta
         self.step_entry = entry
         step_in = Signal(entry)
@@ -409,10 +433,15 @@ class ComputeUnit(wiring.Component):
                      walk.start.eq(latch.kick_mac)]
 
         # this cycle's line request, and whether it is the block's last
-        last_line = line == plan.stationary_lines - 1
+        if self.registered_control:
+            last_line, meta_room, steps_room = _issue_flags(m, line, meta, steps,
+                                                            plan.stationary_lines)
+        else:
+            last_line = line == plan.stationary_lines - 1
+            meta_room, steps_room = meta.w_rdy, steps.w_rdy
         requested, finishing = Signal(), Signal()
         with m.If(loading):
-            m.d.comb += [port.req.valid.eq(meta.w_rdy & (~last_line | steps.w_rdy)),
+            m.d.comb += [port.req.valid.eq(meta_room & (~last_line | steps_room)),
                          port.req.payload.eq(line_addr),
                          meta_in.bank.eq(bank), meta_in.index.eq(line),
                          meta_in.after.eq(load_after), meta_in.waits.eq(load_waits),

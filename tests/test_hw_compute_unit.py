@@ -194,9 +194,12 @@ def test_gemm_ws_systolic_keeps_one_beat_per_cycle():
 
 
 @pytest.mark.amaranth_sim
-def test_gemm_ws_systolic_two_banks_keep_one_beat_per_cycle_when_weights_change_every_step():
+@pytest.mark.parametrize("registered_control", [False, True])
+def test_gemm_ws_systolic_two_banks_keep_one_beat_per_cycle_when_weights_change_every_step(
+        registered_control):
     """The weight block changes with every step (k inner): with only two banks, the next block
-    is written behind the last beat that reads the bank, so the beats still go one per cycle."""
+    is written behind the last beat that reads the bank, so the beats still go one per cycle
+    (also with the ``ecp5`` control, whose room flags come a cycle early)."""
     config = make_config(
         Intrinsic.GEMM, Dataflow.WEIGHT_STATIONARY, Interconnect.SYSTOLIC, 4, 4, local_bytes=0
     )
@@ -208,7 +211,8 @@ def test_gemm_ws_systolic_two_banks_keep_one_beat_per_cycle_when_weights_change_
     ]
     expected = acc.copy()
     golden.execute(config, program[0], spad, expected)
-    got, cycles = run_program(config, program, spad, acc, seed=12)
+    got, cycles = run_program(config, program, spad, acc, seed=12,
+                              registered_control=registered_control)
     assert (got == expected).all()
     assert cycles[0] <= 4 * 8 * 4 + step_latency(config), cycles
 
@@ -218,10 +222,13 @@ def test_gemm_ws_systolic_two_banks_keep_one_beat_per_cycle_when_weights_change_
     "intrinsic,dataflow,interconnect,rows,cols", list(grid([(2, 3)])), ids=str
 )
 @pytest.mark.parametrize("stall", [0.0, 0.3])
+@pytest.mark.parametrize("registered_control", [False, True])
 def test_two_banks_with_blocks_changing_every_step_match_golden(
-    intrinsic, dataflow, interconnect, rows, cols, stall
+    intrinsic, dataflow, interconnect, rows, cols, stall, registered_control
 ):
-    """Every step names new A and B blocks, on the fewest PE store banks (two)."""
+    """Every step names new A and B blocks, on the fewest PE store banks (two). Also with the
+    ``ecp5`` control, whose stationary walker requests from registered flags (last line, room
+    in its queues a cycle early): a block is loaded every step, so its queues fill."""
     taps = 3 if intrinsic is Intrinsic.CONV2D and dataflow is Dataflow.WEIGHT_STATIONARY else 0
     config = make_config(intrinsic, dataflow, interconnect, rows, cols, local_bytes=taps)
     assert local_banks(config, plan_for(config)) == 2
@@ -240,7 +247,8 @@ def test_two_banks_with_blocks_changing_every_step_match_golden(
     expected = acc.copy()
     for instruction in program:
         golden.execute(config, instruction, spad, expected)
-    got, _ = run_program(config, program, spad, acc, seed=3, stall=stall)
+    got, _ = run_program(config, program, spad, acc, seed=3, stall=stall,
+                         registered_control=registered_control)
     assert (got == expected).all()
 
 
