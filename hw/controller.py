@@ -26,7 +26,7 @@ detection either; the testbench timeout catches it). A push onto a full counter 
 
 from __future__ import annotations
 
-from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -212,7 +212,9 @@ class Controller(wiring.Component):
         longest = min(config.dma.max_burst, capacity)
         axi = self.fetch
         max_beats = ((1 << 32) * INSTRUCTION_BYTES + chunk_bytes) // bus_bytes
-        planner = BurstPlanner(bus_bytes, longest, "fetch", max_beats)
+        planner = BurstPlanner(bus_bytes, longest, "fetch", max_beats, prepared=self.pipelined)
+        if self.pipelined:
+            planner.prepare(m)
         drive_fixed_fields(m, axi, "ar", config.dma.bus_bits)
         m.submodules.fetched = fetched = SyncFIFOBuffered(
             width=chunk_bytes * 8, depth=self.fetch_chunks
@@ -257,7 +259,7 @@ class Controller(wiring.Component):
             # occupied only falls while ARVALID waits, so ARVALID never drops early; after a
             # FINISH no new burst is offered
             axi.arvalid.eq(
-                ~planner.empty & (ar_waiting | (~draining & fits))
+                self._offer(planner, ~planner.empty & (ar_waiting | (~draining & fits)))
             ),
             axi.rready.eq(1),
         ]
@@ -278,11 +280,15 @@ class Controller(wiring.Component):
                 with m.Else():
                     m.d.sync += [chunk.eq(whole), assembling.eq(assembling + 1)]
 
-        with m.If(self.start & ~self.busy):
-            address = self.insn_addr & ~(INSTRUCTION_BYTES - 1)
-            base = address & ~(chunk_bytes - 1)
-            end = address + (self.insn_count << (INSTRUCTION_BYTES.bit_length() - 1))
-            planner.start(m, base, (end - base + bus_bytes - 1) >> (bus_bytes.bit_length() - 1))
+        starting = self.start & ~self.busy
+        address = self.insn_addr & ~(INSTRUCTION_BYTES - 1)
+        base = address & ~(chunk_bytes - 1)
+        end = address + (self.insn_count << (INSTRUCTION_BYTES.bit_length() - 1))
+        if self.pipelined:
+            self._staged_start(m, planner, starting, base, end)
+        with m.If(starting):
+            if not self.pipelined:
+                planner.start(m, base, (end - base + bus_bytes - 1) >> (bus_bytes.bit_length() - 1))
             m.d.sync += [
                 remaining.eq(self.insn_count),
                 finished.eq(self.insn_count == 0),
@@ -312,6 +318,34 @@ class Controller(wiring.Component):
             with m.If(~fetched.r_rdy & (in_flight == 0) & (assembling == 0) & planner.empty):
                 m.d.sync += [draining.eq(0), finished.eq(1)]
         return finished
+
+    def _offer(self, planner: BurstPlanner, offer):
+        """``offer``, and with ``pipelined`` only once the planner holds the burst after this
+        one (`BurstPlanner` ``prepared``), unless this is the program's last."""
+        return offer & (planner.last | planner.ready) if self.pipelined else offer
+
+    def _staged_start(self, m: Module, planner: BurstPlanner, starting, base, end) -> None:
+        """``pipelined``: the fetch planner started three cycles after ``starting``, from
+        registers: the program's first and end byte, then its beats and 4 KiB distance, then
+        that distance's burst limit, so no path runs from the program's address through the
+        subtractions into the planner's compares."""
+        bus_bytes = self.config.dma.bus_bytes
+        first = Signal(Value.cast(base).shape(), name="fetch_first_byte")
+        stop = Signal(Value.cast(end).shape(), name="fetch_end_byte")
+        beats = Signal.like(planner.remaining, name="fetch_start_beats")
+        to_boundary = Signal.like(planner.to_boundary, name="fetch_start_to_boundary")
+        limit = Signal.like(planner.beats, name="fetch_start_limit")
+        stages = [Signal(name=f"fetch_start_{k}") for k in range(3)]
+        with m.If(starting):
+            m.d.sync += [first.eq(base), stop.eq(end)]
+        m.d.sync += [
+            stages[0].eq(starting), stages[1].eq(stages[0]), stages[2].eq(stages[1]),
+            beats.eq((stop - first + bus_bytes - 1) >> (bus_bytes.bit_length() - 1)),
+            to_boundary.eq(planner.beats_to_boundary(first)),
+            limit.eq(planner.limit(to_boundary)),
+        ]
+        with m.If(stages[2]):
+            planner.start(m, first, beats, to_boundary, limit)
 
     def _gate(self, m: Module, unit: str, queue, pops: dict, pushes: dict):
         """The token gate in front of one unit; returns (waiting for tokens, holds nothing)."""
