@@ -100,6 +100,7 @@ def gather_lines(unit, m, runs, settled, resting, line_bytes: int, spad_bits: in
     # ``have`` and ``taken`` are 0 and the head's queued bits stand in for them.
     fresh = Signal(init=1)
     more, short, twice = Signal(), Signal(), Signal()
+    at_last = Signal()  # lines_cut == last_line: the next cut is the run's last line
     short_now = Mux(fresh, head.has_bytes, short)
     # a line is cut from the bytes gathered before this cycle (this cycle's beat counts from the
     # next), so no decision waits for the beat's handshake; a beat is also taken alongside a cut
@@ -120,7 +121,7 @@ def gather_lines(unit, m, runs, settled, resting, line_bytes: int, spad_bits: in
                      for j in range(size))),
     ]
 
-    run_done = cut & (head.no_lines | (lines_cut == head.last_line))
+    run_done = cut & (head.no_lines | Mux(fresh, head.single, at_last))
     # the next ``have`` of each case, from registers, chosen by the handshakes
     have_beat, have_cut = have + keeps, have - head.bytes
     have_both = have_cut + keeps
@@ -132,6 +133,7 @@ def gather_lines(unit, m, runs, settled, resting, line_bytes: int, spad_bits: in
     m.d.sync += [
         fresh.eq(run_done | ~runs.r_rdy),
         more.eq(Mux(beat_in, taken + 1 != head.beats, taken != head.beats)),
+        at_last.eq(Mux(cut, lines_cut + 1 == head.last_line, lines_cut == head.last_line)),
         short.eq(chosen(lambda value: value < head.bytes)),
         twice.eq(chosen(lambda value: value < (head.bytes << 1))),
     ]

@@ -320,15 +320,16 @@ class LoadUnit(wiring.Component):
         data half compares its counts with, worked out as the run is queued."""
         if self.target is not Target.ECP5:
             return {}
-        return {"no_lines": unsigned(1), "last_line": unsigned(lines_bits),
+        return {"no_lines": unsigned(1), "last_line": unsigned(lines_bits), "single": unsigned(1),
                 "has_bytes": unsigned(1), "has_beats": unsigned(1)}
 
     @staticmethod
     def _push_cut_fields(m, pushed, lines) -> None:
-        """Whether the run has no lines and its last line's index, for the data half's compare
-        on registers (``has_bytes`` and ``has_beats``, 0 in runs without beats, come with the
-        row's fields)."""
-        m.d.comb += [pushed.no_lines.eq(lines == 0), pushed.last_line.eq(lines - 1)]
+        """Whether the run has no lines or one and its last line's index, for the data half's
+        compares on registers (``has_bytes`` and ``has_beats``, 0 in runs without beats, come
+        with the row's fields)."""
+        m.d.comb += [pushed.no_lines.eq(lines == 0), pushed.last_line.eq(lines - 1),
+                     pushed.single.eq(lines == 1)]
 
     def _cut_lines(self, m, runs, settled, line_bytes, spad_bits, acc_bits) -> None:
         """R beats -> a byte gatherer -> lines of the head run -> the output register.
