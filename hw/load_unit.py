@@ -173,7 +173,10 @@ class LoadUnit(wiring.Component):
         m.submodules.runs = runs = queue(runs_layout, max(2, self.outstanding))
 
         # --- address half: runs and AR bursts ---------------------------------------------------
-        planner = BurstPlanner(bus_bytes, config.dma.max_burst, "load", run.max_beats)
+        planner = BurstPlanner(bus_bytes, config.dma.max_burst, "load", run.max_beats,
+                               prepared=ecp5)
+        if ecp5:  # each next burst worked out a cycle ahead: offered once it is (or last)
+            planner.prepare(m)
         axi = self.axi
         in_flight = Signal(range(self.outstanding + 1))  # AR sent, last R beat not yet taken
         # ecp5: ``in_flight != outstanding`` as a register, set from this cycle's handshakes
@@ -187,7 +190,8 @@ class LoadUnit(wiring.Component):
             ar.araddr.eq(planner.address),
             ar.arlen.eq(planner.beats - 1),
             # in_flight only falls while ARVALID waits, so ARVALID never drops early
-            ar.arvalid.eq(~planner.empty & below_limit),
+            ar.arvalid.eq(~planner.empty & below_limit & (planner.last | planner.ready)
+                          if ecp5 else ~planner.empty & below_limit),
         ]
         address_sent = ar.arvalid & ar.arready  # ecp5: taken into the slice (counted early)
         burst_done = axi.rvalid & axi.rready & axi.rlast
