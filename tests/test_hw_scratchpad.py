@@ -12,7 +12,7 @@ import functools
 
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
+from amaranth_bench import run_testbench
 
 from tensorforge.config import AcceleratorConfig, ArrayConfig, ScratchpadConfig
 from tensorforge.hw.accumulator import AccumulatorBuffer
@@ -26,12 +26,6 @@ def small_config(banks: int) -> AcceleratorConfig:
         scratchpad=ScratchpadConfig(capacity=64, banks=banks, accumulator=128),
     )
 
-
-def _run(dut, testbench) -> None:
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(testbench)
-    sim.run()
 
 
 def _write_masked(memory, write) -> None:
@@ -85,7 +79,7 @@ def test_scratchpad_matches_model_cycle_by_cycle(banks, read_every_cycle, random
         assert ctx.get(dut.conflicts) == model.conflicts, f"seed {seed}"
         assert model.conflicts > 50, f"seed {seed}: traffic too tame to test arbitration"
 
-    _run(dut, testbench)
+    run_testbench(dut, testbench)
 
 
 @pytest.mark.amaranth_sim
@@ -153,7 +147,7 @@ def test_accumulator_masked_writes_and_write_priority(read_every_cycle, register
             await ctx.tick()
         assert stalled > 100, f"seed {seed}: too few stalled responses to test holding"
 
-    _run(dut, testbench)
+    run_testbench(dut, testbench)
 
 
 @functools.cache
@@ -227,7 +221,7 @@ def _late_read_bench(dut, readers, write_port, lines, elems, rng, seed, low, hig
             await ctx.tick()
         assert max(len(o) for o in owed.values()) <= latency + 1
 
-    _run(dut, testbench)
+    run_testbench(dut, testbench)
 
 
 @pytest.mark.amaranth_sim

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from amaranth import unsigned
-from amaranth.sim import Simulator
+from amaranth_bench import drive_stream_pair, run_testbench
 
 from tensorforge.hw.skid import SkidBuffer
 
@@ -26,12 +26,8 @@ def test_skid_buffer_keeps_order_throughput_and_registered_ready(random_seed):
             full_speed = cycle < 200 or 1000 <= cycle < 1200
             offer = full_speed or bool(rng.random() < 0.7)
             take = full_speed or bool(rng.random() < 0.6)
-            ctx.set(dut.i.valid, offer)
-            ctx.set(dut.i.payload, item)
-            ctx.set(dut.o.ready, 0)
-            ready_if_not_taken = ctx.get(dut.i.ready)
-            ctx.set(dut.o.ready, take)
-            assert ctx.get(dut.i.ready) == ready_if_not_taken, f"{where}: i.ready follows o.ready"
+            drive_stream_pair(ctx, dut.i, dut.o, offer=offer, payload=item, take=take,
+                              where=where)
             if ctx.get(dut.o.valid) and take:
                 received.append((ctx.get(dut.o.payload), cycle))
             if full_speed and cycle % 1000 >= 2:
@@ -42,10 +38,7 @@ def test_skid_buffer_keeps_order_throughput_and_registered_ready(random_seed):
                 item = (item + 1) % 4096
             await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(testbench)
-    sim.run()
+    run_testbench(dut, testbench)
     assert len(sent) - len(received) in (0, 1, 2), f"seed {random_seed}: items lost"
     for (item, went_in), (out, came_out) in zip(sent[:len(received)], received, strict=True):
         assert out == item, f"seed {random_seed}: item {item} came out as {out}"

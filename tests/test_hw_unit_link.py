@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from amaranth import unsigned
-from amaranth.sim import Simulator
+from amaranth_bench import drive_stream_pair, run_testbench
 
 from tensorforge.hw.unit_link import RegisteredUnitLink
 
@@ -36,16 +36,12 @@ def test_link_passes_commands_in_order_and_reports_idle_a_cycle_late(random_seed
             take = busy_for == 0 and bool(rng.random() < 0.7)
             ctx.set(dut.unit_idle, unit_idle)
             ctx.set(dut.unit_retired, unit_retired)
-            ctx.set(dut.gate_cmd.valid, offer)
-            ctx.set(dut.gate_cmd.payload, item)
-            ctx.set(dut.unit_cmd.ready, 0)
-            ready_if_not_taken = ctx.get(dut.gate_cmd.ready)
-            ctx.set(dut.unit_cmd.ready, take)
-            assert ctx.get(dut.gate_cmd.ready) == ready_if_not_taken, f"{where}: ready"
+            ready = drive_stream_pair(ctx, dut.gate_cmd, dut.unit_cmd, offer=offer,
+                                      payload=item, take=take, where=where)
             assert ctx.get(dut.gate_idle) == quiet_before, f"{where}: idle"
             assert ctx.get(dut.gate_retired) == retired_before, f"{where}: retired"
 
-            gate_took = offer and ctx.get(dut.gate_cmd.ready)
+            gate_took = offer and ready
             unit_took = ctx.get(dut.unit_cmd.valid) and take
             if unit_took:
                 received.append(ctx.get(dut.unit_cmd.payload))
@@ -62,10 +58,7 @@ def test_link_passes_commands_in_order_and_reports_idle_a_cycle_late(random_seed
                 item = (item + 1) % 1024
             await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(testbench)
-    sim.run()
+    run_testbench(dut, testbench)
     assert received == sent[:len(received)], f"seed {random_seed}: commands out of order"
     assert len(sent) - len(received) <= 2
     assert len(received) > 200, "too few commands went through to test anything"
