@@ -116,7 +116,8 @@ class Accelerator(wiring.Component):
         m.submodules.controller = controller = Controller(
             config, retiring, pipelined=ecp5)
         m.submodules.scratchpad = scratchpad = Scratchpad(
-            config, read_every_cycle=ecp5, registered_reads=ecp5)
+            config, read_every_cycle=ecp5, registered_reads=ecp5, registered_addresses=ecp5,
+            bram_output_registers=ecp5)
         m.submodules.accumulator = accumulator = AccumulatorBuffer(
             config, read_every_cycle=ecp5, registered_reads=ecp5, registered_writes=ecp5,
             registered_dma_reads=store.registered_acc_reads)

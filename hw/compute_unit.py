@@ -273,6 +273,9 @@ class ComputeUnit(wiring.Component):
         self.target = parse_target(target)
         self.registered_control = (self.target is Target.ECP5 if registered_control is None
                                    else registered_control)
+        # scratchpad reads kept in flight per walker: the ECP5 scratchpad answers a cycle later
+        # than OUTSTANDING covers (its request register, registered row and registered data)
+        self.spad_outstanding = OUTSTANDING + int(self.registered_control)
         self.step_latency = step_latency(config)
         super().__init__(
             {
@@ -424,7 +427,7 @@ class ComputeUnit(wiring.Component):
         self.steps = steps = SyncFIFO(width=entry.size, depth=4 + spare)
         meta_layout = data.StructLayout({"bank": range(banks), "index": range(max(
             plan.stationary_lines, 2)), "after": STEP_BITS, "waits": 1})
-        meta = SyncFIFO(width=meta_layout.size, depth=OUTSTANDING + spare)
+        meta = SyncFIFO(width=meta_layout.size, depth=self.spad_outstanding + spare)
         m.submodules.steps, m.submodules.load_meta = steps, meta
         self.step_entry = entry
         step_in = Signal(entry)
@@ -541,7 +544,7 @@ class ComputeUnit(wiring.Component):
         meta_layout = data.StructLayout({
             "first": 1, "last": 1, "slot": range(plan.slots), "columns": plan.cols,
             "bank": range(banks), "ready": SEQ_BITS, "step_end": 1})
-        meta = SyncFIFO(width=meta_layout.size, depth=OUTSTANDING)
+        meta = SyncFIFO(width=meta_layout.size, depth=self.spad_outstanding)
         m.submodules.beat_meta = meta
         meta_in, meta_out = Signal(meta_layout), data.View(meta_layout, meta.r_data)
         m.d.comb += meta.w_data.eq(meta_in)

@@ -123,13 +123,19 @@ class RegisteredReadBuffer:
 
     ``stages`` = 3 (the scratchpad's ``registered_addresses``): the read address is
     registered too, so the line comes back in cycle t+3 and up to four lines are owned.
+
+    ``blind`` (with ``stages`` = 3): ``can_accept`` is worked out as if no line were taken in
+    this cycle, so it does not follow the consumer's ``resp.ready`` (which on ECP5 comes from
+    deep in the compute unit); one more line of room (five) keeps a line per cycle going.
     """
 
     LINES = 3  # lines owned at most, with the default two stages
 
-    def __init__(self, port, width: int, name: str, stages: int = 2) -> None:
+    def __init__(self, port, width: int, name: str, stages: int = 2,
+                 blind: bool = False) -> None:
         self.port = port
-        self.lines = stages + 1
+        self.blind = blind
+        self.lines = stages + 1 + int(blind)
         # accepted and on their way: addressed (stages 3), in the memory, then in the register
         self.flight = ([Signal(name=f"{name}_addressing")] if stages == 3 else []) + [
             Signal(name=f"{name}_reading")]
@@ -181,7 +187,8 @@ class RegisteredReadBuffer:
         m.d.sync += [
             self.count.eq(count),
             self.fresh.eq(self.flight[-1]),
-            self.can_accept.eq(count + sum(self.flight) + accepted < self.lines),
+            self.can_accept.eq((self.count + self.fresh if self.blind else count)
+                               + sum(self.flight) + accepted < self.lines),
         ]
 
 
@@ -214,14 +221,16 @@ class Scratchpad(wiring.Component):
     ``bram_output_registers`` (ECP5 only, with both flags above): each bank is an
     `Ecp5BlockRam`, whose DP16KD blocks register the read data in their own output registers
     (``OUTREG``) in place of the fabric register: the same data in the same cycles. The
-    ``ecp5`` Accelerator does not set it: the whole 8x8 placed and routed slower with it on
-    three seeds (docs/ecp5_target.md).
+    ``ecp5`` Accelerator sets it with ``registered_addresses``: alone it placed and routed
+    slower (docs/ecp5_target.md), with the registered rows no scratchpad path fails at 8 ns.
 
     ``registered_addresses`` (ECP5 only, with ``read_every_cycle`` and ``registered_reads``):
     each bank's read row and write (row, data, byte enables) are registered before its block
     RAM, so the arbitration and the DMA's write logic end at flip-flops, not at the RAM's
     pins: a read accepted in cycle t returns its line in cycle t+3 (``read_latency`` 3), a
     write lands an edge later, and a read still sees exactly the writes accepted before it.
+    Each port then owns up to five lines and its ``req.ready`` does not follow its
+    ``resp.ready`` even a cycle later (`RegisteredReadBuffer` ``blind``).
     """
 
     read_latency = 1
@@ -261,7 +270,8 @@ class Scratchpad(wiring.Component):
         readers = {"a": self.a_read, "b": self.b_read}
         if self.registered_reads:
             stages = 3 if self.registered_addresses else 2
-            slots = {name: RegisteredReadBuffer(port, line_bits, f"{name}_read", stages)
+            slots = {name: RegisteredReadBuffer(port, line_bits, f"{name}_read", stages,
+                                                blind=self.registered_addresses)
                      for name, port in readers.items()}
         else:
             slots = {name: ReadBuffer(port, line_bits, f"{name}_read")
