@@ -26,22 +26,32 @@ from formal_properties import (
 from sby_runner import check_harness
 from test_formal_load_unit import CONFIG_PARAMS, CONFIGS, small_config
 
+from tensorforge.hw.scratchpad import RegisteredReadBuffer
 from tensorforge.hw.store_unit import StoreUnit
 from tensorforge.isa import Opcode
 
 DEPTH = 11  # the B-response underflow fixed in 89632aa fails at step 10
 
 
-def accumulator_reader(harness: Harness, port) -> None:
-    """Answers the unit's line reads in order, after any delay (the lines' bits are 0)."""
+def accumulator_reader(harness: Harness, port, registered: bool = False) -> None:
+    """Answers the unit's line reads in order, after any delay (the lines' bits are 0).
+    ``registered``: as the accumulator's registered DMA port promises (`RegisteredReadBuffer`),
+    a line comes two cycles after its read at the earliest and at most
+    `RegisteredReadBuffer.LINES` lines are owned (read, not yet taken)."""
     m, past = harness.m, harness.past
-    harness.free_input(port.req.ready)
+    ready = harness.free_input(port.req.ready)
     valid = harness.free_input(port.resp.valid)
     m.d.comb += port.resp.payload.as_value().eq(0)
     pending = Signal(4, name="acc_reads_pending")
-    m.d.sync += pending.eq(
-        pending + (port.req.valid & port.req.ready) - (port.resp.valid & port.resp.ready)
-    )
+    accepted = port.req.valid & port.req.ready
+    m.d.sync += pending.eq(pending + accepted - (port.resp.valid & port.resp.ready))
+    if registered:
+        recent = Signal(name="acc_read_last_cycle")  # read a cycle ago: not answerable yet
+        m.d.sync += recent.eq(accepted)
+        m.d.comb += [Assume(~valid | (pending - recent != 0)),
+                     Assume(~ready | (pending < RegisteredReadBuffer.LINES))]
+        return held_until_ready(m, past, valid=valid, ready=port.resp.ready, payload=valid,
+                                name="acc_resp", promise=Assume)
     m.d.comb += Assume(~valid | (pending != 0))
     held_until_ready(m, past, valid=valid, ready=port.resp.ready, payload=valid,
                      name="acc_resp", promise=Assume)
@@ -63,7 +73,7 @@ def store_unit_harness(config, unit_type=StoreUnit, max_rows: int = 1,
         Assume(insn.row_len <= line_elems),
         Assume(insn.stride <= 2 * line_elems),
     ]
-    accumulator_reader(harness, unit.acc_read)
+    accumulator_reader(harness, unit.acc_read, registered=unit.registered_acc_reads)
 
     axi = unit.axi
     address_channel(m, past, axi, "aw", max_burst=config.dma.max_burst,
