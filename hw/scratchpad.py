@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from amaranth import Module, Mux, Signal, Value, unsigned
+from amaranth import Module, Mux, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -19,6 +19,7 @@ from amaranth.lib.wiring import In, Out
 from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import ConfigError
 from tensorforge.hw.ecp5_bram import Ecp5BlockRam
+from tensorforge.hw.interconnect import delayed
 from tensorforge.hw.ports import spad_read_port, spad_write_port
 
 COUNTER_BITS = 32
@@ -302,8 +303,8 @@ class Scratchpad(wiring.Component):
         write_data = write.payload.data
         m.d.comb += write.ready.eq(1)
         if self.registered_addresses:
-            write_row, write_data = self._registered(m, write_row, "write_row"), \
-                self._registered(m, write_data, "write_data")
+            write_row = delayed(m, write_row, 1, "write_row")
+            write_data = delayed(m, write_data, 1, "write_data")
 
         read_data, registered_data = [], []
         for index in range(banks):
@@ -312,8 +313,8 @@ class Scratchpad(wiring.Component):
             read_row = Mux(a_here, row["a"], row["b"])
             write_en = Mux(write.valid & (write_bank == index), write.payload.mask, 0)
             if self.registered_addresses:
-                read_row = self._registered(m, read_row, f"bank{index}_read_row")
-                write_en = self._registered(m, write_en, f"bank{index}_write_en")
+                read_row = delayed(m, read_row, 1, f"bank{index}_read_row")
+                write_en = delayed(m, write_en, 1, f"bank{index}_write_en")
             if self.bram_output_registers:
                 ram = Ecp5BlockRam(config.bank_depth, line_bits, config.precision.in_bits)
                 m.submodules[f"bank{index}"] = ram
@@ -351,9 +352,9 @@ class Scratchpad(wiring.Component):
             if not self.registered_reads:
                 slot.elaborate_into(m, fresh, grant[name])
                 continue
-            bank_late = bank_q[name]  # the bank of the line now in the data registers
-            for suffix in ("_qq", "_qqq")[:slot.lines - 2]:
-                bank_late = self._registered(m, bank_late, f"{name}_bank{suffix}")
+            # the bank of the line now in the data registers: a cycle behind ``bank_q`` per
+            # stage the line spends in flight after it
+            bank_late = delayed(m, bank_q[name], len(slot.flight), f"{name}_bank")
             late = Signal(line_bits, name=f"{name}_late_line")
             with m.Switch(bank_late):
                 for index, data in enumerate(registered_data):
@@ -361,13 +362,6 @@ class Scratchpad(wiring.Component):
                         m.d.comb += late.eq(data)
             slot.elaborate_into(m, fresh, grant[name], registered_data=late)
         return m
-
-    @staticmethod
-    def _registered(m: Module, value, name: str) -> Signal:
-        """``value`` a cycle later, in a register without an enable."""
-        register = Signal(Value.cast(value).shape(), name=name)
-        m.d.sync += register.eq(value)
-        return register
 
 
 @dataclass

@@ -189,6 +189,7 @@ class TrainingNorm(FunctionalNorm):
     (TrainingNorm, r"training=False"),
 ], ids=["input", "after relu", "shared", "no running stats", "training"])
 def test_unfoldable_batch_norms_are_named(module, match):
+    torch.manual_seed(0)
     inputs = (torch.randn(1, 3 if module is not TrainingNorm else 4, 6, 6),)
     with pytest.raises(WorkloadError, match=match):
         quantize_model(module(), inputs)
