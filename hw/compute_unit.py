@@ -132,6 +132,62 @@ class _LineCounts:
         m.d.sync += [self.issued.eq(self.issued + push), self.written.eq(self.written + pop)]
 
 
+class _IssueRegister:
+    """The ``registered_control`` accumulator walker's one-deep queue: the C line it requests
+    next, in registers with whether it must wait for a pending write (``hazard``) and whether
+    the pending queue is full, so the request and the walker's advance start from flip-flops
+    instead of from the compare of the walker's line against every pending entry.
+
+    The walker's line (``line``) moves in (``load``) whenever the register is free or frees in
+    that cycle (``takes``). Its hazard is decided a cycle early, against the pending entries
+    that stay after that cycle (the entry at ``head`` leaves on a ``pop``) plus the line pushed
+    in it, so a read goes in the cycle after the write it waited for, as without the register.
+    """
+
+    def __init__(self, m: Module, line, overwrites, pending: list, pending_valid, head, push,
+                 pop) -> None:
+        depth = len(pending)
+        self.load = Signal(name="issue_load")
+        self.fire = Signal(name="issue_fire")  # the line leaves: read, pushed or zeroed
+        self.valid = Signal(name="issue_valid")
+        self.addr = Signal(len(line), name="issue_addr")
+        self.overwrites = Signal(name="issue_overwrites")
+        self.hazard = Signal(name="issue_hazard")
+        self.full = Signal(name="pending_full")
+        self.push = push
+        self.takes = ~self.valid | self.fire
+
+        def matches(address):
+            return any_of([pending_valid[i] & ~(pop & (head == i)) & (pending[i] == address)
+                           for i in range(depth)])
+
+        with m.If(self.load):
+            m.d.sync += [self.valid.eq(1), self.addr.eq(line), self.overwrites.eq(overwrites),
+                         self.hazard.eq(matches(line) | (push & (line == self.addr)))]
+        with m.Else():
+            m.d.sync += self.hazard.eq(matches(self.addr))
+            with m.If(self.fire):
+                m.d.sync += self.valid.eq(0)
+        used = Signal(range(depth + 1), name="pending_used")
+        with m.If(push & ~pop):
+            m.d.sync += [used.eq(used + 1), self.full.eq(used == depth - 1)]
+        with m.Elif(pop & ~push):
+            m.d.sync += [used.eq(used - 1), self.full.eq(0)]
+
+    def request(self, m: Module, zero_mode, read, write) -> None:
+        """Drives the line's request: a ZERO write on ``write``, a push of an overwriting
+        line, or an old-line read on ``read`` (a stream)."""
+        with m.If(self.valid & zero_mode):
+            m.d.comb += [write.valid.eq(1), write.payload.addr.eq(self.addr),
+                         write.payload.mask.eq(-1), self.fire.eq(write.ready)]
+        with m.Elif(self.valid & self.overwrites):  # no old line to read (nor to wait for)
+            m.d.comb += [self.push.eq(~self.full), self.fire.eq(~self.full)]
+        with m.Elif(self.valid):
+            m.d.comb += [read.valid.eq(~self.hazard & ~self.full), read.payload.eq(self.addr)]
+            with m.If(read.valid & read.ready):
+                m.d.comb += [self.push.eq(1), self.fire.eq(1)]
+
+
 class _Latch:
     """One walker's copy of the instruction it walks, so each walker can start the next
     instruction as soon as it is done with its part of the last one (``kick``: the cycle after
@@ -262,7 +318,13 @@ class ComputeUnit(wiring.Component):
       requests a line from registers too: whether the line is the block's last, and whether
       its two queues have room, known a cycle early (`_issue_flags`; each queue one entry
       deeper, so as many lines stay in flight);
-    * ``idle`` rises a cycle late (it still falls in the cycle after an accept).
+    * ``idle`` rises a cycle late (it still falls in the cycle after an accept);
+    * the accumulator walker requests each C line from a one-deep queue (`_IssueRegister`):
+      the line, its overwrite flag, its hazard against the pending writes (decided a cycle
+      early) and whether the pending queue is full are registers, so the read, the push and
+      the walker's advance never follow the compare of a line against the pending entries (a
+      C read leaves one cycle later again; the walker takes its next instruction once its
+      last line has left the queue).
 
     An isolated step takes a few cycles more than `step_latency` (27 against 25 on a 4x4 ws).
     """
@@ -634,6 +696,8 @@ class ComputeUnit(wiring.Component):
 
         Overwriting steps queue their lines without reading them, and the writer writes the
         array's lines alone. ZERO instructions use the same walker to write zero lines instead.
+        With ``registered_control`` each line is requested from `_IssueRegister`, a line
+        behind the walker.
         """
         plan, array, freeze = self.plan, self.array, self.freeze
         config = self.config
@@ -690,36 +754,43 @@ class ComputeUnit(wiring.Component):
             m.d.sync += target.eq(step_target)
         with m.Elif(advance_line):
             m.d.sync += target.eq(line_target)
-        hazard = Signal()
-        if self.registered_control:  # one OR of the matches (the Ifs chain them)
-            m.d.comb += hazard.eq(any_of([pending_valid[i] & (pending[i] == target)
-                                          for i in range(depth)]))
-        else:
-            for i in range(depth):
-                with m.If(pending_valid[i] & (pending[i] == target)):
-                    m.d.comb += hazard.eq(1)
-        full = pending_valid.bit_select(tail, 1)
         push, pop = Signal(), Signal()
         active = ~walk.done & ~kick
         read = self.acc_read.req
+        # the line pushed into the pending queue, and whether it overwrites
+        pushed, pushed_overwrites = target, overwrites
         if self.registered_control:  # the walker's handshake from a register, not the buffer's
             skid = m.submodules.acc_read_request = SkidBuffer(read.payload.shape())
             m.d.comb += [read.valid.eq(skid.o.valid), read.payload.eq(skid.o.payload),
                          skid.o.ready.eq(read.ready)]
-            read = skid.i
-        with m.If(active & zero_mode):
-            m.d.comb += [self.acc_write.req.valid.eq(1),
-                         self.acc_write.req.payload.addr.eq(target),
-                         self.acc_write.req.payload.mask.eq(-1),
-                         advance_line.eq(self.acc_write.req.ready)]
-        with m.Elif(active & ~produces):
-            m.d.comb += walk.advance.eq(1)  # os: the group goes on in the next step
-        with m.Elif(active & overwrites):  # no old line to read (nor to wait for)
-            m.d.comb += [push.eq(~full), advance_line.eq(~full)]
-        with m.Elif(active):
-            m.d.comb += [read.valid.eq(~hazard & ~full), read.payload.eq(target)]
-            with m.If(read.valid & read.ready):
-                m.d.comb += [push.eq(1), advance_line.eq(1)]
+            issue = _IssueRegister(m, target, overwrites, pending, pending_valid, head, push,
+                                   pop)
+            with m.If(active & (zero_mode | produces)):
+                m.d.comb += advance_line.eq(issue.takes)
+            with m.Elif(active):
+                m.d.comb += walk.advance.eq(1)  # os: the group goes on in the next step
+            m.d.comb += issue.load.eq(advance_line)
+            issue.request(m, zero_mode, skid.i, self.acc_write.req)
+            pushed, pushed_overwrites = issue.addr, issue.overwrites
+        else:
+            hazard = Signal()
+            for i in range(depth):
+                with m.If(pending_valid[i] & (pending[i] == target)):
+                    m.d.comb += hazard.eq(1)
+            full = pending_valid.bit_select(tail, 1)
+            with m.If(active & zero_mode):
+                m.d.comb += [self.acc_write.req.valid.eq(1),
+                             self.acc_write.req.payload.addr.eq(target),
+                             self.acc_write.req.payload.mask.eq(-1),
+                             advance_line.eq(self.acc_write.req.ready)]
+            with m.Elif(active & ~produces):
+                m.d.comb += walk.advance.eq(1)  # os: the group goes on in the next step
+            with m.Elif(active & overwrites):  # no old line to read (nor to wait for)
+                m.d.comb += [push.eq(~full), advance_line.eq(~full)]
+            with m.Elif(active):
+                m.d.comb += [read.valid.eq(~hazard & ~full), read.payload.eq(target)]
+                with m.If(read.valid & read.ready):
+                    m.d.comb += [push.eq(1), advance_line.eq(1)]
         m.d.comb += [old.w_data.eq(self.acc_read.resp.payload),
                      old.w_en.eq(self.acc_read.resp.valid),
                      self.acc_read.resp.ready.eq(old.w_rdy)]
@@ -732,8 +803,9 @@ class ComputeUnit(wiring.Component):
         held = None  # registered_control: the head entry's fields in registers
         if self.registered_control:
             entries = {"valid": ([pending_valid[i] for i in range(depth)], 1),
-                       "overwrite": ([pending_overwrite[i] for i in range(depth)], overwrites),
-                       "addr": (pending, target)}
+                       "overwrite": ([pending_overwrite[i] for i in range(depth)],
+                                     pushed_overwrites),
+                       "addr": (pending, pushed)}
             if pending_max is not None:
                 entries["max"] = ([pending_max[i] for i in range(depth)],
                                   latch.instr.reduce == isa.Reduction.MAX)
@@ -780,15 +852,18 @@ class ComputeUnit(wiring.Component):
             m.d.sync += [tail.eq(step(tail))]
             for i in range(depth):
                 with m.If(tail == i):
-                    m.d.sync += pending[i].eq(target)
+                    m.d.sync += pending[i].eq(pushed)
         set_bits = Mux(push, 1 << tail, 0)
         clear_bits = Mux(pop, 1 << head, 0)
         m.d.sync += pending_valid.eq((pending_valid | set_bits) & ~clear_bits)
         with m.If(push):
-            m.d.sync += pending_overwrite.bit_select(tail, 1).eq(overwrites)
+            m.d.sync += pending_overwrite.bit_select(tail, 1).eq(pushed_overwrites)
             if pending_max is not None:
                 m.d.sync += pending_max.bit_select(tail, 1).eq(
                     latch.instr.reduce == isa.Reduction.MAX)
         with m.If(pop):
             m.d.sync += head.eq(step(head))
-        return walk.done & ~kick, pending_valid == 0, _LineCounts(m, push, pop, depth)
+        free = walk.done & ~kick
+        if self.registered_control:  # and its last line left the issue register
+            free = free & ~issue.valid
+        return free, pending_valid == 0, _LineCounts(m, push, pop, depth)
