@@ -125,11 +125,17 @@ class _LineCounts:
     """C lines read for the writer (``issued``) and written back, counted modulo a power of two
     above the writer's depth (never more lines than that are in between)."""
 
-    def __init__(self, m: Module, push, pop, depth: int) -> None:
+    def __init__(self, m: Module, push, pop, depth: int, enabled: bool = False) -> None:
         bits = depth.bit_length() + 1
         self.issued = Signal(bits, name="lines_issued")
         self.written = Signal(bits, name="lines_written")
-        m.d.sync += [self.issued.eq(self.issued + push), self.written.eq(self.written + pop)]
+        if enabled:  # push and pop as clock enables: the handshakes reach no adder
+            with m.If(push):
+                m.d.sync += self.issued.eq(self.issued + 1)
+            with m.If(pop):
+                m.d.sync += self.written.eq(self.written + 1)
+        else:
+            m.d.sync += [self.issued.eq(self.issued + push), self.written.eq(self.written + pop)]
 
 
 class _IssueRegister:
@@ -169,10 +175,11 @@ class _IssueRegister:
             with m.If(self.fire):
                 m.d.sync += self.valid.eq(0)
         used = Signal(range(depth + 1), name="pending_used")
+        self.empty = Signal(init=1, name="pending_empty")
         with m.If(push & ~pop):
-            m.d.sync += [used.eq(used + 1), self.full.eq(used == depth - 1)]
+            m.d.sync += [used.eq(used + 1), self.full.eq(used == depth - 1), self.empty.eq(0)]
         with m.Elif(pop & ~push):
-            m.d.sync += [used.eq(used - 1), self.full.eq(0)]
+            m.d.sync += [used.eq(used - 1), self.full.eq(0), self.empty.eq(used == 1)]
 
     def request(self, m: Module, zero_mode, read, write) -> None:
         """Drives the line's request: a ZERO write on ``write``, a push of an overwriting
@@ -715,8 +722,16 @@ class ComputeUnit(wiring.Component):
         index = Signal(range(count + 1))
         lines_in_step = Mux(zero_mode, zero_lines, len(plan.output_lines))
         advance_line = Signal()
+        last_line = index == lines_in_step - 1
+        if self.registered_control:  # known a line ahead, in a register
+            last_line = Signal(name="acc_last_line")
+            with m.If(kick):
+                m.d.sync += last_line.eq(lines_in_step == 1)
+            with m.Elif(advance_line):
+                m.d.sync += last_line.eq(Mux(last_line, lines_in_step == 1,
+                                             index + 1 == lines_in_step - 1))
         with m.If(advance_line):
-            with m.If(index == lines_in_step - 1):
+            with m.If(last_line):
                 m.d.sync += index.eq(0)
                 m.d.comb += walk.advance.eq(1)
             with m.Else():
@@ -765,9 +780,10 @@ class ComputeUnit(wiring.Component):
                          skid.o.ready.eq(read.ready)]
             issue = _IssueRegister(m, target, overwrites, pending, pending_valid, head, push,
                                    pop)
-            with m.If(active & (zero_mode | produces)):
+            walking = ~walk.done  # done in the kick cycle: the walker took the instruction
+            with m.If(walking & (zero_mode | produces)):
                 m.d.comb += advance_line.eq(issue.takes)
-            with m.Elif(active):
+            with m.Elif(walking):
                 m.d.comb += walk.advance.eq(1)  # os: the group goes on in the next step
             m.d.comb += issue.load.eq(advance_line)
             issue.request(m, zero_mode, skid.i, self.acc_write.req)
@@ -793,7 +809,9 @@ class ComputeUnit(wiring.Component):
                     m.d.comb += [push.eq(1), advance_line.eq(1)]
         m.d.comb += [old.w_data.eq(self.acc_read.resp.payload),
                      old.w_en.eq(self.acc_read.resp.valid),
-                     self.acc_read.resp.ready.eq(old.w_rdy)]
+                     # registered_control: the old lines never overflow (at most ``depth``
+                     # pending), so their room need not reach the accumulator
+                     self.acc_read.resp.ready.eq(1 if self.registered_control else old.w_rdy)]
 
         # the writer: array line + old line (or nothing, to overwrite) -> accumulator
         array_out = array.out
@@ -866,4 +884,5 @@ class ComputeUnit(wiring.Component):
         free = walk.done & ~kick
         if self.registered_control:  # and its last line left the issue register
             free = free & ~issue.valid
-        return free, pending_valid == 0, _LineCounts(m, push, pop, depth)
+        empty = issue.empty if self.registered_control else pending_valid == 0
+        return free, empty, _LineCounts(m, push, pop, depth, self.registered_control)
