@@ -331,7 +331,9 @@ class ComputeUnit(wiring.Component):
       early) and whether the pending queue is full are registers, so the read, the push and
       the walker's advance never follow the compare of a line against the pending entries (a
       C read leaves one cycle later again; the walker takes its next instruction once its
-      last line has left the queue).
+      last line has left the queue). Whether a line ends its step and whether the pending
+      queue is empty are registers too, and ``acc_read.resp.ready`` is always high (the old
+      lines never outnumber the pending entries, so they always have room).
 
     An isolated step takes a few cycles more than `step_latency` (27 against 25 on a 4x4 ws).
     """
