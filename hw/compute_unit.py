@@ -125,11 +125,74 @@ class _LineCounts:
     """C lines read for the writer (``issued``) and written back, counted modulo a power of two
     above the writer's depth (never more lines than that are in between)."""
 
-    def __init__(self, m: Module, push, pop, depth: int) -> None:
+    def __init__(self, m: Module, push, pop, depth: int, enabled: bool = False) -> None:
         bits = depth.bit_length() + 1
         self.issued = Signal(bits, name="lines_issued")
         self.written = Signal(bits, name="lines_written")
-        m.d.sync += [self.issued.eq(self.issued + push), self.written.eq(self.written + pop)]
+        if enabled:  # push and pop as clock enables: the handshakes reach no adder
+            with m.If(push):
+                m.d.sync += self.issued.eq(self.issued + 1)
+            with m.If(pop):
+                m.d.sync += self.written.eq(self.written + 1)
+        else:
+            m.d.sync += [self.issued.eq(self.issued + push), self.written.eq(self.written + pop)]
+
+
+class _IssueRegister:
+    """The ``registered_control`` accumulator walker's one-deep queue: the C line it requests
+    next, in registers with whether it must wait for a pending write (``hazard``) and whether
+    the pending queue is full, so the request and the walker's advance start from flip-flops
+    instead of from the compare of the walker's line against every pending entry.
+
+    The walker's line (``line``) moves in (``load``) whenever the register is free or frees in
+    that cycle (``takes``). Its hazard is decided a cycle early, against the pending entries
+    that stay after that cycle (the entry at ``head`` leaves on a ``pop``) plus the line pushed
+    in it, so a read goes in the cycle after the write it waited for, as without the register.
+    """
+
+    def __init__(self, m: Module, line, overwrites, pending: list, pending_valid, head, push,
+                 pop) -> None:
+        depth = len(pending)
+        self.load = Signal(name="issue_load")
+        self.fire = Signal(name="issue_fire")  # the line leaves: read, pushed or zeroed
+        self.valid = Signal(name="issue_valid")
+        self.addr = Signal(len(line), name="issue_addr")
+        self.overwrites = Signal(name="issue_overwrites")
+        self.hazard = Signal(name="issue_hazard")
+        self.full = Signal(name="pending_full")
+        self.push = push
+        self.takes = ~self.valid | self.fire
+
+        def matches(address):
+            return any_of([pending_valid[i] & ~(pop & (head == i)) & (pending[i] == address)
+                           for i in range(depth)])
+
+        with m.If(self.load):
+            m.d.sync += [self.valid.eq(1), self.addr.eq(line), self.overwrites.eq(overwrites),
+                         self.hazard.eq(matches(line) | (push & (line == self.addr)))]
+        with m.Else():
+            m.d.sync += self.hazard.eq(matches(self.addr))
+            with m.If(self.fire):
+                m.d.sync += self.valid.eq(0)
+        used = Signal(range(depth + 1), name="pending_used")
+        self.empty = Signal(init=1, name="pending_empty")
+        with m.If(push & ~pop):
+            m.d.sync += [used.eq(used + 1), self.full.eq(used == depth - 1), self.empty.eq(0)]
+        with m.Elif(pop & ~push):
+            m.d.sync += [used.eq(used - 1), self.full.eq(0), self.empty.eq(used == 1)]
+
+    def request(self, m: Module, zero_mode, read, write) -> None:
+        """Drives the line's request: a ZERO write on ``write``, a push of an overwriting
+        line, or an old-line read on ``read`` (a stream)."""
+        with m.If(self.valid & zero_mode):
+            m.d.comb += [write.valid.eq(1), write.payload.addr.eq(self.addr),
+                         write.payload.mask.eq(-1), self.fire.eq(write.ready)]
+        with m.Elif(self.valid & self.overwrites):  # no old line to read (nor to wait for)
+            m.d.comb += [self.push.eq(~self.full), self.fire.eq(~self.full)]
+        with m.Elif(self.valid):
+            m.d.comb += [read.valid.eq(~self.hazard & ~self.full), read.payload.eq(self.addr)]
+            with m.If(read.valid & read.ready):
+                m.d.comb += [self.push.eq(1), self.fire.eq(1)]
 
 
 class _Latch:
@@ -262,7 +325,15 @@ class ComputeUnit(wiring.Component):
       requests a line from registers too: whether the line is the block's last, and whether
       its two queues have room, known a cycle early (`_issue_flags`; each queue one entry
       deeper, so as many lines stay in flight);
-    * ``idle`` rises a cycle late (it still falls in the cycle after an accept).
+    * ``idle`` rises a cycle late (it still falls in the cycle after an accept);
+    * the accumulator walker requests each C line from a one-deep queue (`_IssueRegister`):
+      the line, its overwrite flag, its hazard against the pending writes (decided a cycle
+      early) and whether the pending queue is full are registers, so the read, the push and
+      the walker's advance never follow the compare of a line against the pending entries (a
+      C read leaves one cycle later again; the walker takes its next instruction once its
+      last line has left the queue). Whether a line ends its step and whether the pending
+      queue is empty are registers too, and ``acc_read.resp.ready`` is always high (the old
+      lines never outnumber the pending entries, so they always have room).
 
     An isolated step takes a few cycles more than `step_latency` (27 against 25 on a 4x4 ws).
     """
@@ -634,6 +705,8 @@ class ComputeUnit(wiring.Component):
 
         Overwriting steps queue their lines without reading them, and the writer writes the
         array's lines alone. ZERO instructions use the same walker to write zero lines instead.
+        With ``registered_control`` each line is requested from `_IssueRegister`, a line
+        behind the walker.
         """
         plan, array, freeze = self.plan, self.array, self.freeze
         config = self.config
@@ -651,8 +724,16 @@ class ComputeUnit(wiring.Component):
         index = Signal(range(count + 1))
         lines_in_step = Mux(zero_mode, zero_lines, len(plan.output_lines))
         advance_line = Signal()
+        last_line = index == lines_in_step - 1
+        if self.registered_control:  # known a line ahead, in a register
+            last_line = Signal(name="acc_last_line")
+            with m.If(kick):
+                m.d.sync += last_line.eq(lines_in_step == 1)
+            with m.Elif(advance_line):
+                m.d.sync += last_line.eq(Mux(last_line, lines_in_step == 1,
+                                             index + 1 == lines_in_step - 1))
         with m.If(advance_line):
-            with m.If(index == lines_in_step - 1):
+            with m.If(last_line):
                 m.d.sync += index.eq(0)
                 m.d.comb += walk.advance.eq(1)
             with m.Else():
@@ -690,39 +771,49 @@ class ComputeUnit(wiring.Component):
             m.d.sync += target.eq(step_target)
         with m.Elif(advance_line):
             m.d.sync += target.eq(line_target)
-        hazard = Signal()
-        if self.registered_control:  # one OR of the matches (the Ifs chain them)
-            m.d.comb += hazard.eq(any_of([pending_valid[i] & (pending[i] == target)
-                                          for i in range(depth)]))
-        else:
-            for i in range(depth):
-                with m.If(pending_valid[i] & (pending[i] == target)):
-                    m.d.comb += hazard.eq(1)
-        full = pending_valid.bit_select(tail, 1)
         push, pop = Signal(), Signal()
         active = ~walk.done & ~kick
         read = self.acc_read.req
+        # the line pushed into the pending queue, and whether it overwrites
+        pushed, pushed_overwrites = target, overwrites
         if self.registered_control:  # the walker's handshake from a register, not the buffer's
             skid = m.submodules.acc_read_request = SkidBuffer(read.payload.shape())
             m.d.comb += [read.valid.eq(skid.o.valid), read.payload.eq(skid.o.payload),
                          skid.o.ready.eq(read.ready)]
-            read = skid.i
-        with m.If(active & zero_mode):
-            m.d.comb += [self.acc_write.req.valid.eq(1),
-                         self.acc_write.req.payload.addr.eq(target),
-                         self.acc_write.req.payload.mask.eq(-1),
-                         advance_line.eq(self.acc_write.req.ready)]
-        with m.Elif(active & ~produces):
-            m.d.comb += walk.advance.eq(1)  # os: the group goes on in the next step
-        with m.Elif(active & overwrites):  # no old line to read (nor to wait for)
-            m.d.comb += [push.eq(~full), advance_line.eq(~full)]
-        with m.Elif(active):
-            m.d.comb += [read.valid.eq(~hazard & ~full), read.payload.eq(target)]
-            with m.If(read.valid & read.ready):
-                m.d.comb += [push.eq(1), advance_line.eq(1)]
+            issue = _IssueRegister(m, target, overwrites, pending, pending_valid, head, push,
+                                   pop)
+            walking = ~walk.done  # done in the kick cycle: the walker took the instruction
+            with m.If(walking & (zero_mode | produces)):
+                m.d.comb += advance_line.eq(issue.takes)
+            with m.Elif(walking):
+                m.d.comb += walk.advance.eq(1)  # os: the group goes on in the next step
+            m.d.comb += issue.load.eq(advance_line)
+            issue.request(m, zero_mode, skid.i, self.acc_write.req)
+            pushed, pushed_overwrites = issue.addr, issue.overwrites
+        else:
+            hazard = Signal()
+            for i in range(depth):
+                with m.If(pending_valid[i] & (pending[i] == target)):
+                    m.d.comb += hazard.eq(1)
+            full = pending_valid.bit_select(tail, 1)
+            with m.If(active & zero_mode):
+                m.d.comb += [self.acc_write.req.valid.eq(1),
+                             self.acc_write.req.payload.addr.eq(target),
+                             self.acc_write.req.payload.mask.eq(-1),
+                             advance_line.eq(self.acc_write.req.ready)]
+            with m.Elif(active & ~produces):
+                m.d.comb += walk.advance.eq(1)  # os: the group goes on in the next step
+            with m.Elif(active & overwrites):  # no old line to read (nor to wait for)
+                m.d.comb += [push.eq(~full), advance_line.eq(~full)]
+            with m.Elif(active):
+                m.d.comb += [read.valid.eq(~hazard & ~full), read.payload.eq(target)]
+                with m.If(read.valid & read.ready):
+                    m.d.comb += [push.eq(1), advance_line.eq(1)]
         m.d.comb += [old.w_data.eq(self.acc_read.resp.payload),
                      old.w_en.eq(self.acc_read.resp.valid),
-                     self.acc_read.resp.ready.eq(old.w_rdy)]
+                     # registered_control: the old lines never overflow (at most ``depth``
+                     # pending), so their room need not reach the accumulator
+                     self.acc_read.resp.ready.eq(1 if self.registered_control else old.w_rdy)]
 
         # the writer: array line + old line (or nothing, to overwrite) -> accumulator
         array_out = array.out
@@ -732,8 +823,9 @@ class ComputeUnit(wiring.Component):
         held = None  # registered_control: the head entry's fields in registers
         if self.registered_control:
             entries = {"valid": ([pending_valid[i] for i in range(depth)], 1),
-                       "overwrite": ([pending_overwrite[i] for i in range(depth)], overwrites),
-                       "addr": (pending, target)}
+                       "overwrite": ([pending_overwrite[i] for i in range(depth)],
+                                     pushed_overwrites),
+                       "addr": (pending, pushed)}
             if pending_max is not None:
                 entries["max"] = ([pending_max[i] for i in range(depth)],
                                   latch.instr.reduce == isa.Reduction.MAX)
@@ -780,15 +872,19 @@ class ComputeUnit(wiring.Component):
             m.d.sync += [tail.eq(step(tail))]
             for i in range(depth):
                 with m.If(tail == i):
-                    m.d.sync += pending[i].eq(target)
+                    m.d.sync += pending[i].eq(pushed)
         set_bits = Mux(push, 1 << tail, 0)
         clear_bits = Mux(pop, 1 << head, 0)
         m.d.sync += pending_valid.eq((pending_valid | set_bits) & ~clear_bits)
         with m.If(push):
-            m.d.sync += pending_overwrite.bit_select(tail, 1).eq(overwrites)
+            m.d.sync += pending_overwrite.bit_select(tail, 1).eq(pushed_overwrites)
             if pending_max is not None:
                 m.d.sync += pending_max.bit_select(tail, 1).eq(
                     latch.instr.reduce == isa.Reduction.MAX)
         with m.If(pop):
             m.d.sync += head.eq(step(head))
-        return walk.done & ~kick, pending_valid == 0, _LineCounts(m, push, pop, depth)
+        free = walk.done & ~kick
+        if self.registered_control:  # and its last line left the issue register
+            free = free & ~issue.valid
+        empty = issue.empty if self.registered_control else pending_valid == 0
+        return free, empty, _LineCounts(m, push, pop, depth, self.registered_control)

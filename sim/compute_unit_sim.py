@@ -120,6 +120,7 @@ def run_compute_program(
             while True:
                 *_, ready = await ctx.tick().sample(unit.cmd.ready)
                 count += 1
+                assert count < HANG_CYCLES, f"COMPUTE never took an instruction (seed {seed})"
                 if ready:
                     break
             ctx.set(unit.cmd.valid, 0)

@@ -350,6 +350,35 @@ def test_accumulate_right_after_an_overwrite_of_the_same_block_waits_for_it(seed
 
 
 @pytest.mark.amaranth_sim
+@pytest.mark.parametrize("intrinsic,rows,cols", [(Intrinsic.GEMV, 2, 3), (Intrinsic.GEMM, 2, 2)],
+                         ids=str)
+@pytest.mark.parametrize("stall,latency", [(0.0, 1), (0.3, 1), (0.3, 3)])
+def test_registered_control_reads_a_line_only_after_its_pending_write(intrinsic, rows, cols,
+                                                                      stall, latency):
+    """Every step accumulates into the C lines the step before queued for writing (C strides
+    0), back to back across instructions, some overwriting: on a one-line C block the next
+    step's line is the very line pushed in the cycle before. The ``ecp5`` control decides each
+    read's hazard a cycle early, from registers; a missed one reads the old value, and the
+    accumulator differs from the functional simulator's."""
+    config = make_config(intrinsic, Dataflow.WEIGHT_STATIONARY, Interconnect.NONE, rows, cols,
+                         local_bytes=0)
+    rng = np.random.default_rng(rows * 7 + cols + latency + int(10 * stall))
+    spad, acc = golden.random_memories(config, rng, SPAD_LINES, ACC_LINES)
+    program = [replace(ins, mode=ComputeMode.MAC, outer=max(ins.outer, 2), inner=3,
+                       acc_base=5 + (i % 2), acc_outer=0, acc_inner=0, overwrite=i == 2)
+               for i, ins in enumerate(golden.random_program(config, rng, 4, SPAD_LINES // 2,
+                                                             ACC_LINES))]
+    expected = _reference(config, program, spad, acc)
+    got, _, retired = run_program(config, program, spad, acc, seed=3, stall=stall,
+                                  latency=latency, back_to_back=True, registered_control=True)
+    bad = np.argwhere(got != expected)
+    assert bad.size == 0, (
+        f"{len(bad)} wrong accumulator elements; program:\n"
+        + "\n".join(i.describe() for i in program))
+    assert retired == len(program)
+
+
+@pytest.mark.amaranth_sim
 @pytest.mark.parametrize(
     "intrinsic,dataflow,interconnect,rows,cols,output_pipeline",
     [(*case, False) for case in grid([(2, 3)])]
