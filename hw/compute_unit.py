@@ -614,24 +614,17 @@ class ComputeUnit(wiring.Component):
                      meta_in.step_end.eq(step_end)]
         if self.registered_control:  # the request and the step's end from registers only
             step_end, has_step, room = self._stream_flags(m, beat_index, meta)
-            # (``done`` is still high in a kick's cycle: no kick term)
-            with m.If(~walk.done & has_step):
-                m.d.comb += [port.req.valid.eq(room),
-                             port.req.payload.eq(walk.addr["t"] + line_offset),
-                             meta.w_en.eq(port.req.valid & port.req.ready)]
-                with m.If(port.req.valid & port.req.ready):
-                    m.d.sync += beat_index.eq(Mux(step_end, 0, beat_index + 1))
-                    with m.If(step_end):
-                        m.d.comb += [walk.advance.eq(1), self.steps.r_en.eq(1)]
+            requesting = ~walk.done & has_step  # (``done`` is still high in a kick's cycle)
         else:
-            with m.If(~walk.done & self.steps.r_rdy & ~latch.kick_mac):
-                m.d.comb += [port.req.valid.eq(meta.w_rdy),
-                             port.req.payload.eq(walk.addr["t"] + line_offset),
-                             meta.w_en.eq(port.req.valid & port.req.ready)]
-                with m.If(port.req.valid & port.req.ready):
-                    m.d.sync += beat_index.eq(Mux(step_end, 0, beat_index + 1))
-                    with m.If(step_end):
-                        m.d.comb += [walk.advance.eq(1), self.steps.r_en.eq(1)]
+            requesting, room = ~walk.done & self.steps.r_rdy & ~latch.kick_mac, meta.w_rdy
+        with m.If(requesting):
+            m.d.comb += [port.req.valid.eq(room),
+                         port.req.payload.eq(walk.addr["t"] + line_offset),
+                         meta.w_en.eq(port.req.valid & port.req.ready)]
+            with m.If(port.req.valid & port.req.ready):
+                m.d.sync += beat_index.eq(Mux(step_end, 0, beat_index + 1))
+                with m.If(step_end):
+                    m.d.comb += [walk.advance.eq(1), self.steps.r_en.eq(1)]
 
         lead = Signal(SEQ_BITS)  # stationary lines loaded beyond what this beat needs
         m.d.comb += lead.eq(self.loaded_seq - meta_out.ready)
