@@ -31,7 +31,7 @@ from __future__ import annotations
 from amaranth import Array, Module, Mux, Signal, Value
 from amaranth.hdl import EnableInserter
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from tensorforge import isa
@@ -273,11 +273,19 @@ class ComputeUnit(wiring.Component):
       ``depth``-way multiplexer on the head pointer;
     * ``acc_read.req`` leaves through a `SkidBuffer` (a cycle later; valid, payload and the
       walker's ``ready`` are registers);
-    * the stationary walker registers the next step's tag match while a block loads, so it
-      decides from registers (one extra cycle when a block loads in a single cycle), and
-      requests a line from registers too: whether the line is the block's last, and whether
-      its two queues have room, known a cycle early (`_issue_flags`; each queue one entry
-      deeper, so as many lines stay in flight);
+    * the stationary walker decides from registers: the tag match of the step it holds next
+      cycle (both the current and the next address matched in parallel, the next address a
+      register of `_Walk`'s ``lookahead``), so it still reuses a held block every cycle, and
+      while a block loads, whether the step after it needs a block of its own, so the next
+      load starts at the last line's request (a cycle later when a block has a single line).
+      It requests a line from registers too: whether the line is the block's last, and
+      whether its two queues have room, known a cycle early (`_issue_flags`; each queue one
+      entry deeper, so as many lines stay in flight);
+    * the stream walker requests from registers (`_stream_flags`: the step's last beat, the
+      steps queue not empty, room in its queue a cycle early, one entry deeper);
+    * both walkers' queues of reads in flight hand out their head from a register
+      (`_meta_queue`), so an answer is taken a cycle later at the earliest: an isolated step
+      takes one cycle more (28 cycles on a 4x4 ws);
     * ``idle`` rises a cycle late (it still falls in the cycle after an accept).
 
     An isolated step takes a few cycles more than `step_latency` (27 against 25 on a 4x4 ws).
@@ -397,6 +405,14 @@ class ComputeUnit(wiring.Component):
                      marks.r_en.eq(self.retired)]
         return ~marks.r_rdy & marked
 
+    def _meta_queue(self, width: int, depth: int):
+        """A walker's queue of what each read in flight is for. Under ``registered_control``
+        its head is a register (`SyncFIFOBuffered`: readable a cycle later, well before the
+        read's answer), so the response side decides from flip-flops, not a LUT RAM read."""
+        if self.registered_control:
+            return SyncFIFOBuffered(width=width, depth=depth)
+        return SyncFIFO(width=width, depth=depth)
+
     @staticmethod
     def _operand_fields(instr, operand: Operand) -> tuple:
         if operand is Operand.A:
@@ -443,7 +459,7 @@ class ComputeUnit(wiring.Component):
         self.steps = steps = SyncFIFO(width=entry.size, depth=4 + spare)
         meta_layout = data.StructLayout({"bank": range(banks), "index": range(max(
             plan.stationary_lines, 2)), "after": STEP_BITS, "waits": 1})
-        meta = SyncFIFO(width=meta_layout.size, depth=self.spad_outstanding + spare)
+        meta = self._meta_queue(meta_layout.size, self.spad_outstanding + spare)
         m.submodules.steps, m.submodules.load_meta = steps, meta
         self.step_entry = entry
         step_in = Signal(entry)
@@ -587,7 +603,7 @@ class ComputeUnit(wiring.Component):
             "first": 1, "last": 1, "slot": range(plan.slots), "columns": plan.cols,
             "bank": range(banks), "ready": SEQ_BITS, "step_end": 1})
         spare = int(self.registered_control)  # room known a cycle early: one entry more
-        meta = SyncFIFO(width=meta_layout.size, depth=self.spad_outstanding + spare)
+        meta = self._meta_queue(meta_layout.size, self.spad_outstanding + spare)
         m.submodules.beat_meta = meta
         meta_in, meta_out = Signal(meta_layout), data.View(meta_layout, meta.r_data)
         m.d.comb += meta.w_data.eq(meta_in)
