@@ -75,7 +75,8 @@ class _Walk:
 
     ``lookahead`` (with ``registered``): ``next_addr`` is a register too, kept equal to the
     next step's address (it is the address the walk takes on ``advance``), so a compare on it
-    starts from flip-flops instead of from an adder and a multiplexer.
+    starts from flip-flops instead of from an adder and a multiplexer; the loop-end flags are
+    computed from count-down registers (`_loop_ends_ahead`), not from an adder and a compare.
     """
 
     def __init__(self, m: Module, name: str, loop, operands: dict[str, tuple], bits: int,
@@ -88,16 +89,21 @@ class _Walk:
         if registered:  # the compares a step ahead, in registers
             self.last_inner = last_inner = Signal(name=f"{name}_last_i")
             last_outer = Signal(name=f"{name}_last_o")
-            # the value last_inner takes on advance
-            self.last_inner_after = Mux(last_inner, loop.last_inner == 0,
-                                        inner_index + 1 == loop.last_inner)
+            # the values last_inner and (with last_inner) last_outer take on advance
+            if lookahead:
+                self.last_inner_after, last_outer_after = _loop_ends_ahead(
+                    m, name, loop, self.start, self.advance, last_inner)
+            else:
+                self.last_inner_after = Mux(last_inner, loop.last_inner == 0,
+                                            inner_index + 1 == loop.last_inner)
+                last_outer_after = outer_index + 1 == loop.last_outer
             with m.If(self.start):
                 m.d.sync += [last_inner.eq(loop.last_inner == 0),
                              last_outer.eq(loop.last_outer == 0)]
             with m.Elif(self.advance):
                 m.d.sync += last_inner.eq(self.last_inner_after)
                 with m.If(last_inner):
-                    m.d.sync += last_outer.eq(outer_index + 1 == loop.last_outer)
+                    m.d.sync += last_outer.eq(last_outer_after)
             self.last_step = last_inner & last_outer
         else:
             self.last_inner = last_inner = inner_index == loop.last_inner
@@ -135,6 +141,29 @@ class _Walk:
                 m.d.sync += outer_index.eq(outer_index + 1)
             with m.If(self.last_step):
                 m.d.sync += self.done.eq(1)
+
+
+def _loop_ends_ahead(m: Module, name: str, loop, start, advance, last_inner) -> tuple:
+    """`_Walk` ``lookahead``: (the value ``last_inner`` takes on ``advance``, the value
+    ``last_outer`` takes on an ``advance`` that ends an inner loop), each from registers:
+    steps left in each loop count down, and whether one step is left is itself a register,
+    so no adder or 11-bit compare lies before the walk's registers."""
+    inner_left = Signal(11, name=f"{name}_i_left")
+    outer_left = Signal(11, name=f"{name}_o_left")
+    inner_penult = Signal(name=f"{name}_i_penult")  # inner_left == 1
+    outer_penult = Signal(name=f"{name}_o_penult")  # outer_left == 1
+    single_inner = Signal(name=f"{name}_single_i")  # loop.last_inner == 0
+    with m.If(start):
+        m.d.sync += [inner_left.eq(loop.last_inner), outer_left.eq(loop.last_outer),
+                     inner_penult.eq(loop.last_inner == 1),
+                     outer_penult.eq(loop.last_outer == 1),
+                     single_inner.eq(loop.last_inner == 0)]
+    with m.Elif(advance):
+        m.d.sync += [inner_left.eq(Mux(last_inner, loop.last_inner, inner_left - 1)),
+                     inner_penult.eq(Mux(last_inner, loop.last_inner == 1, inner_left == 2))]
+        with m.If(last_inner):
+            m.d.sync += [outer_left.eq(outer_left - 1), outer_penult.eq(outer_left == 2)]
+    return Mux(last_inner, single_inner, inner_penult), outer_penult
 
 
 class _LineCounts:
@@ -492,23 +521,24 @@ class ComputeUnit(wiring.Component):
 
         if self.registered_control:
             # every decision from registers (no compare, adder or FIFO level between them):
-            # the tag match of the step the walk holds next cycle, registered (``held_hit``;
-            # both candidates matched in parallel, ``next_addr`` a register), and while a block
-            # loads, whether the step after it needs a block of its own (``chain``)
+            # the tag match of the step the walk holds next cycle, registered (``held_hit`` /
+            # ``held_miss``; both candidates matched in parallel, ``next_addr`` a register;
+            # neither is set in the cycle after a load was decided, whose tag it misses), and
+            # while a block loads, whether the step after it needs a block of its own (``chain``)
             stay_hit, stay_bank = _tag_match(m, tags, tag_valid, walk.addr["s"])
             move_hit, move_bank = _tag_match(m, tags, tag_valid, walk.next_addr["s"])
             held_hit, held_bank = Signal(name="held_hit"), Signal(range(banks), name="held_bank")
-            fresh = Signal(name="held_fresh")  # held_hit matches this cycle's tags and step
+            held_miss = Signal(name="held_miss")
             chain = Signal(name="load_chain")  # at the block's last request: load the next
             new_load, reuse = Signal(name="load_new"), Signal(name="load_reuse")
-            deciding = ~loading & ~walk.done & fresh  # (done is high while kicked)
+            deciding = ~loading & ~walk.done  # (done is high while kicked)
             m.d.comb += [reuse.eq(deciding & held_hit & steps_room),
-                         new_load.eq(Mux(loading, finishing & chain, deciding & ~held_hit))]
+                         new_load.eq(Mux(loading, finishing & chain, deciding & held_miss))]
+            matched = Mux(walk.advance, move_hit, stay_hit)
             # after a kick every tag is invalid: a miss, known at once
-            m.d.sync += [held_hit.eq(Mux(latch.kick_mac, 0,
-                                         Mux(walk.advance, move_hit, stay_hit))),
+            m.d.sync += [held_hit.eq(~new_load & ~latch.kick_mac & matched),
+                         held_miss.eq(~new_load & (latch.kick_mac | ~matched)),
                          held_bank.eq(Mux(walk.advance, move_bank, stay_bank)),
-                         fresh.eq(~new_load),
                          chain.eq(loading & ~new_load & ~move_hit & ~walk.last_step)]
             candidate = Mux(loading, walk.next_addr["s"], walk.addr["s"])
             with m.If(latch.kick_mac):
@@ -594,7 +624,7 @@ class ComputeUnit(wiring.Component):
         walk = _Walk(m, "stream", latch.loop,
                      {"t": self._operand_fields(instr, plan.streamed),
                       "c": (instr.acc_base, instr.acc_outer, instr.acc_inner)},
-                     SPAD_ADDR_BITS, self.registered_control)
+                     SPAD_ADDR_BITS, self.registered_control, lookahead=self.registered_control)
         m.d.comb += walk.start.eq(latch.kick_mac)
         # never 0 bits wide: a Switch on a 0-bit value never matches in the Verilog
         beat_index = Signal(range(max(len(plan.beats), 2)))
