@@ -31,7 +31,7 @@ from __future__ import annotations
 from amaranth import Array, Module, Mux, Signal, Value
 from amaranth.hdl import EnableInserter
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from tensorforge import isa
@@ -71,10 +71,16 @@ def decode_loop(loop, fields) -> list:
 
 
 class _Walk:
-    """One pass over the micro-loop: step counters and the addresses each step names."""
+    """One pass over the micro-loop: step counters and the addresses each step names.
+
+    ``lookahead`` (with ``registered``): ``next_addr`` is a register too, kept equal to the
+    next step's address (it is the address the walk takes on ``advance``), so a compare on it
+    starts from flip-flops instead of from an adder and a multiplexer; the loop-end flags are
+    computed from count-down registers (`_loop_ends_ahead`), not from an adder and a compare.
+    """
 
     def __init__(self, m: Module, name: str, loop, operands: dict[str, tuple], bits: int,
-                 registered: bool = False):
+                 registered: bool = False, lookahead: bool = False):
         self.advance = Signal(name=f"{name}_advance")
         self.done = Signal(name=f"{name}_done", init=1)
         self.start = Signal(name=f"{name}_start")
@@ -83,14 +89,21 @@ class _Walk:
         if registered:  # the compares a step ahead, in registers
             self.last_inner = last_inner = Signal(name=f"{name}_last_i")
             last_outer = Signal(name=f"{name}_last_o")
+            # the values last_inner and (with last_inner) last_outer take on advance
+            if lookahead:
+                self.last_inner_after, last_outer_after = _loop_ends_ahead(
+                    m, name, loop, self.start, self.advance, last_inner)
+            else:
+                self.last_inner_after = Mux(last_inner, loop.last_inner == 0,
+                                            inner_index + 1 == loop.last_inner)
+                last_outer_after = outer_index + 1 == loop.last_outer
             with m.If(self.start):
                 m.d.sync += [last_inner.eq(loop.last_inner == 0),
                              last_outer.eq(loop.last_outer == 0)]
             with m.Elif(self.advance):
-                m.d.sync += last_inner.eq(Mux(last_inner, loop.last_inner == 0,
-                                              inner_index + 1 == loop.last_inner))
+                m.d.sync += last_inner.eq(self.last_inner_after)
                 with m.If(last_inner):
-                    m.d.sync += last_outer.eq(outer_index + 1 == loop.last_outer)
+                    m.d.sync += last_outer.eq(last_outer_after)
             self.last_step = last_inner & last_outer
         else:
             self.last_inner = last_inner = inner_index == loop.last_inner
@@ -102,7 +115,16 @@ class _Walk:
             row = Signal(bits, name=f"{name}_{operand}_row")
             addr = Signal(bits, name=f"{name}_{operand}_addr")
             following = Signal(bits, name=f"{name}_{operand}_next")
-            m.d.comb += following.eq(Mux(last_inner, row + outer, addr + inner))
+            if lookahead:  # ``following`` a register: the sums of the step after it
+                with m.If(self.start):
+                    m.d.sync += following.eq(Mux(loop.last_inner == 0, base + outer,
+                                                 base + inner))
+                with m.Elif(self.advance):  # the new row is ``following`` when last_inner
+                    m.d.sync += following.eq(Mux(self.last_inner_after,
+                                                 Mux(last_inner, following, row) + outer,
+                                                 following + inner))
+            else:
+                m.d.comb += following.eq(Mux(last_inner, row + outer, addr + inner))
             with m.If(self.start):
                 m.d.sync += [row.eq(base), addr.eq(base)]
             with m.Elif(self.advance):
@@ -119,6 +141,29 @@ class _Walk:
                 m.d.sync += outer_index.eq(outer_index + 1)
             with m.If(self.last_step):
                 m.d.sync += self.done.eq(1)
+
+
+def _loop_ends_ahead(m: Module, name: str, loop, start, advance, last_inner) -> tuple:
+    """`_Walk` ``lookahead``: (the value ``last_inner`` takes on ``advance``, the value
+    ``last_outer`` takes on an ``advance`` that ends an inner loop), each from registers:
+    steps left in each loop count down, and whether one step is left is itself a register,
+    so no adder or 11-bit compare lies before the walk's registers."""
+    inner_left = Signal(11, name=f"{name}_i_left")
+    outer_left = Signal(11, name=f"{name}_o_left")
+    inner_penult = Signal(name=f"{name}_i_penult")  # inner_left == 1
+    outer_penult = Signal(name=f"{name}_o_penult")  # outer_left == 1
+    single_inner = Signal(name=f"{name}_single_i")  # loop.last_inner == 0
+    with m.If(start):
+        m.d.sync += [inner_left.eq(loop.last_inner), outer_left.eq(loop.last_outer),
+                     inner_penult.eq(loop.last_inner == 1),
+                     outer_penult.eq(loop.last_outer == 1),
+                     single_inner.eq(loop.last_inner == 0)]
+    with m.Elif(advance):
+        m.d.sync += [inner_left.eq(Mux(last_inner, loop.last_inner, inner_left - 1)),
+                     inner_penult.eq(Mux(last_inner, loop.last_inner == 1, inner_left == 2))]
+        with m.If(last_inner):
+            m.d.sync += [outer_left.eq(outer_left - 1), outer_penult.eq(outer_left == 2)]
+    return Mux(last_inner, single_inner, inner_penult), outer_penult
 
 
 class _LineCounts:
@@ -320,11 +365,19 @@ class ComputeUnit(wiring.Component):
       ``depth``-way multiplexer on the head pointer;
     * ``acc_read.req`` leaves through a `SkidBuffer` (a cycle later; valid, payload and the
       walker's ``ready`` are registers);
-    * the stationary walker registers the next step's tag match while a block loads, so it
-      decides from registers (one extra cycle when a block loads in a single cycle), and
-      requests a line from registers too: whether the line is the block's last, and whether
-      its two queues have room, known a cycle early (`_issue_flags`; each queue one entry
-      deeper, so as many lines stay in flight);
+    * the stationary walker decides from registers: the tag match of the step it holds next
+      cycle (both the current and the next address matched in parallel, the next address a
+      register of `_Walk`'s ``lookahead``), so it still reuses a held block every cycle, and
+      while a block loads, whether the step after it needs a block of its own, so the next
+      load starts at the last line's request (a cycle later when a block has a single line).
+      It requests a line from registers too: whether the line is the block's last, and
+      whether its two queues have room, known a cycle early (`_issue_flags`; each queue one
+      entry deeper, so as many lines stay in flight);
+    * the stream walker requests from registers (`_stream_flags`: the step's last beat, the
+      steps queue not empty, room in its queue a cycle early, one entry deeper);
+    * both walkers' queues of reads in flight hand out their head from a register
+      (`_meta_queue`), so an answer is taken a cycle later at the earliest: an isolated step
+      takes one cycle more (28 cycles on a 4x4 ws);
     * ``idle`` rises a cycle late (it still falls in the cycle after an accept);
     * the accumulator walker requests each C line from a one-deep queue (`_IssueRegister`):
       the line, its overwrite flag, its hazard against the pending writes (decided a cycle
@@ -335,7 +388,7 @@ class ComputeUnit(wiring.Component):
       queue is empty are registers too, and ``acc_read.resp.ready`` is always high (the old
       lines never outnumber the pending entries, so they always have room).
 
-    An isolated step takes a few cycles more than `step_latency` (27 against 25 on a 4x4 ws).
+    An isolated step takes a few cycles more than `step_latency` (28 against 25 on a 4x4 ws).
     """
 
     def __init__(self, config: AcceleratorConfig, target: Target | str = Target.GENERIC,
@@ -452,6 +505,14 @@ class ComputeUnit(wiring.Component):
                      marks.r_en.eq(self.retired)]
         return ~marks.r_rdy & marked
 
+    def _meta_queue(self, width: int, depth: int):
+        """A walker's queue of what each read in flight is for. Under ``registered_control``
+        its head is a register (`SyncFIFOBuffered`: readable a cycle later, well before the
+        read's answer), so the response side decides from flip-flops, not a LUT RAM read."""
+        if self.registered_control:
+            return SyncFIFOBuffered(width=width, depth=depth)
+        return SyncFIFO(width=width, depth=depth)
+
     @staticmethod
     def _operand_fields(instr, operand: Operand) -> tuple:
         if operand is Operand.A:
@@ -471,7 +532,7 @@ class ComputeUnit(wiring.Component):
         port = {Operand.A: self.a_read, Operand.B: self.b_read}[plan.stationary]
         walk = _Walk(m, "load", latch.loop,
                      {"s": self._operand_fields(latch.instr, plan.stationary)}, SPAD_ADDR_BITS,
-                     self.registered_control)
+                     self.registered_control, lookahead=self.registered_control)
         tags = [Signal(SPAD_ADDR_BITS, name=f"tag_{b}") for b in range(banks)]
         tag_valid = [Signal(name=f"tag_valid_{b}") for b in range(banks)]
         ready_seq = [Signal(SEQ_BITS, name=f"ready_seq_{b}") for b in range(banks)]
@@ -498,7 +559,7 @@ class ComputeUnit(wiring.Component):
         self.steps = steps = SyncFIFO(width=entry.size, depth=4 + spare)
         meta_layout = data.StructLayout({"bank": range(banks), "index": range(max(
             plan.stationary_lines, 2)), "after": STEP_BITS, "waits": 1})
-        meta = SyncFIFO(width=meta_layout.size, depth=self.spad_outstanding + spare)
+        meta = self._meta_queue(meta_layout.size, self.spad_outstanding + spare)
         m.submodules.steps, m.submodules.load_meta = steps, meta
         self.step_entry = entry
         step_in = Signal(entry)
@@ -529,50 +590,77 @@ class ComputeUnit(wiring.Component):
             m.d.comb += [steps.w_en.eq(1), walk.advance.eq(1), step_in.bank.eq(bank),
                          step_in.ready.eq(issued_seq + 1)]
 
-        # the step to decide on: the current one when idle, the next one while finishing
-        candidate = Signal(SPAD_ADDR_BITS)
-        deciding = Signal()
-        m.d.comb += candidate.eq(Mux(loading, walk.next_addr["s"], walk.addr["s"]))
-        hit, hit_bank = Signal(), Signal(range(banks))
         if self.registered_control:
-            # the next step's tag match is registered while the block loads (the walker and
-            # the tags hold still until it finishes): valid from the block's second cycle on
-            now_hit, now_bank = _tag_match(m, tags, tag_valid, walk.addr["s"])
-            next_hit, next_bank = _tag_match(m, tags, tag_valid, walk.next_addr["s"])
-            predicted, predicted_hit = Signal(), Signal()
-            predicted_bank = Signal(range(banks))
-            m.d.sync += [predicted.eq(loading), predicted_hit.eq(next_hit),
-                         predicted_bank.eq(next_bank)]
-            m.d.comb += [
-                deciding.eq(Mux(loading, finishing & ~walk.last_step & predicted, ~walk.done)
-                            & ~latch.kick_mac),
-                hit.eq(Mux(loading, predicted_hit, now_hit)),
-                hit_bank.eq(Mux(loading, predicted_bank, now_bank)),
-            ]
+            # every decision from registers (no compare, adder or FIFO level between them):
+            # the tag match of the step the walk holds next cycle, registered (``held_hit`` /
+            # ``held_miss``; both candidates matched in parallel, ``next_addr`` a register;
+            # neither is set in the cycle after a load was decided, whose tag it misses), and
+            # while a block loads, whether the step after it needs a block of its own (``chain``)
+            stay_hit, stay_bank = _tag_match(m, tags, tag_valid, walk.addr["s"])
+            move_hit, move_bank = _tag_match(m, tags, tag_valid, walk.next_addr["s"])
+            held_hit, held_bank = Signal(name="held_hit"), Signal(range(banks), name="held_bank")
+            held_miss = Signal(name="held_miss")
+            chain = Signal(name="load_chain")  # at the block's last request: load the next
+            new_load, reuse = Signal(name="load_new"), Signal(name="load_reuse")
+            deciding = ~loading & ~walk.done  # (done is high while kicked)
+            m.d.comb += [reuse.eq(deciding & held_hit & steps_room),
+                         new_load.eq(Mux(loading, finishing & chain, deciding & held_miss))]
+            matched = Mux(walk.advance, move_hit, stay_hit)
+            # after a kick every tag is invalid: a miss, known at once
+            m.d.sync += [held_hit.eq(~new_load & ~latch.kick_mac & matched),
+                         held_miss.eq(~new_load & (latch.kick_mac | ~matched)),
+                         held_bank.eq(Mux(walk.advance, move_bank, stay_bank)),
+                         chain.eq(loading & ~new_load & ~move_hit & ~walk.last_step)]
+            candidate = Mux(loading, walk.next_addr["s"], walk.addr["s"])
+            with m.If(latch.kick_mac):
+                m.d.sync += [valid.eq(0) for valid in tag_valid]
+            with m.Elif(reuse):  # held (or being loaded): reuse
+                m.d.comb += [steps.w_en.eq(1), walk.advance.eq(1), step_in.bank.eq(held_bank)]
+                m.d.comb += step_in.ready.eq(Array(ready_seq)[held_bank])
+            with m.Elif(new_load):  # load it into the next bank, once that bank is free
+                m.d.sync += [loading.eq(1), line.eq(0), line_addr.eq(candidate),
+                             bank.eq(victim), victim.eq(Mux(victim == banks - 1, 0, victim + 1))]
+                for b in range(banks):  # a load decided while loading is at a last request
+                    with m.If(victim == b):
+                        m.d.sync += [tags[b].eq(candidate), tag_valid[b].eq(1),
+                                     load_after.eq(last_use[b]), load_waits.eq(in_use[b]),
+                                     ready_seq[b].eq(issued_seq + Mux(
+                                         loading, plan.stationary_lines + 1,
+                                         plan.stationary_lines))]
+            # the step queued: the loaded block's while loading, else the held one's (the
+            # write data from registers, whichever of the two writes)
+            m.d.comb += [step_in.bank.eq(Mux(loading, bank, held_bank)),
+                         step_in.ready.eq(Mux(loading, issued_seq + 1,
+                                              Array(ready_seq)[held_bank]))]
         else:
+            # the step to decide on: the current one when idle, the next one while finishing
+            candidate = Signal(SPAD_ADDR_BITS)
+            deciding = Signal()
+            m.d.comb += candidate.eq(Mux(loading, walk.next_addr["s"], walk.addr["s"]))
+            hit, hit_bank = Signal(), Signal(range(banks))
             m.d.comb += deciding.eq(Mux(loading, finishing & ~walk.last_step, ~walk.done)
                                     & ~latch.kick_mac)
             for b in range(banks):
                 with m.If(tag_valid[b] & (tags[b] == candidate)):
                     m.d.comb += [hit.eq(1), hit_bank.eq(b)]
 
-        with m.If(latch.kick_mac):
-            m.d.sync += [valid.eq(0) for valid in tag_valid]
-        with m.Elif(deciding & ~loading & hit & steps.w_rdy):  # held (or being loaded): reuse
-            m.d.comb += [steps.w_en.eq(1), walk.advance.eq(1), step_in.bank.eq(hit_bank)]
-            m.d.comb += step_in.ready.eq(Mux(hit_bank == 0, ready_seq[0], 0))
-            for b in range(1, banks):
-                with m.If(hit_bank == b):
-                    m.d.comb += step_in.ready.eq(ready_seq[b])
-        with m.Elif(deciding & ~hit):  # load it into the next bank, once that bank is free
-            m.d.sync += [loading.eq(1), line.eq(0), line_addr.eq(candidate), bank.eq(victim),
-                         victim.eq(Mux(victim == banks - 1, 0, victim + 1))]
-            for b in range(banks):
-                with m.If(victim == b):
-                    m.d.sync += [tags[b].eq(candidate), tag_valid[b].eq(1),
-                                 load_after.eq(last_use[b]), load_waits.eq(in_use[b]),
-                                 ready_seq[b].eq(issued_seq + requested
-                                                 + plan.stationary_lines)]
+            with m.If(latch.kick_mac):
+                m.d.sync += [valid.eq(0) for valid in tag_valid]
+            with m.Elif(deciding & ~loading & hit & steps.w_rdy):  # held (or being loaded): reuse
+                m.d.comb += [steps.w_en.eq(1), walk.advance.eq(1), step_in.bank.eq(hit_bank)]
+                m.d.comb += step_in.ready.eq(Mux(hit_bank == 0, ready_seq[0], 0))
+                for b in range(1, banks):
+                    with m.If(hit_bank == b):
+                        m.d.comb += step_in.ready.eq(ready_seq[b])
+            with m.Elif(deciding & ~hit):  # load it into the next bank, once that bank is free
+                m.d.sync += [loading.eq(1), line.eq(0), line_addr.eq(candidate), bank.eq(victim),
+                             victim.eq(Mux(victim == banks - 1, 0, victim + 1))]
+                for b in range(banks):
+                    with m.If(victim == b):
+                        m.d.sync += [tags[b].eq(candidate), tag_valid[b].eq(1),
+                                     load_after.eq(last_use[b]), load_waits.eq(in_use[b]),
+                                     ready_seq[b].eq(issued_seq + requested
+                                                     + plan.stationary_lines)]
         # steps enqueued so far, and the last of them each bank serves
         with m.If(steps.w_en):
             m.d.sync += enqueued_steps.eq(enqueued_steps + 1)
@@ -607,7 +695,7 @@ class ComputeUnit(wiring.Component):
         walk = _Walk(m, "stream", latch.loop,
                      {"t": self._operand_fields(instr, plan.streamed),
                       "c": (instr.acc_base, instr.acc_outer, instr.acc_inner)},
-                     SPAD_ADDR_BITS, self.registered_control)
+                     SPAD_ADDR_BITS, self.registered_control, lookahead=self.registered_control)
         m.d.comb += walk.start.eq(latch.kick_mac)
         # never 0 bits wide: a Switch on a 0-bit value never matches in the Verilog
         beat_index = Signal(range(max(len(plan.beats), 2)))
@@ -615,7 +703,8 @@ class ComputeUnit(wiring.Component):
         meta_layout = data.StructLayout({
             "first": 1, "last": 1, "slot": range(plan.slots), "columns": plan.cols,
             "bank": range(banks), "ready": SEQ_BITS, "step_end": 1})
-        meta = SyncFIFO(width=meta_layout.size, depth=self.spad_outstanding)
+        spare = int(self.registered_control)  # room known a cycle early: one entry more
+        meta = self._meta_queue(meta_layout.size, self.spad_outstanding + spare)
         m.submodules.beat_meta = meta
         meta_in, meta_out = Signal(meta_layout), data.View(meta_layout, meta.r_data)
         m.d.comb += meta.w_data.eq(meta_in)
@@ -640,8 +729,13 @@ class ComputeUnit(wiring.Component):
                 m.d.sync += previous_acc.eq(walk.addr["c"])
         m.d.comb += [meta_in.bank.eq(step.bank), meta_in.ready.eq(step.ready),
                      meta_in.step_end.eq(step_end)]
-        with m.If(~walk.done & self.steps.r_rdy & ~latch.kick_mac):
-            m.d.comb += [port.req.valid.eq(meta.w_rdy),
+        if self.registered_control:  # the request and the step's end from registers only
+            step_end, has_step, room = self._stream_flags(m, beat_index, meta)
+            requesting = ~walk.done & has_step  # (``done`` is still high in a kick's cycle)
+        else:
+            requesting, room = ~walk.done & self.steps.r_rdy & ~latch.kick_mac, meta.w_rdy
+        with m.If(requesting):
+            m.d.comb += [port.req.valid.eq(room),
                          port.req.payload.eq(walk.addr["t"] + line_offset),
                          meta.w_en.eq(port.req.valid & port.req.ready)]
             with m.If(port.req.valid & port.req.ready):
@@ -670,6 +764,24 @@ class ComputeUnit(wiring.Component):
                 m.d.sync += self.cooling[b].eq(self.cooling[b] - 1)
         free = walk.done & ~latch.kick
         return free, free & ~meta.r_rdy
+
+    def _stream_flags(self, m: Module, beat_index, meta: SyncFIFO) -> tuple:
+        """The ``registered_control`` stream walker's request conditions, each a register:
+        (this request ends its step, the steps queue has an entry, ``meta`` has room).
+
+        ``has_step`` is the steps queue's ``r_rdy`` a cycle ahead (from its level and this
+        cycle's write and read); room is decided a cycle early from ``meta``'s level alone, for
+        one entry less (`_issue_flags`). ``step_end`` follows ``beat_index``, which moves only
+        on a request (``meta.w_en``) and wraps to 0 after the step's last beat.
+        """
+        beats, steps = len(self.plan.beats), self.steps
+        step_end = Signal(init=beats == 1, name="stream_step_end")
+        has_step, room = Signal(name="stream_has_step"), Signal(name="stream_meta_room")
+        m.d.sync += [has_step.eq(steps.w_en | (steps.level > steps.r_en)),
+                     room.eq(meta.level < meta.depth - 1)]
+        with m.If(meta.w_en):
+            m.d.sync += step_end.eq(Mux(step_end, beats == 1, beat_index + 1 == beats - 1))
+        return step_end, has_step, room
 
     def _overwrite_flag(self, m: Module, latch, walk, produces):
         """Whether the walker's current step writes its C lines without their old values.
