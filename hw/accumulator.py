@@ -69,6 +69,19 @@ class AccumulatorBuffer(wiring.Component):
     flip-flops Yosys puts in front of the block RAMs (to give the non-transparent read ports
     their old line on a collision, it writes them a cycle late and passes the written data
     around them).
+
+    ``bram_output_registers`` (the ECP5 target, with ``read_every_cycle`` and
+    ``registered_writes``): each registered port reads its own copy of the lines on DP16KD
+    blocks whose output register is on (`Ecp5BlockRam`), written from the registered
+    requests; that register stands where the port's fabric data register was, so the block
+    RAM's read (5.8 ns from the clock to its data at speed 6, with the register 1 ns) ends
+    inside the block. The latencies and what a read sees are unchanged (the lines the write
+    port writes in a read's cycle are merged in as before; each element has blocks of its
+    own, so an element written at the edge it is read is always bypassed). The registered
+    ports' room to accept is kept as a thermometer the handshakes shift
+    (`RegisteredReadBuffer` ``counted_room``): the same ``req.ready``, with no adders after
+    the consumer's ``resp.ready``. A port that is not registered (the DMA port with
+    ``output_pipeline``) keeps the `Memory`.
     """
 
     read_latency = 1

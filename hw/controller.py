@@ -77,6 +77,9 @@ class Controller(wiring.Component):
       count a cycle late), so no adder sits between the queue and ARVALID;
     * fetched instructions reach dispatch through a `SkidBuffer`, so the queue's read and the
       opcode's decode into the gates' queues are in different cycles;
+    * after a FINISH, fetch stops by emptying its burst planner (``empty`` only, where the
+      generic controller starts it on no beats), so the burst's registers (address, beats, 4
+      KiB distance) are loaded only from the next burst or the program's start;
     * a repeated LOAD's or STORE's DRAM step is worked out by shift-and-add, a bit of
       ``repeat_stride`` per cycle from the cycle the gate takes the instruction, instead of by
       a multiplier in one cycle: the second run waits until the step is ready,
@@ -313,8 +316,11 @@ class Controller(wiring.Component):
         with m.If(draining):
             # what was read past a FINISH: requested bursts come in, nothing is kept
             m.d.comb += fetched.r_en.eq(1)
-            with m.If(~axi.arvalid):
-                planner.start(m, Const(0, ADDR_BITS), 0)  # the rest of the program is not needed
+            with m.If(~axi.arvalid):  # the rest of the program is not needed
+                if self.pipelined:  # only ``empty``: the burst's registers keep one load path
+                    m.d.sync += planner.empty.eq(1)
+                else:
+                    planner.start(m, Const(0, ADDR_BITS), 0)
             with m.If(~fetched.r_rdy & (in_flight == 0) & (assembling == 0) & planner.empty):
                 m.d.sync += [draining.eq(0), finished.eq(1)]
         return finished

@@ -12,7 +12,9 @@ first and the wide data follows them in later cycles:
   cut does not wait for this cycle's beat; a beat is taken while they do not, or alongside a
   cut while they make less than two lines. The compares these rules need (``taken`` with
   the run's beats, ``have`` with one and two lines' bytes) are registers set a cycle ahead
-  from per-case compares; after a run ends, bits queued with the next stand in for them.
+  from per-case compares (``have`` or ``have`` and the beat against one, two or three
+  lines' bytes, queued with the run: a cut is a line more to compare with, not a
+  subtraction); after a run ends, bits queued with the next stand in for them.
   Register the beat as it came, where its first kept byte goes, how many bytes it keeps and
   which buffer bytes it lands on (``lands``). Nothing wide depends on the decisions in this
   cycle. Whether the line queue has room for a cut is a register set a cycle ahead (one
@@ -110,7 +112,7 @@ def gather_lines(unit, m, runs, settled, resting, line_bytes: int, spad_bits: in
     beat_in = take_beat(m, unit, runs, taken, have, beat, ready=runs.r_rdy & Mux(
         fresh, head.has_beats, more) & (short_now | (cut & Mux(fresh, head.has_bytes, twice))))
     skip = Mux(first, head.offset, 0)  # a run's first beat starts ``offset`` bytes in
-    keeps = bus_bytes - skip
+    keeps = Mux(first, head.first_keeps, bus_bytes)  # bus_bytes - skip, queued with the run
     m.d.sync += [
         beat_d.eq(beat_in),
         beat_data.eq(beat.payload.data),
@@ -126,16 +128,19 @@ def gather_lines(unit, m, runs, settled, resting, line_bytes: int, spad_bits: in
     have_beat, have_cut = have + keeps, have - head.bytes
     have_both = have_cut + keeps
 
-    def chosen(compare):
-        """``compare`` of the next ``have``, each case worked out from registers."""
-        return Mux(cut, Mux(beat_in, compare(have_both), compare(have_cut)),
-                   Mux(beat_in, compare(have_beat), compare(have)))
+    def chosen(lines):
+        """Whether the next ``have`` is below ``lines`` lines' bytes, each case worked out from
+        registers: a cut leaves a line fewer, so it compares ``have`` (or ``have`` and the
+        beat) with a line more, and no subtraction precedes a compare."""
+        bytes_of = {1: head.bytes, 2: head.bytes << 1, 3: head.thrice}
+        return Mux(cut, Mux(beat_in, have_beat < bytes_of[lines + 1], have < bytes_of[lines + 1]),
+                   Mux(beat_in, have_beat < bytes_of[lines], have < bytes_of[lines]))
     m.d.sync += [
         fresh.eq(run_done | ~runs.r_rdy),
         more.eq(Mux(beat_in, taken + 1 != head.beats, taken != head.beats)),
         at_last.eq(Mux(cut, lines_cut + 1 == head.last_line, lines_cut == head.last_line)),
-        short.eq(chosen(lambda value: value < head.bytes)),
-        twice.eq(chosen(lambda value: value < (head.bytes << 1))),
+        short.eq(chosen(1)),
+        twice.eq(chosen(2)),
     ]
     next_read = (read_at + head.bytes)[:pointer_bits]
     # the cut line's fields are registered in every cycle (no enable): only a valid one is used
