@@ -80,6 +80,7 @@ class Controller(wiring.Component):
     * after a FINISH, fetch stops by emptying its burst planner (``empty`` only, where the
       generic controller starts it on no beats), so the burst's registers (address, beats, 4
       KiB distance) are loaded only from the next burst or the program's start;
+    * whether a repeated instruction's run is its last is a register, set with the count;
     * a repeated LOAD's or STORE's DRAM step is worked out by shift-and-add, a bit of
       ``repeat_stride`` per cycle from the cycle the gate takes the instruction, instead of by
       a multiplier in one cycle: the second run waits until the step is ready,
@@ -379,6 +380,13 @@ class Controller(wiring.Component):
         if repeats:
             runs_left, advance, step_ready = self._repeat(m, unit, held, queue.r_data, taking)
             last_run = runs_left == 0
+            if self.pipelined:  # ``runs_left == 0`` as a register, set as runs_left is
+                last_run = Signal(name=f"{unit}_last_run", init=1)
+                count_down = advance
+
+                def advance():
+                    count_down()
+                    m.d.sync += last_run.eq(runs_left == 1)
         with m.FSM(name=f"{unit}_gate"):
             with m.State("TAKE"):
                 m.d.comb += [empty.eq(1), queue.r_en.eq(1)]
@@ -389,6 +397,8 @@ class Controller(wiring.Component):
                     if repeats:
                         lsb, bits = isa.field_offsets(UNIT_OPCODES[unit])["repeat"]
                         m.d.sync += runs_left.eq(queue.r_data[lsb : lsb + bits])
+                        if self.pipelined:
+                            m.d.sync += last_run.eq(queue.r_data[lsb : lsb + bits] == 0)
                     m.next = "TOKENS"
             with m.State("TOKENS"):
                 m.d.comb += waiting.eq(~ready)
