@@ -120,7 +120,7 @@ class Accelerator(wiring.Component):
             bram_output_registers=ecp5)
         m.submodules.accumulator = accumulator = AccumulatorBuffer(
             config, read_every_cycle=ecp5, registered_reads=ecp5, registered_writes=ecp5,
-            registered_dma_reads=store.registered_acc_reads)
+            registered_dma_reads=store.registered_acc_reads, bram_output_registers=ecp5)
         m.submodules.read_arbiter = arbiter = AxiReadArbiter(
             config.dma.bus_bits, registered=self.target is Target.ECP5)
 

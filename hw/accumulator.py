@@ -8,14 +8,27 @@ a second write port would not.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from amaranth import Module, Mux, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In
 
 from tensorforge.config import AcceleratorConfig
+from tensorforge.errors import ConfigError
+from tensorforge.hw.ecp5_bram import Ecp5BlockRam
 from tensorforge.hw.ports import acc_read_port, acc_write_port
 from tensorforge.hw.scratchpad import ReadSlot, RegisteredReadBuffer
+
+
+@dataclass(frozen=True)
+class _Write:
+    """The write the memory takes in this cycle (``registered_writes``): ``en`` per element."""
+
+    addr: Signal
+    data: Signal
+    en: Signal
 
 
 class AccumulatorBuffer(wiring.Component):
@@ -56,6 +69,19 @@ class AccumulatorBuffer(wiring.Component):
     flip-flops Yosys puts in front of the block RAMs (to give the non-transparent read ports
     their old line on a collision, it writes them a cycle late and passes the written data
     around them).
+
+    ``bram_output_registers`` (the ECP5 target, with ``read_every_cycle`` and
+    ``registered_writes``): each registered port reads its own copy of the lines on DP16KD
+    blocks whose output register is on (`Ecp5BlockRam`), written from the registered
+    requests; that register stands where the port's fabric data register was, so the block
+    RAM's read (5.8 ns from the clock to its data at speed 6, with the register 1 ns) ends
+    inside the block. The latencies and what a read sees are unchanged (the lines the write
+    port writes in a read's cycle are merged in as before; each element has blocks of its
+    own, so an element written at the edge it is read is always bypassed). The registered
+    ports' room to accept is kept as a thermometer the handshakes shift
+    (`RegisteredReadBuffer` ``counted_room``): the same ``req.ready``, with no adders after
+    the consumer's ``resp.ready``. A port that is not registered (the DMA port with
+    ``output_pipeline``) keeps the `Memory`.
     """
 
     read_latency = 1
@@ -63,8 +89,14 @@ class AccumulatorBuffer(wiring.Component):
 
     def __init__(self, config: AcceleratorConfig, read_every_cycle: bool = False,
                  registered_reads: bool = False, registered_writes: bool = False,
-                 registered_dma_reads: bool = False) -> None:
+                 registered_dma_reads: bool = False,
+                 bram_output_registers: bool = False) -> None:
+        if bram_output_registers and not (read_every_cycle and registered_writes):
+            raise ConfigError("bram_output_registers reads the block RAMs in every cycle and "
+                              "bypasses them for the registered writes: it needs "
+                              "read_every_cycle and registered_writes")
         self.config = config
+        self.bram_output_registers = bram_output_registers
         self.read_every_cycle = read_every_cycle
         self.registered_reads = registered_reads
         self.registered_dma_reads = registered_dma_reads
@@ -82,29 +114,55 @@ class AccumulatorBuffer(wiring.Component):
         m = Module()
         config = self.config
         line_bits = config.acc_line_elems * config.precision.acc_bits
-        memory = Memory(shape=unsigned(line_bits), depth=config.acc_lines, init=[])
-        m.submodules.memory = memory
+        blocks_only = self.bram_output_registers and self.registered_reads \
+            and self.registered_dma_reads  # every port on its own DP16KD blocks
+        if not blocks_only:
+            memory = Memory(shape=unsigned(line_bits), depth=config.acc_lines, init=[])
+            m.submodules.memory = memory
         address_bits = max(1, (config.acc_lines - 1).bit_length())
 
-        early_write = None  # registered_writes: the registered requests' write port
+        early_write = None  # registered_writes: the registered requests, as the memory sees them
         if self.registered_writes:
-            early_write = memory.write_port(granularity=config.precision.acc_bits)
+            early_write = self._registered_write(m, self.compute_write.req, self.dma_write.req)
+            if not blocks_only:
+                write_port = memory.write_port(granularity=config.precision.acc_bits)
+                m.d.comb += [write_port.addr.eq(early_write.addr),
+                             write_port.data.eq(early_write.data),
+                             write_port.en.eq(early_write.en)]
+                early_write = write_port
         for name, port in (("compute", self.compute_read), ("dma", self.dma_read)):
             registered = self.registered_dma_reads if name == "dma" else self.registered_reads
             bypassed = registered and early_write is not None
-            transparent_for = () if early_write is None or bypassed else (early_write,)
-            read_port = memory.read_port(transparent_for=transparent_for)
-            slot = (RegisteredReadBuffer if registered else ReadSlot)(
-                port, line_bits, f"{name}_read")
+            if registered:
+                slot = RegisteredReadBuffer(port, line_bits, f"{name}_read",
+                                            counted_room=self.bram_output_registers)
+            else:
+                slot = ReadSlot(port, line_bits, f"{name}_read")
             accepted = Signal(name=f"{name}_read_accepted")
+            read_addr = port.req.payload[:address_bits]
             m.d.comb += [
                 accepted.eq(port.req.valid & slot.can_accept),
                 port.req.ready.eq(slot.can_accept),
+            ]
+            if bypassed and self.bram_output_registers:
+                ram = Ecp5BlockRam(config.acc_lines, line_bits, config.precision.acc_bits)
+                m.submodules[f"{name}_blocks"] = ram
+                m.d.comb += [ram.read_addr.eq(read_addr), ram.write_addr.eq(early_write.addr),
+                             ram.write_data.eq(early_write.data),
+                             ram.write_en.eq(early_write.en)]
+                late = self._bypassed_read(m, early_write, read_addr, ram.read_data, name)
+                slot.elaborate_into(m, None, accepted, registered_data=late)
+                continue
+            transparent_for = () if early_write is None or bypassed else (early_write,)
+            read_port = memory.read_port(transparent_for=transparent_for)
+            m.d.comb += [
                 read_port.en.eq(1 if self.read_every_cycle else accepted),
-                read_port.addr.eq(port.req.payload[:address_bits]),
+                read_port.addr.eq(read_addr),
             ]
             if bypassed:
-                late = self._bypassed_read(m, early_write, read_port, name)
+                data = Signal(len(read_port.data), name=f"{name}_read_q")
+                m.d.sync += data.eq(read_port.data)
+                late = self._bypassed_read(m, early_write, read_port.addr, data, name)
                 slot.elaborate_into(m, read_port.data, accepted, registered_data=late)
             else:
                 slot.elaborate_into(m, read_port.data, accepted)
@@ -112,7 +170,6 @@ class AccumulatorBuffer(wiring.Component):
         compute, dma = self.compute_write.req, self.dma_write.req
         if early_write is not None:
             m.d.comb += [compute.ready.eq(1), dma.ready.eq(~compute.valid)]
-            self._registered_write(m, early_write, compute, dma)
             return m
         write_port = memory.write_port(granularity=config.precision.acc_bits)
         m.d.comb += [compute.ready.eq(1), dma.ready.eq(~compute.valid)]
@@ -130,10 +187,14 @@ class AccumulatorBuffer(wiring.Component):
             ]
         return m
 
-    @staticmethod
-    def _registered_write(m: Module, write_port, compute, dma) -> None:
-        """Both writers' requests registered as they are, and which one writes; the memory's
-        write port takes the chosen one in the next cycle."""
+    def _registered_write(self, m: Module, compute, dma) -> _Write:
+        """Both writers' requests registered as they are, and which one writes: the chosen
+        one's address, data and lane enables in the next cycle."""
+        config = self.config
+        write = _Write(
+            addr=Signal(range(config.acc_lines), name="write_addr"),
+            data=Signal(config.acc_line_elems * config.precision.acc_bits, name="write_data"),
+            en=Signal(config.acc_line_elems, name="write_en"))
         from_compute = Signal(name="write_from_compute")
         from_dma = Signal(name="write_from_dma")
         compute_q = Signal.like(compute.payload, name="compute_write_q")
@@ -146,20 +207,22 @@ class AccumulatorBuffer(wiring.Component):
         ]
         with m.If(from_compute):
             m.d.comb += [
-                write_port.addr.eq(compute_q.addr),
-                write_port.data.eq(compute_q.data),
-                write_port.en.eq(compute_q.mask),
+                write.addr.eq(compute_q.addr),
+                write.data.eq(compute_q.data),
+                write.en.eq(compute_q.mask),
             ]
         with m.Elif(from_dma):
             m.d.comb += [
-                write_port.addr.eq(dma_q.addr),
-                write_port.data.eq(dma_q.data),
-                write_port.en.eq(dma_q.mask),
+                write.addr.eq(dma_q.addr),
+                write.data.eq(dma_q.data),
+                write.en.eq(dma_q.mask),
             ]
+        return write
 
-    def _bypassed_read(self, m: Module, write_port, read_port, name: str):
-        """The registered compute port's line, two cycles after its read, with the elements
-        the write port wrote in the read's cycle (which a non-transparent read does not see).
+    def _bypassed_read(self, m: Module, write, read_addr, data, name: str):
+        """A registered port's line, two cycles after its read (``data``, already registered),
+        with the elements ``write`` wrote in the read's cycle (which a non-transparent read
+        does not see).
 
         The port is not made transparent instead because Yosys would then merge the data
         register into the block RAM's read (the read data's only user), which puts the
@@ -167,16 +230,14 @@ class AccumulatorBuffer(wiring.Component):
         acc_bits = self.config.precision.acc_bits
         elems = self.config.acc_line_elems
         hits = [Signal(elems, name=f"{name}_bypass_hits_{i}") for i in (1, 2)]
-        lines = [Signal(len(write_port.data), name=f"{name}_bypass_line_{i}") for i in (1, 2)]
-        data = Signal(len(read_port.data), name=f"{name}_read_q")
+        lines = [Signal(len(write.data), name=f"{name}_bypass_line_{i}") for i in (1, 2)]
         m.d.sync += [
-            hits[0].eq(Mux(read_port.addr == write_port.addr, write_port.en, 0)),
-            lines[0].eq(write_port.data),
+            hits[0].eq(Mux(read_addr == write.addr, write.en, 0)),
+            lines[0].eq(write.data),
             hits[1].eq(hits[0]),
             lines[1].eq(lines[0]),
-            data.eq(read_port.data),
         ]
-        merged = Signal(len(read_port.data), name=f"{name}_read_merged")
+        merged = Signal(len(data), name=f"{name}_read_merged")
         for e in range(elems):
             bits = slice(e * acc_bits, (e + 1) * acc_bits)
             m.d.comb += merged[bits].eq(Mux(hits[1][e], lines[1][bits], data[bits]))

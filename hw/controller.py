@@ -77,6 +77,10 @@ class Controller(wiring.Component):
       count a cycle late), so no adder sits between the queue and ARVALID;
     * fetched instructions reach dispatch through a `SkidBuffer`, so the queue's read and the
       opcode's decode into the gates' queues are in different cycles;
+    * after a FINISH, fetch stops by emptying its burst planner (``empty`` only, where the
+      generic controller starts it on no beats), so the burst's registers (address, beats, 4
+      KiB distance) are loaded only from the next burst or the program's start;
+    * whether a repeated instruction's run is its last is a register, set with the count;
     * a repeated LOAD's or STORE's DRAM step is worked out by shift-and-add, a bit of
       ``repeat_stride`` per cycle from the cycle the gate takes the instruction, instead of by
       a multiplier in one cycle: the second run waits until the step is ready,
@@ -313,8 +317,11 @@ class Controller(wiring.Component):
         with m.If(draining):
             # what was read past a FINISH: requested bursts come in, nothing is kept
             m.d.comb += fetched.r_en.eq(1)
-            with m.If(~axi.arvalid):
-                planner.start(m, Const(0, ADDR_BITS), 0)  # the rest of the program is not needed
+            with m.If(~axi.arvalid):  # the rest of the program is not needed
+                if self.pipelined:  # only ``empty``: the burst's registers keep one load path
+                    m.d.sync += planner.empty.eq(1)
+                else:
+                    planner.start(m, Const(0, ADDR_BITS), 0)
             with m.If(~fetched.r_rdy & (in_flight == 0) & (assembling == 0) & planner.empty):
                 m.d.sync += [draining.eq(0), finished.eq(1)]
         return finished
@@ -373,6 +380,13 @@ class Controller(wiring.Component):
         if repeats:
             runs_left, advance, step_ready = self._repeat(m, unit, held, queue.r_data, taking)
             last_run = runs_left == 0
+            if self.pipelined:  # ``runs_left == 0`` as a register, set as runs_left is
+                last_run = Signal(name=f"{unit}_last_run", init=1)
+                count_down = advance
+
+                def advance():
+                    count_down()
+                    m.d.sync += last_run.eq(runs_left == 1)
         with m.FSM(name=f"{unit}_gate"):
             with m.State("TAKE"):
                 m.d.comb += [empty.eq(1), queue.r_en.eq(1)]
@@ -383,6 +397,8 @@ class Controller(wiring.Component):
                     if repeats:
                         lsb, bits = isa.field_offsets(UNIT_OPCODES[unit])["repeat"]
                         m.d.sync += runs_left.eq(queue.r_data[lsb : lsb + bits])
+                        if self.pipelined:
+                            m.d.sync += last_run.eq(queue.r_data[lsb : lsb + bits] == 0)
                     m.next = "TOKENS"
             with m.State("TOKENS"):
                 m.d.comb += waiting.eq(~ready)

@@ -12,7 +12,11 @@ first and the wide data follows them in later cycles:
   cut does not wait for this cycle's beat; a beat is taken while they do not, or alongside a
   cut while they make less than two lines. The compares these rules need (``taken`` with
   the run's beats, ``have`` with one and two lines' bytes) are registers set a cycle ahead
-  from per-case compares; after a run ends, bits queued with the next stand in for them.
+  from per-case compares (``have`` or ``have`` and the beat against one, two or three
+  lines' bytes, queued with the run: a cut is a line more to compare with, not a
+  subtraction; ``have`` and a whole beat is a register kept with ``have``, and a run's first
+  beat finds nothing gathered, so its kept bytes, queued too, are the sum); after a run
+  ends, bits queued with the next stand in for them.
   Register the beat as it came, where its first kept byte goes, how many bytes it keeps and
   which buffer bytes it lands on (``lands``). Nothing wide depends on the decisions in this
   cycle. Whether the line queue has room for a cut is a register set a cycle ahead (one
@@ -64,6 +68,8 @@ def gather_lines(unit, m, runs, settled, resting, line_bytes: int, spad_bits: in
     buffer = [Signal(8, name=f"gather_byte{j}") for j in range(size)]
     beat = registered_r(m, unit)
     have = Signal(range(line_bytes + bus_bytes + 1))  # bytes of the head run gathered, uncut
+    # have + bus_bytes, kept with it: ``have`` and a beat without adding them in the decisions
+    have_and_bus = Signal(range(line_bytes + 2 * bus_bytes + 1), init=bus_bytes)
     read_at = Signal(pointer_bits)  # the next line's first byte
     write_at = Signal(pointer_bits)  # where the next beat's first kept byte goes
     taken = Signal.like(head.beats)
@@ -110,7 +116,7 @@ def gather_lines(unit, m, runs, settled, resting, line_bytes: int, spad_bits: in
     beat_in = take_beat(m, unit, runs, taken, have, beat, ready=runs.r_rdy & Mux(
         fresh, head.has_beats, more) & (short_now | (cut & Mux(fresh, head.has_bytes, twice))))
     skip = Mux(first, head.offset, 0)  # a run's first beat starts ``offset`` bytes in
-    keeps = bus_bytes - skip
+    keeps = Mux(first, head.first_keeps, bus_bytes)  # bus_bytes - skip, queued with the run
     m.d.sync += [
         beat_d.eq(beat_in),
         beat_data.eq(beat.payload.data),
@@ -123,19 +129,24 @@ def gather_lines(unit, m, runs, settled, resting, line_bytes: int, spad_bits: in
 
     run_done = cut & (head.no_lines | Mux(fresh, head.single, at_last))
     # the next ``have`` of each case, from registers, chosen by the handshakes
-    have_beat, have_cut = have + keeps, have - head.bytes
-    have_both = have_cut + keeps
+    # ``have`` + ``keeps`` from registers: no beat of the run is in yet while ``first``, so
+    # nothing is gathered (a line of no bytes is all a run cuts before its first beat)
+    have_beat = Mux(first, head.first_keeps, have_and_bus)
+    have_cut, have_both = have - head.bytes, have_beat - head.bytes
 
-    def chosen(compare):
-        """``compare`` of the next ``have``, each case worked out from registers."""
-        return Mux(cut, Mux(beat_in, compare(have_both), compare(have_cut)),
-                   Mux(beat_in, compare(have_beat), compare(have)))
+    def chosen(lines):
+        """Whether the next ``have`` is below ``lines`` lines' bytes, each case worked out from
+        registers: a cut leaves a line fewer, so it compares ``have`` (or ``have`` and the
+        beat) with a line more, and no subtraction precedes a compare."""
+        bytes_of = {1: head.bytes, 2: head.bytes << 1, 3: head.thrice}
+        return Mux(cut, Mux(beat_in, have_beat < bytes_of[lines + 1], have < bytes_of[lines + 1]),
+                   Mux(beat_in, have_beat < bytes_of[lines], have < bytes_of[lines]))
     m.d.sync += [
         fresh.eq(run_done | ~runs.r_rdy),
         more.eq(Mux(beat_in, taken + 1 != head.beats, taken != head.beats)),
         at_last.eq(Mux(cut, lines_cut + 1 == head.last_line, lines_cut == head.last_line)),
-        short.eq(chosen(lambda value: value < head.bytes)),
-        twice.eq(chosen(lambda value: value < (head.bytes << 1))),
+        short.eq(chosen(1)),
+        twice.eq(chosen(2)),
     ]
     next_read = (read_at + head.bytes)[:pointer_bits]
     # the cut line's fields are registered in every cycle (no enable): only a valid one is used
@@ -151,17 +162,19 @@ def gather_lines(unit, m, runs, settled, resting, line_bytes: int, spad_bits: in
     with m.If(run_done):
         # the run's last line: whatever else its last beat held is not ours
         m.d.comb += runs.r_en.eq(1)
-        m.d.sync += [have.eq(0), taken.eq(0), lines_cut.eq(0), first.eq(1),
+        m.d.sync += [have.eq(0), have_and_bus.eq(bus_bytes), taken.eq(0), lines_cut.eq(0),
+                     first.eq(1),
                      read_at.eq(next_read), write_at.eq(next_read)]
     with m.Else():
         with m.If(beat_in):
             m.d.sync += [taken.eq(taken + 1), first.eq(0),
                          write_at.eq(write_at + bus_bytes - skip)]
         with m.If(cut):
-            m.d.sync += [have.eq(Mux(beat_in, have_both, have_cut)),
+            after_cut = Mux(beat_in, have_both, have_cut)
+            m.d.sync += [have.eq(after_cut), have_and_bus.eq(after_cut + bus_bytes),
                          read_at.eq(next_read), lines_cut.eq(lines_cut + 1)]
         with m.Elif(beat_in):
-            m.d.sync += have.eq(have_beat)
+            m.d.sync += [have.eq(have_beat), have_and_bus.eq(have_beat + bus_bytes)]
 
     # --- cycle t+1: the beat lands ---------------------------------------------------------
     # buffer byte j takes the beat's byte (j - beat_lane) mod bus_bytes when it is one of the

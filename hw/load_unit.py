@@ -103,7 +103,11 @@ class LoadUnit(wiring.Component):
     same value, a cycle ahead); R passes through a `SkidBuffer` (RREADY a register, each beat
     a cycle later), and so does AR (`AddressSlice`: ARVALID, ARADDR, ARLEN registers; a
     burst counts as in flight from the cycle the slice takes it); ``idle`` rises a cycle later
-    (``settled`` registered).
+    (``settled`` registered). The run each state queues (PAD_BEFORE's, the row's in ROWS,
+    PAD_AFTER's) is on the runs queue's input in all its cycles, so only the queue's write
+    enable follows the AR handshake (the fields, the queue's write data, come from registers
+    and the state); with it go the bytes of three lines (``thrice``) and the bytes the run's
+    first beat keeps (``first_keeps``), so the data half's compares need no adder first.
     """
 
     beats_per_cycle = 1
@@ -166,7 +170,7 @@ class LoadUnit(wiring.Component):
                 "bytes": unsigned(len(row.bytes)),  # per line; 0: zero lines, no beats
                 "offset": unsigned(len(row.offset)),
                 "beats": unsigned(len(run.beats)),
-                **self._cut_fields(len(insn.rows)),
+                **self._cut_fields(len(insn.rows), line_bytes, bus_bytes),
             }
         )
         queue = RegisteredQueue if self.target is Target.ECP5 else Queue
@@ -205,7 +209,21 @@ class LoadUnit(wiring.Component):
         with m.If(address_sent):
             planner.advance(m)
 
+        def offer(lines, **fields) -> None:
+            """ecp5: the run this state queues, on the queue's input in each of its cycles."""
+            m.d.comb += [
+                runs.pushed.line.eq(line),
+                runs.pushed.to_acc.eq(to_acc),
+                runs.pushed.lines.eq(lines),
+            ]
+            m.d.comb += [getattr(runs.pushed, name).eq(value) for name, value in fields.items()]
+            self._push_cut_fields(m, runs.pushed, lines)
+
         def push(lines, **fields) -> None:
+            if ecp5:  # the fields are the state's (`offer`); only the enable is the handshake's
+                m.d.comb += runs.w_en.eq(1)
+                m.d.sync += line.eq(line + lines)
+                return
             m.d.comb += [
                 runs.w_en.eq(1),
                 runs.pushed.line.eq(line),
@@ -213,8 +231,6 @@ class LoadUnit(wiring.Component):
                 runs.pushed.lines.eq(lines),
             ]
             m.d.comb += [getattr(runs.pushed, name).eq(value) for name, value in fields.items()]
-            if self.target is Target.ECP5:
-                self._push_cut_fields(m, runs.pushed, lines)
             m.d.sync += line.eq(line + lines)
 
         settled = Signal(init=ecp5)  # ecp5: a register (`gather_lines`)
@@ -279,24 +295,24 @@ class LoadUnit(wiring.Component):
                     m.d.sync += run_bytes.eq(Mux(whole, sum(parts) << elem_shift, row_bytes))
                     start_tile(insn)
             with m.State("PAD_BEFORE"):
+                if ecp5:
+                    offer(insn.pad_before)
                 with m.If(runs.w_rdy):
                     push(insn.pad_before)
                     m.next = "ROWS"
             with m.State("ROWS"):
+                # ecp5: the row's run, whether it is queued in this cycle or not
+                row_run = {"bytes": row.bytes, "offset": row.offset, "beats": run.beats}
+                if ecp5:  # the data half's compares with 0, from the registered bytes
+                    offer(Mux(whole, rows_left, 1), **row_run, has_bytes=row_bytes != 0,
+                          has_beats=run_bytes != 0, thrice=row_bytes + (row_bytes << 1),
+                          first_keeps=bus_bytes - row.offset)
                 # Plan the next run in the cycle the current one's last burst goes out.
                 with m.If(run_planned):
                     with m.If(rows_done if ecp5 else rows_left == 0):
                         m.next = "PAD_AFTER"
                     with m.Elif(runs.w_rdy):
-                        push(
-                            Mux(whole, rows_left, 1),
-                            bytes=row.bytes,
-                            offset=row.offset,
-                            beats=run.beats,
-                            # ecp5: the data half's compares with 0, from the registered bytes
-                            **({"has_bytes": row_bytes != 0, "has_beats": run_bytes != 0}
-                               if ecp5 else {}),
-                        )
+                        push(Mux(whole, rows_left, 1), **row_run)
                         if ecp5:
                             planner.start(m, row.aligned, run.beats, row_to_boundary)
                             aligned = next_row & ~Const(bus_bytes - 1, ADDR_BITS)
@@ -314,18 +330,23 @@ class LoadUnit(wiring.Component):
                             ]
             with m.State("PAD_AFTER"):
                 # every LOAD ends with this run (maybe of no lines): it retires the LOAD
+                if ecp5:
+                    offer(insn.pad_after, retires=1)
                 with m.If(runs.w_rdy):
                     push(insn.pad_after, retires=1)
                     m.next = "IDLE"
         return m
 
-    def _cut_fields(self, lines_bits: int) -> dict:
+    def _cut_fields(self, lines_bits: int, line_bytes: int, bus_bytes: int) -> dict:
         """The queue fields the ``ecp5`` target adds to a run (see `_push_cut_fields`): what the
-        data half compares its counts with, worked out as the run is queued."""
+        data half compares its counts with, worked out as the run is queued (``thrice``: three
+        lines' bytes; ``first_keeps``: the bytes the run's first beat keeps)."""
         if self.target is not Target.ECP5:
             return {}
         return {"no_lines": unsigned(1), "last_line": unsigned(lines_bits), "single": unsigned(1),
-                "has_bytes": unsigned(1), "has_beats": unsigned(1)}
+                "has_bytes": unsigned(1), "has_beats": unsigned(1),
+                "thrice": unsigned((3 * line_bytes).bit_length()),
+                "first_keeps": unsigned(bus_bytes.bit_length())}
 
     @staticmethod
     def _push_cut_fields(m, pushed, lines) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from amaranth import Module, Mux, Signal, unsigned
+from amaranth import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -128,14 +128,23 @@ class RegisteredReadBuffer:
     ``blind`` (with ``stages`` = 3): ``can_accept`` is worked out as if no line were taken in
     this cycle, so it does not follow the consumer's ``resp.ready`` (which on ECP5 comes from
     deep in the compute unit); one more line of room (five) keeps a line per cycle going.
+
+    ``counted_room`` (without ``blind``; the ECP5 accumulator): ``can_accept`` is the first
+    bit of a thermometer of the room left (bit k: at most ``lines`` - 1 - k lines owned),
+    shifted by a place when a line is accepted and none taken or the other way round, where
+    otherwise it is summed from the count and the stages (adders on the consumer's
+    ``resp.ready``). The same value, from a LUT or two.
     """
 
     LINES = 3  # lines owned at most, with the default two stages
 
     def __init__(self, port, width: int, name: str, stages: int = 2,
-                 blind: bool = False) -> None:
+                 blind: bool = False, counted_room: bool = False) -> None:
+        if blind and counted_room:
+            raise ConfigError("a blind read buffer counts its room from the count and stages")
         self.port = port
         self.blind = blind
+        self.counted_room = counted_room
         self.lines = stages + 1 + int(blind)
         # accepted and on their way: addressed (stages 3), in the memory, then in the register
         self.flight = ([Signal(name=f"{name}_addressing")] if stages == 3 else []) + [
@@ -147,6 +156,9 @@ class RegisteredReadBuffer:
         self.put = Signal(range(self.lines), name=f"{name}_put")
         self.get = Signal(range(self.lines), name=f"{name}_get")
         self.can_accept = Signal(name=f"{name}_can_accept", init=1)
+        if counted_room:  # bits 1.. of the room thermometer (bit 0 is can_accept): all set
+            self.room = Signal(self.lines - 1, name=f"{name}_room",
+                               init=(1 << self.lines - 1) - 1)
 
     def elaborate_into(self, m: Module, fresh_data, accepted, registered_data=None) -> None:
         """``registered_data``: the line already registered outside (in the cycle after
@@ -185,12 +197,16 @@ class RegisteredReadBuffer:
         for stage in self.flight:  # a line moves on by a stage per cycle
             m.d.sync += stage.eq(previous)
             previous = stage
-        m.d.sync += [
-            self.count.eq(count),
-            self.fresh.eq(self.flight[-1]),
-            self.can_accept.eq((self.count + self.fresh if self.blind else count)
-                               + sum(self.flight) + accepted < self.lines),
-        ]
+        m.d.sync += [self.count.eq(count), self.fresh.eq(self.flight[-1])]
+        if self.counted_room:
+            room = Cat(self.can_accept, self.room)
+            with m.If(accepted & ~taken):
+                m.d.sync += room.eq(Cat(room[1:], Const(0, 1)))
+            with m.Elif(taken & ~accepted):
+                m.d.sync += room.eq(Cat(Const(1, 1), room[:-1]))
+            return
+        m.d.sync += self.can_accept.eq((self.count + self.fresh if self.blind else count)
+                                       + sum(self.flight) + accepted < self.lines)
 
 
 class Scratchpad(wiring.Component):

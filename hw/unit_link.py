@@ -25,8 +25,9 @@ class RegisteredUnitLink(wiring.Component):
     (`SkidBuffer`, ``gate_cmd.ready`` a register). ``gate_retired`` is ``unit_retired`` a
     cycle later. ``gate_idle`` is a register that keeps the controller's contract for the
     pair: it falls in the cycle after ``gate_cmd`` takes a command, and is high only while
-    the link holds no command, the unit was idle and no retire pulse is on its way, so the
-    controller never sees the pair idle before the last command's tokens are pushed.
+    the link held no command and the unit was idle in the last cycle, and no retire pulse is
+    on its way (a register's with ``gate_retired``'s), so the controller never sees the pair
+    idle before the last command's tokens are pushed.
     """
 
     def __init__(self, command: ShapeCastable) -> None:
@@ -49,7 +50,9 @@ class RegisteredUnitLink(wiring.Component):
         idle = Signal(init=1)  # an idle unit after reset, as the controller expects
         m.d.sync += [
             self.gate_retired.eq(self.unit_retired),
-            idle.eq(holds_nothing & self.unit_idle & ~self.unit_retired),
+            idle.eq(holds_nothing & self.unit_idle),
         ]
-        m.d.comb += self.gate_idle.eq(idle)
+        # not idle in a retire pulse's cycle: the pulse is registered already, so the unit's
+        # retire logic (which may follow other units' handshakes) ends at that register only
+        m.d.comb += self.gate_idle.eq(idle & ~self.gate_retired)
         return m

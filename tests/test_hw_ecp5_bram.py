@@ -4,7 +4,8 @@
 reads, in every cycle: checked on Verilator with the primitive's simulation model
 (``sim/dp16kd.v``) under random reads and masked writes, one model per configuration; and the
 scratchpad with ``bram_output_registers`` must answer exactly like the fabric-registered one.
-The block layouts are checked against hand-counted DP16KD modes.
+The accumulator on blocks must answer like the fabric-registered one the same way. The block
+layouts are checked against hand-counted DP16KD modes.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from amaranth.lib.wiring import In, Out
 
 from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import ConfigError
+from tensorforge.hw.accumulator import AccumulatorBuffer
 from tensorforge.hw.ecp5_bram import BlockLayout, Ecp5BlockRam, block_layout
 from tensorforge.hw.scratchpad import Scratchpad
 from tensorforge.sim.rtl_harness import build_model, design_verilog
@@ -113,6 +115,19 @@ def test_ecp5_scratchpad_banks_are_block_rams_and_generic_ones_memories() -> Non
     assert "DP16KD" not in fabric and "bank0_read_q" in fabric
 
 
+def read_port_wires(pair, side: str, port: str, read) -> list:
+    """A pair's ``PORT_valid``, ``PORT_line`` and ``PORT_ready`` into one side's read port
+    ``read``, and its answers out as ``SIDE__PORT_req_ready``, ``_resp_valid``, ``_resp_line``."""
+    return [
+        read.req.valid.eq(getattr(pair, f"{port}_valid")),
+        read.req.payload.eq(getattr(pair, f"{port}_line")),
+        read.resp.ready.eq(getattr(pair, f"{port}_ready")),
+        getattr(pair, f"{side}__{port}_req_ready").eq(read.req.ready),
+        getattr(pair, f"{side}__{port}_resp_valid").eq(read.resp.valid),
+        getattr(pair, f"{side}__{port}_resp_line").eq(read.resp.payload),
+    ]
+
+
 class ScratchpadPair(wiring.Component):
     """The ECP5 scratchpad with fabric read registers (``fabric``) and on DP16KD blocks
     (``blocks``), on the same inputs; each output as ``fabric__NAME`` and ``blocks__NAME``."""
@@ -139,15 +154,7 @@ class ScratchpadPair(wiring.Component):
                              bram_output_registers=blocks)
             m.submodules[side] = pad
             for port in "ab":
-                read = getattr(pad, f"{port}_read")
-                m.d.comb += [
-                    read.req.valid.eq(getattr(self, f"{port}_valid")),
-                    read.req.payload.eq(getattr(self, f"{port}_line")),
-                    read.resp.ready.eq(getattr(self, f"{port}_ready")),
-                    getattr(self, f"{side}__{port}_req_ready").eq(read.req.ready),
-                    getattr(self, f"{side}__{port}_resp_valid").eq(read.resp.valid),
-                    getattr(self, f"{side}__{port}_resp_line").eq(read.resp.payload),
-                ]
+                m.d.comb += read_port_wires(self, side, port, getattr(pad, f"{port}_read"))
             m.d.comb += [
                 pad.write.req.valid.eq(self.w_valid),
                 pad.write.req.payload.addr.eq(self.w_line),
@@ -171,3 +178,73 @@ def test_block_ram_scratchpad_answers_like_the_fabric_registered_one(cocotb_benc
                         config={"lines": config.spad_lines, "cycles": 3000}, seed=SEED)
     assert [t.name for t in results.passed] == ["block_ram_scratchpad_matches_fabric_one"]
     assert "cycles equal" in results.log_path.read_text()
+
+
+#: the accumulator ports a pair drives: (port, its inputs) and what each side answers
+ACC_READS = ("compute_read", "dma_read")
+ACC_WRITES = ("compute_write", "dma_write")
+
+
+class AccumulatorPair(wiring.Component):
+    """The ECP5 accumulator (registered reads and writes) with fabric read registers
+    (``fabric``) and on DP16KD blocks (``blocks``: ``bram_output_registers``), on the same
+    inputs; each output as ``fabric__NAME`` and ``blocks__NAME``."""
+
+    def __init__(self, config: AcceleratorConfig) -> None:
+        self.config = config
+        line_bits = config.acc_line_elems * config.precision.acc_bits
+        inputs = {f"{port}_{name}": In(shape) for port in ACC_READS
+                  for name, shape in (("valid", 1), ("line", range(config.acc_lines)),
+                                      ("ready", 1))}
+        inputs |= {f"{port}_{name}": In(shape) for port in ACC_WRITES
+                   for name, shape in (("valid", 1), ("line", range(config.acc_lines)),
+                                       ("data", line_bits), ("mask", config.acc_line_elems))}
+        outputs = {f"{side}__{name}": Out(shape) for side in ("fabric", "blocks")
+                   for name, shape in [(f"{port}_{what}", shape) for port in ACC_READS
+                                       for what, shape in (("req_ready", 1), ("resp_valid", 1),
+                                                           ("resp_line", line_bits))]
+                   + [("dma_write_ready", 1)]}
+        super().__init__(inputs | outputs)
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        for side, blocks in (("fabric", False), ("blocks", True)):
+            acc = AccumulatorBuffer(self.config, read_every_cycle=True, registered_reads=True,
+                                    registered_writes=True, registered_dma_reads=True,
+                                    bram_output_registers=blocks)
+            m.submodules[side] = acc
+            for port in ACC_READS:
+                m.d.comb += read_port_wires(self, side, port, getattr(acc, port))
+            for port in ACC_WRITES:
+                write = getattr(acc, port).req
+                m.d.comb += [
+                    write.valid.eq(getattr(self, f"{port}_valid")),
+                    write.payload.addr.eq(getattr(self, f"{port}_line")),
+                    write.payload.data.eq(getattr(self, f"{port}_data")),
+                    write.payload.mask.eq(getattr(self, f"{port}_mask")),
+                ]
+            m.d.comb += getattr(self, f"{side}__dma_write_ready").eq(acc.dma_write.req.ready)
+        return m
+
+
+@pytest.mark.rtl
+def test_block_ram_accumulator_answers_like_the_fabric_registered_one(cocotb_benches: Path,
+                                                                      tmp_path: Path) -> None:
+    # the 8x8 default's lines (8 int32 elements), on 1Kx18 blocks, two per element
+    config = AcceleratorConfig()
+    model = build_model(AccumulatorPair(config), top="accumulator_pair")
+    results = model.run(cocotb_benches / "bram_accumulator_bench.py", test_dir=tmp_path,
+                        config={"lines": config.acc_lines, "cycles": 3000}, seed=SEED)
+    assert [t.name for t in results.passed] == ["block_ram_accumulator_matches_fabric_one"]
+    assert "cycles equal" in results.log_path.read_text()
+
+
+def test_ecp5_accumulator_is_block_rams_with_their_output_registers() -> None:
+    config = AcceleratorConfig()  # 8x8: lines of 8 int32, each element on two 1Kx18 blocks
+    blocks = design_verilog(AccumulatorBuffer(
+        config, read_every_cycle=True, registered_reads=True, registered_writes=True,
+        registered_dma_reads=True, bram_output_registers=True), "accumulator")
+    per_port = 8 * -(-config.precision.acc_bits // 18) * -(-config.acc_lines // 1024)
+    assert blocks.count("DP16KD #(") == 2 * per_port
+    assert blocks.count('.REGMODE_B("OUTREG")') == 2 * per_port
+    assert "compute_read_q" not in blocks and "dma_read_q" not in blocks

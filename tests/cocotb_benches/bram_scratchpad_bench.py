@@ -11,11 +11,8 @@ while it is valid). Seeded by ``cocotb.RANDOM_SEED``; ``lines`` and ``cycles`` a
 from __future__ import annotations
 
 import cocotb
-import numpy as np
-from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge
-
-from tensorforge.sim.bench_support import bench_config
+from pair_bench_parts import answered_lines, assert_sides_equal, start
 
 #: the pair's outputs, each as ``fabric__NAME`` and ``blocks__NAME``; a line only while valid
 OUTPUTS = ("a_req_ready", "a_resp_valid", "b_req_ready", "b_resp_valid", "conflict", "conflicts")
@@ -23,43 +20,19 @@ OUTPUTS = ("a_req_ready", "a_resp_valid", "b_req_ready", "b_resp_valid", "confli
 
 @cocotb.test()
 async def block_ram_scratchpad_matches_fabric_one(dut) -> None:
-    config = bench_config()
-    cycles = config.get("cycles", 3000)
-    rng = np.random.default_rng(cocotb.RANDOM_SEED)
-    lines = [int(line) for line in rng.integers(0, config["lines"], 24)]
-
-    def any_line() -> int:
-        return lines[int(rng.integers(0, len(lines)))]
-
-    def bits(signal) -> int:
-        return int.from_bytes(rng.bytes((len(signal) + 7) // 8)) & ((1 << len(signal)) - 1)
-
-    Clock(dut.clk, 10, unit="ns").start()
-    dut.rst.value = 1
-    for _ in range(2):
-        await FallingEdge(dut.clk)
-    dut.rst.value = 0
+    cycles, inputs = await start(dut, 24)
     answered = 0
     for cycle in range(cycles):
         for port in "ab":
-            getattr(dut, f"{port}_valid").value = int(rng.random() < 0.8)
-            getattr(dut, f"{port}_line").value = any_line()
-            getattr(dut, f"{port}_ready").value = int(rng.random() < 0.7)
-        dut.w_valid.value = int(rng.random() < 0.5)
-        dut.w_line.value = any_line()
-        dut.w_data.value = bits(dut.w_data)
-        dut.w_mask.value = bits(dut.w_mask)
+            getattr(dut, f"{port}_valid").value = inputs.chance(0.8)
+            getattr(dut, f"{port}_line").value = inputs.line()
+            getattr(dut, f"{port}_ready").value = inputs.chance(0.7)
+        dut.w_valid.value = inputs.chance(0.5)
+        dut.w_line.value = inputs.line()
+        dut.w_data.value = inputs.bits(dut.w_data)
+        dut.w_mask.value = inputs.bits(dut.w_mask)
         await FallingEdge(dut.clk)
-        for name in OUTPUTS:
-            fabric, blocks = (int(getattr(dut, f"{side}__{name}").value)
-                              for side in ("fabric", "blocks"))
-            assert fabric == blocks, f"cycle {cycle}: {name} fabric {fabric}, blocks {blocks}"
-        for port in "ab":
-            if int(getattr(dut, f"fabric__{port}_resp_valid").value):
-                answered += 1
-                fabric, blocks = (int(getattr(dut, f"{side}__{port}_resp_line").value)
-                                  for side in ("fabric", "blocks"))
-                assert fabric == blocks, (f"cycle {cycle}: {port} line fabric {fabric:#x}, "
-                                          f"blocks {blocks:#x}")
+        assert_sides_equal(dut, OUTPUTS, cycle)
+        answered += answered_lines(dut, "ab", cycle)
     assert answered > cycles // 2, f"only {answered} lines answered in {cycles} cycles"
     dut._log.info("bram scratchpad bench: %d cycles equal (%d lines)", cycles, answered)

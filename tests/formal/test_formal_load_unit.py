@@ -19,6 +19,7 @@ from sby_runner import check_harness
 
 from tensorforge.config import AcceleratorConfig, ArrayConfig, DmaConfig, ScratchpadConfig
 from tensorforge.hw.load_unit import LoadUnit
+from tensorforge.hw.targets import Target
 from tensorforge.isa import Opcode
 from tensorforge.units import Bytes
 
@@ -77,6 +78,16 @@ def load_unit_harness(config: AcceleratorConfig, unit_type=LoadUnit) -> Harness:
 @pytest.mark.parametrize("name", CONFIG_PARAMS)
 def test_load_unit_is_a_correct_axi_read_manager(name, tmp_path):
     harness = load_unit_harness(small_config(CONFIGS[name]))
+    result = check_harness(harness, depth=DEPTH, workdir=tmp_path)
+    assert result.passed, result.failure()
+
+
+@pytest.mark.parametrize("name", CONFIG_PARAMS)
+def test_ecp5_load_unit_is_a_correct_axi_read_manager(name, tmp_path):
+    """The ``ecp5`` unit (registered slices, the runs queue written from each state's run,
+    the three-cycle line cutter) under the same properties."""
+    harness = load_unit_harness(small_config(CONFIGS[name]),
+                                lambda config: LoadUnit(config, Target.ECP5))
     result = check_harness(harness, depth=DEPTH, workdir=tmp_path)
     assert result.passed, result.failure()
 
