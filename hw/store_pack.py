@@ -9,9 +9,11 @@ half (`load_gather`), the decisions come first and the wide data follows them a 
 * cycle t (control): from byte counts only (``have``, the head line's ``bytes``), decide
   whether a beat is sent and whether the head line joins the packer, and where; the head
   line, its strobes and the decisions are registered. Nothing wide depends on them here.
-* cycle t+1 (shift): the head line and its strobes, registered in cycle t, are shifted to
-  their byte lane into registers; the decisions wait a cycle beside them.
-* cycle t+2 (data): the packer's bytes move as decided: the beat decided in cycle t is its
+* cycles t+1 and t+2 (shift): the head line and its strobes, registered in cycle t, are
+  shifted to their byte lane into registers in two steps, by the lane within a beat
+  (``at`` mod ``bus_bytes``) and then by whole beats, a register between them, so neither
+  step is a 40-way choice; the decisions wait two cycles beside them.
+* cycle t+3 (data): the packer's bytes move as decided: the beat decided in cycle t is its
   low bytes, pushed with its WLAST into a queue of beats; what stays moves down a beat, and
   a joining line, already at its lane, is ORed in.
 * W comes from the beat queue's output register (`RegisteredQueue`): WVALID, WDATA, WSTRB
@@ -19,7 +21,7 @@ half (`load_gather`), the decisions come first and the wide data follows them a 
 
 A beat is decided only while its burst's AW has gone out and the beat queue has room for it
 and for every beat decided and not yet sent (``reserved``, a register): it is never pushed full,
-and WREADY reaches no decision in the cycle it comes. Each beat goes out four cycles later
+and WREADY reaches no decision in the cycle it comes. Each beat goes out five cycles later
 than on the generic target; one beat per cycle, back to back, as before.
 """
 
@@ -30,9 +32,9 @@ from amaranth.lib import data
 
 from tensorforge.hw.dma_rows import RegisteredQueue, byte_mask
 
-# Beats decided and not yet sent: one a cycle from the decision to WREADY takes four (the
-# decision's and the shift's registers, then two in the queue), so five keep W busy.
-BEAT_QUEUE_DEPTH = 5
+# Beats decided and not yet sent: one a cycle from the decision to WREADY takes five (the
+# decision's and the two shifts' registers, then two in the queue), so six keep W busy.
+BEAT_QUEUE_DEPTH = 6
 
 
 def pack_beats(unit, m, lines, bursts) -> None:
@@ -117,19 +119,32 @@ def pack_beats(unit, m, lines, bursts) -> None:
         line_strobes_d.eq(byte_mask(m, head.bytes, line_bytes, "store_row_strobes")),
     ]
 
-    # --- cycle t+1: the line moves to its lane --------------------------------------------------
+    # --- cycles t+1, t+2: the line moves to its lane, within the beat, then by whole beats ---
+    lane_bits = (bus_bytes - 1).bit_length()  # at_d's lane within a beat
+    emit_l, last_l, join_l = Signal(), Signal(), Signal()
+    line_l = Signal((line_bytes + bus_bytes - 1) * 8, name="pack_line_in_beat")
+    line_strobes_l = Signal(line_bytes + bus_bytes - 1, name="pack_line_strobes_in_beat")
+    beat_l = Signal(max(1, len(at_d) - lane_bits), name="pack_line_beat")  # whole beats to go
+    m.d.sync += [
+        emit_l.eq(emit_d),
+        last_l.eq(last_d),
+        join_l.eq(join_d),
+        line_l.eq(line_d << Cat(Const(0, 3), at_d[:lane_bits])),
+        line_strobes_l.eq(line_strobes_d << at_d[:lane_bits]),
+        beat_l.eq(at_d[lane_bits:]),
+    ]
     emit_s, last_s, join_s = Signal(), Signal(), Signal()
     line_s = Signal(width * 8, name="pack_line_at_lane")
     line_strobes_s = Signal(width, name="pack_line_strobes_at_lane")
     m.d.sync += [
-        emit_s.eq(emit_d),
-        last_s.eq(last_d),
-        join_s.eq(join_d),
-        line_s.eq(line_d << Cat(Const(0, 3), at_d)),
-        line_strobes_s.eq(line_strobes_d << at_d),
+        emit_s.eq(emit_l),
+        last_s.eq(last_l),
+        join_s.eq(join_l),
+        line_s.eq(line_l << Cat(Const(0, 3 + lane_bits), beat_l)),
+        line_strobes_s.eq(line_strobes_l << Cat(Const(0, lane_bits), beat_l)),
     ]
 
-    # --- cycle t+2: the bytes move as decided -------------------------------------------------
+    # --- cycle t+3: the bytes move as decided -------------------------------------------------
     # Bytes past ``have`` are zero (lines come masked to their row), so a line ORs in behind.
     packed = Signal(width * 8)
     strobes = Signal(width)

@@ -161,9 +161,17 @@ class StoreUnit(wiring.Component):
             planner.prepare(m)
 
         walking = Signal()
-        with m.If(walking):
+        starts_rows = Signal()  # registered_acc_reads: the cycle before a STORE's first row
+        more = None
+        if self.registered_acc_reads:
+            more = self._registered_walker(m, row, whole, first_row, rows_left, spans,
+                                           starts_rows)
             self._walk_row(m, row, run, whole, first_row, line, rows_left, row_addr,
-                           insn.stride << elem_shift, spans)
+                           insn.stride << elem_shift, spans, registered=True)
+        else:
+            with m.If(walking):
+                self._walk_row(m, row, run, whole, first_row, line, rows_left, row_addr,
+                               insn.stride << elem_shift, spans)
         requant = None
         if pipeline:
             tag_bits = len(row.bytes) + len(row.offset) + 2 if self.staged else None
@@ -219,13 +227,19 @@ class StoreUnit(wiring.Component):
                         start_rows(self.cmd.payload)
             if ecp5:
                 # the tile's shape from the registered command, then the bytes from it
+                partials = self._row_products(insn.rows, insn.row_len, config.acc_line_elems)
                 with m.State("SHAPE"):
                     clipped = Mux(insn.row_len > config.acc_line_elems, config.acc_line_elems,
                                   insn.row_len)
-                    m.d.sync += [*tile_shape(insn), row_bytes.eq(clipped << elem_shift)]
+                    m.d.sync += [tile_shape(insn)[0], row_bytes.eq(clipped << elem_shift),
+                                 *(partial.eq(value) for partial, value in partials)]
+                    m.next = "ELEMS"
+                with m.State("ELEMS"):
+                    m.d.sync += whole_elems.eq(sum(partial for partial, _ in partials))
                     m.next = "BYTES"
                 with m.State("BYTES"):
                     m.d.sync += run_bytes.eq(Mux(whole, whole_elems << elem_shift, row_bytes))
+                    m.d.comb += starts_rows.eq(1)
                     start_rows(insn)
             if pipeline:
                 with m.State("PARAMS"):
@@ -244,15 +258,33 @@ class StoreUnit(wiring.Component):
                         m.d.comb += walking.eq(1)
                 else:
                     m.d.comb += walking.eq(1)
-                    with m.If((rows_left == 0) | (row.bytes == 0)):
+                    with m.If(~more if more is not None else (rows_left == 0) | (row.bytes == 0)):
                         m.next = "CLOSE"
             with m.State("CLOSE"):
                 # every line is read: the next STORE may start while this one's bursts finish
                 m.d.comb += spans.pushed.closes.eq(1)
+                if self.registered_acc_reads:  # the walker drives the span in every state
+                    m.d.comb += [spans.pushed.aligned.eq(0), spans.pushed.beats.eq(0)]
                 with m.If(spans.w_rdy):
                     m.d.comb += spans.w_en.eq(1)
                     m.next = "IDLE"
         return m
+
+    @staticmethod
+    def _row_products(rows, row_len, line_elems) -> list:
+        """``rows`` times ``row_len`` as (register, value) pairs whose registers sum to it, for
+        a ``row_len`` of at most ``line_elems`` (only a tile that is one run, whose rows are no
+        longer than a line, uses the product): each register adds two of the shifted copies of
+        ``rows`` that ``row_len``'s bits select, so the product takes two additions in two
+        cycles instead of a multiplier (an unregistered DSP, ~7 ns on ECP5) in one."""
+        bits = line_elems.bit_length()
+        terms = [Mux(row_len[b], rows, 0) << b for b in range(min(bits, len(row_len)))]
+        width = len(rows) + bits
+        pairs = []
+        for k in range(0, len(terms), 2):
+            partial = Signal(width, name=f"store_row_product_{k // 2}")
+            pairs.append((partial, sum(terms[k:k + 2])))
+        return pairs
 
     def _retire(self, m, sent, closes, response):
         """Pulse ``retired`` once a closed STORE's last burst has its B response. Returns
@@ -312,14 +344,39 @@ class StoreUnit(wiring.Component):
         m.d.comb += unanswered.eq(Cat(closed).any() | Cat(c != 0 for c in count).any())
         return unanswered, retire
 
+    def _registered_walker(self, m, row, whole, first_row, rows_left, spans, starts_rows):
+        """``registered_acc_reads``: whether the walker requests a line in a cycle is a register
+        (``store_may_read``, the read request's valid), worked out in the cycle before from
+        next-cycle values: rows are left (``store_rows_more``, a register too, set as the
+        STORE's rows start, cleared as its last row's line is requested) and, for a row that
+        opens a run, the spans queue has room (its level and this cycle's push, not counting
+        this cycle's pop). Returns ``store_rows_more``; it is high only in ``ROWS``."""
+        read = self.acc_read
+        more = Signal(name="store_rows_more")
+        may_read = Signal(name="store_may_read")
+        accepted = read.req.valid & read.req.ready
+        more_next = Mux(starts_rows, (rows_left != 0) & (row.bytes != 0),
+                        Mux(accepted, rows_left != 1, more))
+        first_next = first_row & ~accepted  # set as the STORE is taken, before its rows
+        room_next = Mux(spans.w_en, spans.level < spans.depth - 1, spans.level < spans.depth)
+        m.d.sync += [
+            more.eq(more_next),
+            may_read.eq(more_next & (room_next | (whole & ~first_next))),
+        ]
+        self._may_read = may_read
+        return more
+
     def _walk_row(self, m, row, run, whole, first_row, line, rows_left, row_addr, stride_bytes,
-                  spans) -> None:
-        """One row per cycle: request its accumulator line; a run's first queues its span."""
+                  spans, registered=False) -> None:
+        """One row per cycle: request its accumulator line; a run's first queues its span.
+        ``registered``: the request's valid is `_registered_walker`'s register."""
         read = self.acc_read
         opens_run = ~whole | first_row
+        valid = ((rows_left != 0) & (row.bytes != 0) & (spans.w_rdy | ~opens_run)
+                 if not registered else self._may_read)
         m.d.comb += [
             read.req.payload.eq(line),
-            read.req.valid.eq((rows_left != 0) & (row.bytes != 0) & (spans.w_rdy | ~opens_run)),
+            read.req.valid.eq(valid),
             spans.pushed.aligned.eq(row.aligned),
             spans.pushed.beats.eq(run.beats),
         ]
