@@ -37,6 +37,27 @@ from tensorforge.hw.dma_rows import RegisteredQueue, byte_mask
 BEAT_QUEUE_DEPTH = 6
 
 
+def _current_burst(m, max_burst: int, bursts, emit, last):
+    """The burst whose beats are being decided, moved out of ``bursts`` (AWLEN) into registers:
+    whether one is open, its beats after the one being decided, and ``last`` (to drive: that
+    beat is its last), so no queue level or compare lies before ``emit``. The next burst is
+    loaded as the last beat of one is decided, or while none is open. Returns whether one is
+    open."""
+    burst_open = Signal(name="pack_burst_open")
+    left = Signal(range(max_burst), name="pack_burst_left")
+    at_last = Signal(name="pack_burst_at_last")
+    load = bursts.r_rdy & (~burst_open | (emit & at_last))
+    m.d.comb += [bursts.r_en.eq(load), last.eq(at_last)]
+    with m.If(load):
+        m.d.sync += [burst_open.eq(1), left.eq(bursts.head), at_last.eq(bursts.head == 0)]
+    with m.Elif(emit):
+        with m.If(at_last):
+            m.d.sync += burst_open.eq(0)
+        with m.Else():
+            m.d.sync += [left.eq(left - 1), at_last.eq(left == 1)]
+    return burst_open
+
+
 def pack_beats(unit, m, lines, bursts) -> None:
     """`StoreUnit`'s data stage for the ``ecp5`` target (see the module docstring): packs the
     lines of ``lines`` into the W beats of the bursts queued in ``bursts`` (each entry a
@@ -63,21 +84,20 @@ def pack_beats(unit, m, lines, bursts) -> None:
     # --- cycle t: decisions on byte counts ----------------------------------------------------
     have = Signal(range(width + 1), name="pack_have")  # bytes held once the data catches up
     flushing = Signal(name="pack_flushing")  # the run's last line is in: send what is left
-    burst_beat = Signal(range(config.dma.max_burst), name="pack_burst_beat")
     reserved = Signal(range(BEAT_QUEUE_DEPTH + 1), name="pack_reserved")  # decided, not sent
+    beat_room = Signal(name="pack_beat_room", init=1)  # reserved != BEAT_QUEUE_DEPTH
+    # have >= bus_bytes, have != 0: registers kept beside ``have``, worked out with it
+    have_beat = Signal(name="pack_have_beat")
+    have_any = Signal(name="pack_have_any")
     emit = Signal()  # a beat is sent, the packer's low bytes in the next cycle
     last = Signal()
-    m.d.comb += [
-        emit.eq(((have >= bus_bytes) | (flushing & (have != 0))) & bursts.r_rdy
-                & (reserved != BEAT_QUEUE_DEPTH)),
-        last.eq(burst_beat == bursts.head),
-    ]
+    burst_open = _current_burst(m, config.dma.max_burst, bursts, emit, last)
+    m.d.comb += emit.eq((have_beat | (flushing & have_any)) & burst_open & beat_room)
     m.d.sync += reserved.eq(reserved + emit - sent)
-    with m.If(emit):
-        m.d.sync += burst_beat.eq(burst_beat + 1)
-        with m.If(last):
-            m.d.comb += bursts.r_en.eq(1)
-            m.d.sync += burst_beat.eq(0)
+    with m.If(emit & ~sent):
+        m.d.sync += beat_room.eq(reserved < BEAT_QUEUE_DEPTH - 1)
+    with m.Elif(sent & ~emit):
+        m.d.sync += beat_room.eq(1)
 
     # What stays after this cycle's beat, and whether the head line fits behind it, both
     # worked out for either outcome of ``emit`` from registers (``have``, the queue's head),
@@ -93,16 +113,26 @@ def pack_beats(unit, m, lines, bursts) -> None:
     fits = Mux(emit, (have <= bus_bytes) | (total <= width + bus_bytes), total <= width)
     emptied = Mux(emit, have <= bus_bytes, have == 0)  # rest_have == 0
     behind = Mux(emit, Mux(have > bus_bytes, total - bus_bytes, head.bytes), total)
+    started = head.offset + head.bytes  # ``have`` once a run's first line joins
+    # ``have_beat`` and ``have_any`` of each outcome, each compared before the choice
+    behind_beat = Mux(emit, Mux(have > bus_bytes, total >= 2 * bus_bytes,
+                                head.bytes >= bus_bytes), total >= bus_bytes)
+    behind_any = Mux(emit, Mux(have > bus_bytes, total != bus_bytes, head.bytes != 0),
+                     total != 0)
     # A run's first line starts at its lane in an empty packer; the others right behind.
     at = Mux(head.first, head.offset, rest_have)
     room = Mux(head.first, emptied, ~flushing & fits)
     joins = lines.r_rdy & room
     with m.If(joins):
         m.d.comb += lines.r_en.eq(1)
-        m.d.sync += [have.eq(Mux(head.first, head.offset + head.bytes, behind)),
+        m.d.sync += [have.eq(Mux(head.first, started, behind)),
+                     have_beat.eq(Mux(head.first, started >= bus_bytes, behind_beat)),
+                     have_any.eq(Mux(head.first, started != 0, behind_any)),
                      flushing.eq(head.last)]
     with m.Else():
-        m.d.sync += have.eq(rest_have)
+        m.d.sync += [have.eq(rest_have),
+                     have_beat.eq(Mux(emit, have >= 2 * bus_bytes, have_beat)),
+                     have_any.eq(Mux(emit, have > bus_bytes, have_any))]
         with m.If(emptied):
             m.d.sync += flushing.eq(0)
 

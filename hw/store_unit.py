@@ -491,9 +491,11 @@ class StoreUnit(wiring.Component):
         drive_fixed_fields(m, axi, "aw", config.dma.bus_bits)
         # Each term only rises without a handshake, so AWVALID never drops early (AXI A3.2.1).
         # ecp5: a run's next burst is loaded from the planner's prepared registers (`ready`).
-        awvalid = ~planner.empty & bursts.w_rdy & (outstanding != self.outstanding)
-        if planner.prepared:
-            awvalid = awvalid & (planner.last | planner.ready)
+        if self.target is Target.ECP5:
+            awvalid = ~planner.empty & self._aw_room(m, outstanding) & (
+                planner.last | planner.ready)
+        else:
+            awvalid = ~planner.empty & bursts.w_rdy & (outstanding != self.outstanding)
         m.d.comb += [
             axi.awid.eq(0),
             axi.awaddr.eq(planner.address),
@@ -525,6 +527,20 @@ class StoreUnit(wiring.Component):
             m.d.sync += closed.eq(closes)
             return sent, closed, waiting | spans.r_rdy | closed
         return sent, closes, waiting
+
+    def _aw_room(self, m, outstanding):
+        """``ecp5``: ``outstanding`` below ``dma.outstanding`` after this cycle, a register kept
+        beside the counter (from its value and this cycle's AW and B handshakes). It also
+        bounds the bursts queue (``dma.outstanding`` deep or more): a burst leaves that queue
+        as its last beat is decided, before its B response can come."""
+        room = Signal(name="store_aw_room", init=1)
+        sent = self.axi.awvalid & self.axi.awready
+        response = self.axi.bvalid & self.axi.bready
+        with m.If(sent & ~response):
+            m.d.sync += room.eq(outstanding < self.outstanding - 1)
+        with m.Elif(response & ~sent):
+            m.d.sync += room.eq(1)
+        return room
 
     @staticmethod
     def _staged_span(m, planner, spans):
