@@ -59,18 +59,22 @@ class StoreUnit(wiring.Component):
     cycles on cocotbext-axi's slave) and one for ``idle`` to rise; a DRAM latency ``L`` adds
     ``L`` once while ``dma.outstanding`` bursts cover it (once per burst on a DRAM that
     answers one burst at a time). ``error`` is sticky: a B response other than OKAY. On the
-    ``ecp5`` target the packer decides from byte counts and moves the data two cycles later,
-    and W comes from a queue's registers (`store_pack`): each beat goes out four cycles later,
-    still one per cycle. Also on ``ecp5``: a STORE's shape (one run or not, its elements) and
-    its row's and run's bytes are registered in two cycles (``SHAPE``, ``BYTES``) after it is
-    taken, before its first row; the planner starts each run from registers
+    ``ecp5`` target the packer decides from byte counts and registers only (the burst being
+    filled, its beats left, the beat queue's room) and moves the data three cycles later (the
+    line shifted to its lane in two steps), and W comes from a queue's registers
+    (`store_pack`): each beat goes out five cycles later, still one per cycle; AWVALID waits
+    on a register for room under ``dma.outstanding`` (`_aw_room`). Also on ``ecp5``: a
+    STORE's shape (one run or not), its elements (two additions, not a multiplier) and its
+    row's and run's bytes are registered in three cycles (``SHAPE``, ``ELEMS``, ``BYTES``)
+    after it is taken, before its first row; without ``output_pipeline`` the walker's line
+    request is a register (`_registered_walker`); the planner starts each run from registers
     (`_staged_span`: the spans queue's head, its distance to the 4 KiB boundary and the first
     burst's limit there), so a run's first AW goes out a cycle later, and works out each next
     burst of a run a cycle ahead (`BurstPlanner` ``prepared``): a run's bursts go out at most
     one every two cycles; without ``output_pipeline`` the accumulator's read port is
     registered (``registered_acc_reads``: a line comes two cycles after its request, up to
-    three owned) and each request's row fields wait in a queue beside it
-    (`_collect_registered_line`), one line per cycle as before.
+    three owned) and each request's row fields (with its byte mask) wait in a queue beside
+    it (`_collect_registered_line`), one line per cycle as before.
 
     With ``output_pipeline``, a STORE with ``requant`` first reads its three parameter lines
     (three more cycles, before its first row; a ``per_row`` STORE again before every
@@ -433,10 +437,13 @@ class StoreUnit(wiring.Component):
     def _collect_registered_line(self, m, row, whole, first_row, rows_left, lines) -> None:
         """`_collect_line` for a registered read port (``registered_acc_reads``): it owns up to
         `RegisteredReadBuffer.LINES` lines, so each request's fields go into a queue whose head
-        (a register) is the oldest line's; a response pops it as the line is queued."""
+        (a register) is the oldest line's; a response pops it as the line is queued. The
+        fields carry the row's byte mask, worked out as the request goes, so the line is
+        masked by flip-flops on its way into the line queue."""
         read = self.acc_read
+        line_bytes = self.config.acc_line_bytes
         fields = data.StructLayout({"bytes": len(row.bytes), "offset": len(row.offset),
-                                    "first": 1, "last": 1})
+                                    "first": 1, "last": 1, "mask": line_bytes})
         m.submodules.line_fields = queued = RegisteredQueue(fields, RegisteredReadBuffer.LINES)
         start_lane = Signal.like(row.offset, name="store_start_lane")  # the open run's
         opens_run = ~whole | first_row
@@ -446,10 +453,10 @@ class StoreUnit(wiring.Component):
             m.d.sync += start_lane.eq(lane)
         taken = read.resp.valid & lines.w_rdy
         head = queued.head
-        mask = expand_bytes(byte_mask(m, head.bytes, self.config.acc_line_bytes,
-                                      "store_row_mask"))
+        mask = expand_bytes(head.mask)
         m.d.comb += [
             queued.w_en.eq(accepted),
+            queued.pushed.mask.eq(byte_mask(m, row.bytes, line_bytes, "store_row_mask")),
             queued.pushed.bytes.eq(row.bytes),
             queued.pushed.offset.eq(lane),
             queued.pushed.first.eq(opens_run),
