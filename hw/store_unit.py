@@ -70,8 +70,10 @@ class StoreUnit(wiring.Component):
     request is a register (`_registered_walker`); the planner starts each run from registers
     (`_staged_span`: the spans queue's head, its distance to the 4 KiB boundary and the first
     burst's limit there), so a run's first AW goes out a cycle later, and works out each next
-    burst of a run a cycle ahead (`BurstPlanner` ``prepared``): a run's bursts go out at most
-    one every two cycles; without ``output_pipeline`` the accumulator's read port is
+    burst of a run two cycles ahead (`BurstPlanner` ``prepared``, ``staged_limit``): a run's
+    bursts go out at most one every three cycles; without ``output_pipeline`` the line queue's
+    head is a register (`RegisteredQueue`: a line reaches the packer a cycle later) and the
+    accumulator's read port is
     registered (``registered_acc_reads``: a line comes two cycles after its request, up to
     three owned) and each request's row fields (with its byte mask) wait in a queue beside
     it (`_collect_registered_line`), one line per cycle as before.
@@ -154,13 +156,15 @@ class StoreUnit(wiring.Component):
             }
         )
         depth = self.lines_ahead + (PipelinedRequantizer.latency if self.staged else 0)
-        m.submodules.lines = lines = Queue(lined, depth)
+        # registered_acc_reads: the packer's decisions start from the head's registers
+        queue = RegisteredQueue if self.registered_acc_reads else Queue
+        m.submodules.lines = lines = queue(lined, depth)
         # Address stage -> data stage: the beats of each burst whose AW has gone out.
         burst_beats = range(config.dma.max_burst + 1)
         m.submodules.bursts = bursts = Queue(burst_beats, max(2, self.outstanding))
         outstanding = Signal(range(self.outstanding + 1))  # AW sent, B not yet back
         planner = BurstPlanner(bus_bytes, config.dma.max_burst, "store", run.max_beats,
-                               prepared=ecp5)
+                               prepared=ecp5, staged_limit=ecp5)
         if ecp5:
             planner.prepare(m)
 

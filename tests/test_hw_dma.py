@@ -243,13 +243,14 @@ def test_burst_plan_covers_the_row_and_obeys_axi(seed):
 
 
 @pytest.mark.amaranth_sim
-@pytest.mark.parametrize("prepared", [False, True])
+@pytest.mark.parametrize("prepared", [False, True, "staged_limit"])
 def test_burst_planner_issues_the_reference_plan(prepared, random_seed):
     """`BurstPlanner` in Amaranth's simulator, one burst taken per cycle (or with gaps):
     its bursts are `plan_bursts`'s for random starts, lengths, bus widths and burst limits
     (power of two or not), starts near 4 KiB boundaries and transfers that end on one, and
     ``last`` is set on exactly the burst after which no beats are left. ``prepared``: a burst
-    that is not the last is taken only while ``ready``."""
+    that is not the last is taken only while ``ready`` (``staged_limit``: the limit registered
+    a cycle after the distance, ``ready`` a cycle later)."""
     from amaranth.sim import Simulator
 
     rng = random.Random(random_seed)
@@ -257,7 +258,8 @@ def test_burst_planner_issues_the_reference_plan(prepared, random_seed):
         bus_bytes = rng.choice([4, 8, 16])
         max_burst = rng.choice([1, 3, 16, 64, 256, rng.randint(2, 40)])
         m = Module()
-        planner = BurstPlanner(bus_bytes, max_burst, "dut", 1 << 12, prepared=prepared)
+        planner = BurstPlanner(bus_bytes, max_burst, "dut", 1 << 12, prepared=bool(prepared),
+                               staged_limit=prepared == "staged_limit")
         if prepared:
             planner.prepare(m)
         address, beats = Signal(ADDR_BITS), Signal(13)
