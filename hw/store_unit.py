@@ -145,7 +145,9 @@ class StoreUnit(wiring.Component):
         span = data.StructLayout(
             {"aligned": ADDR_BITS, "beats": len(run.beats), "closes": 1}
         )
-        m.submodules.spans = spans = Queue(span, self.lines_ahead)
+        # registered_acc_reads: the span is staged (`_staged_span`) from the head's registers
+        queue = RegisteredQueue if self.registered_acc_reads else Queue
+        m.submodules.spans = spans = queue(span, self.lines_ahead)
         lined = data.StructLayout(
             {
                 "data": line_bytes * 8,
@@ -157,7 +159,6 @@ class StoreUnit(wiring.Component):
         )
         depth = self.lines_ahead + (PipelinedRequantizer.latency if self.staged else 0)
         # registered_acc_reads: the packer's decisions start from the head's registers
-        queue = RegisteredQueue if self.registered_acc_reads else Queue
         m.submodules.lines = lines = queue(lined, depth)
         # Address stage -> data stage: the beats of each burst whose AW has gone out.
         burst_beats = range(config.dma.max_burst + 1)
@@ -533,10 +534,11 @@ class StoreUnit(wiring.Component):
             planner.start(m, head.aligned, head.beats, to_boundary, limit)
         if self.target is Target.ECP5:
             # the marker reaches `_retire` a cycle later (the next STORE's first AW is two
-            # cycles behind it, through the staged span) and counts as waiting meanwhile
+            # cycles behind it, through the staged span) and counts as waiting meanwhile; a
+            # span pushed into a RegisteredQueue counts in its level before it reaches the head
             closed = Signal(name="store_span_closed")
             m.d.sync += closed.eq(closes)
-            return sent, closed, waiting | spans.r_rdy | closed
+            return sent, closed, waiting | (spans.level != 0) | closed
         return sent, closes, waiting
 
     def _aw_room(self, m, outstanding):
