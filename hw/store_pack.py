@@ -9,6 +9,10 @@ half (`load_gather`), the decisions come first and the wide data follows them a 
 * cycle t (control): from byte counts only (``have``, the head line's ``bytes``), decide
   whether a beat is sent and whether the head line joins the packer, and where; the head
   line, its strobes and the decisions are registered. Nothing wide depends on them here.
+  Whether a beat goes out is one LUT of registers: the burst being filled is held in
+  registers (`_current_burst`), and ``have``'s compares with a beat and with zero, the beat
+  queue's room and the room behind ``have`` (``space``, for whether the head line fits) are
+  registers kept beside their counts, each worked out for every outcome before the choice.
 * cycles t+1 and t+2 (shift): the head line and its strobes, registered in cycle t, are
   shifted to their byte lane into registers in two steps, by the lane within a beat
   (``at`` mod ``bus_bytes``) and then by whole beats, a register between them, so neither
@@ -109,8 +113,13 @@ def pack_beats(unit, m, lines, bursts) -> None:
         total.eq(have + head.bytes),
     ]
     rest_have = Mux(emit, after, have)
+    # Room left behind ``have`` (width - have) and behind what stays after a beat (width + bus
+    # - have), registers kept beside ``have``, so whether the head line fits is one compare.
+    space = Signal(range(width + 1), name="pack_space", init=width)
+    space_after = Signal(range(width + bus_bytes + 1), name="pack_space_after_beat",
+                         init=width + bus_bytes)
     # rest_have + bytes <= width, for each outcome (after + bytes = total - bus if have > bus)
-    fits = Mux(emit, (have <= bus_bytes) | (total <= width + bus_bytes), total <= width)
+    fits = Mux(emit, (have <= bus_bytes) | (head.bytes <= space_after), head.bytes <= space)
     emptied = Mux(emit, have <= bus_bytes, have == 0)  # rest_have == 0
     behind = Mux(emit, Mux(have > bus_bytes, total - bus_bytes, head.bytes), total)
     started = head.offset + head.bytes  # ``have`` once a run's first line joins
@@ -123,6 +132,22 @@ def pack_beats(unit, m, lines, bursts) -> None:
     at = Mux(head.first, head.offset, rest_have)
     room = Mux(head.first, emptied, ~flushing & fits)
     joins = lines.r_rdy & room
+    # width - have and width + bus - have of each outcome, each worked out before the choice
+    # (space + bus is space_after; what stays after a beat from have > bus is have - bus)
+    def spaces(extra):
+        return (width + extra - started,
+                Mux(emit, Mux(have > bus_bytes, space_after + extra - head.bytes,
+                              width + extra - head.bytes),
+                    (space_after if extra else space) - head.bytes),
+                Mux(emit, Mux(have > bus_bytes, space_after + extra, width + extra),
+                    (space_after if extra else space)))
+
+    for register, extra in ((space, 0), (space_after, bus_bytes)):
+        started_space, behind_space, rest_space = spaces(extra)
+        with m.If(joins):
+            m.d.sync += register.eq(Mux(head.first, started_space, behind_space))
+        with m.Else():
+            m.d.sync += register.eq(rest_space)
     with m.If(joins):
         m.d.comb += lines.r_en.eq(1)
         m.d.sync += [have.eq(Mux(head.first, started, behind)),
