@@ -71,9 +71,9 @@ class StoreUnit(wiring.Component):
     (`_staged_span`: the spans queue's head, its distance to the 4 KiB boundary and the first
     burst's limit there), so a run's first AW goes out a cycle later, and works out each next
     burst of a run two cycles ahead (`BurstPlanner` ``prepared``, ``staged_limit``): a run's
-    bursts go out at most one every three cycles; without ``output_pipeline`` the line queue's
-    head is a register (`RegisteredQueue`: a line reaches the packer a cycle later) and the
-    accumulator's read port is
+    bursts go out at most one every three cycles; without ``output_pipeline`` the spans
+    queue's head is a register (`RegisteredQueue`: a run reaches the planner a cycle later)
+    and the accumulator's read port is
     registered (``registered_acc_reads``: a line comes two cycles after its request, up to
     three owned) and each request's row fields (with its byte mask) wait in a queue beside
     it (`_collect_registered_line`), one line per cycle as before.
@@ -158,8 +158,7 @@ class StoreUnit(wiring.Component):
             }
         )
         depth = self.lines_ahead + (PipelinedRequantizer.latency if self.staged else 0)
-        # registered_acc_reads: the packer's decisions start from the head's registers
-        m.submodules.lines = lines = queue(lined, depth)
+        m.submodules.lines = lines = Queue(lined, depth)
         # Address stage -> data stage: the beats of each burst whose AW has gone out.
         burst_beats = range(config.dma.max_burst + 1)
         m.submodules.bursts = bursts = Queue(burst_beats, max(2, self.outstanding))
