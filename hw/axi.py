@@ -182,11 +182,13 @@ class BurstPlanner:
     distance, length limit and the beats left) is worked out into registers in the cycle after
     each load (`prepare`), and `advance` loads those, so no subtraction lies before its compare;
     ``ready`` says they hold: advance past a burst that is not the last only while it is
-    high (a cycle after each load).
+    high (a cycle after each load). ``staged_limit`` (with ``prepared``): the next burst's
+    limit is registered a cycle after its distance to the boundary, from that register, so no
+    subtraction precedes the limit's compare; ``ready`` rises two cycles after each load.
     """
 
     def __init__(self, bus_bytes: int, max_burst: int, name: str, max_beats: int,
-                 prepared: bool = False) -> None:
+                 prepared: bool = False, staged_limit: bool = False) -> None:
         self.bus_bytes = bus_bytes
         self.max_burst = max_burst
         self.beat_shift = bus_bytes.bit_length() - 1
@@ -200,9 +202,12 @@ class BurstPlanner:
         self.last = Signal(name=f"{name}_last_burst")
         self.empty = Signal(name=f"{name}_empty", init=1)
         self.prepared = prepared
+        self.staged_limit = staged_limit
         if prepared:
             self.ready = Signal(name=f"{name}_next_ready")
             self._loaded = Signal(name=f"{name}_loaded")
+            if staged_limit:
+                self._loaded_before = Signal(name=f"{name}_loaded_before")
             self._next = (Signal(ADDR_BITS, name=f"{name}_after_address"),
                           Signal.like(self.to_boundary, name=f"{name}_after_to_boundary"),
                           Signal.like(self.remaining, name=f"{name}_after_remaining"),
@@ -222,9 +227,18 @@ class BurstPlanner:
             address.eq(self.next_address + (self.beats << self.beat_shift)),
             to_boundary.eq(after),
             remaining.eq(self.remaining - self.beats),
-            limit.eq(self.limit(after[: len(self.to_boundary)])),
-            self.ready.eq(~self._loaded),
         ]
+        if self.staged_limit:  # from the distance registered a cycle before
+            m.d.sync += [
+                limit.eq(self.limit(to_boundary)),
+                self._loaded_before.eq(self._loaded),
+                self.ready.eq(~self._loaded & ~self._loaded_before),
+            ]
+        else:
+            m.d.sync += [
+                limit.eq(self.limit(after[: len(self.to_boundary)])),
+                self.ready.eq(~self._loaded),
+            ]
 
     def _load(self, m: Module, address, to_boundary, remaining, limit=None) -> None:
         if limit is None:

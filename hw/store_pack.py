@@ -9,9 +9,15 @@ half (`load_gather`), the decisions come first and the wide data follows them a 
 * cycle t (control): from byte counts only (``have``, the head line's ``bytes``), decide
   whether a beat is sent and whether the head line joins the packer, and where; the head
   line, its strobes and the decisions are registered. Nothing wide depends on them here.
-* cycle t+1 (shift): the head line and its strobes, registered in cycle t, are shifted to
-  their byte lane into registers; the decisions wait a cycle beside them.
-* cycle t+2 (data): the packer's bytes move as decided: the beat decided in cycle t is its
+  Whether a beat goes out is one LUT of registers: the burst being filled is held in
+  registers (`_current_burst`), and ``have``'s compares with a beat and with zero, the beat
+  queue's room and the room behind ``have`` (``space``, for whether the head line fits) are
+  registers kept beside their counts, each worked out for every outcome before the choice.
+* cycles t+1 and t+2 (shift): the head line and its strobes, registered in cycle t, are
+  shifted to their byte lane into registers in two steps, by the lane within a beat
+  (``at`` mod ``bus_bytes``) and then by whole beats, a register between them, so neither
+  step is a 40-way choice; the decisions wait two cycles beside them.
+* cycle t+3 (data): the packer's bytes move as decided: the beat decided in cycle t is its
   low bytes, pushed with its WLAST into a queue of beats; what stays moves down a beat, and
   a joining line, already at its lane, is ORed in.
 * W comes from the beat queue's output register (`RegisteredQueue`): WVALID, WDATA, WSTRB
@@ -19,7 +25,7 @@ half (`load_gather`), the decisions come first and the wide data follows them a 
 
 A beat is decided only while its burst's AW has gone out and the beat queue has room for it
 and for every beat decided and not yet sent (``reserved``, a register): it is never pushed full,
-and WREADY reaches no decision in the cycle it comes. Each beat goes out four cycles later
+and WREADY reaches no decision in the cycle it comes. Each beat goes out five cycles later
 than on the generic target; one beat per cycle, back to back, as before.
 """
 
@@ -30,9 +36,30 @@ from amaranth.lib import data
 
 from tensorforge.hw.dma_rows import RegisteredQueue, byte_mask
 
-# Beats decided and not yet sent: one a cycle from the decision to WREADY takes four (the
-# decision's and the shift's registers, then two in the queue), so five keep W busy.
-BEAT_QUEUE_DEPTH = 5
+# Beats decided and not yet sent: one a cycle from the decision to WREADY takes five (the
+# decision's and the two shifts' registers, then two in the queue), so six keep W busy.
+BEAT_QUEUE_DEPTH = 6
+
+
+def _current_burst(m, max_burst: int, bursts, emit, last):
+    """The burst whose beats are being decided, moved out of ``bursts`` (AWLEN) into registers:
+    whether one is open, its beats after the one being decided, and ``last`` (to drive: that
+    beat is its last), so no queue level or compare lies before ``emit``. The next burst is
+    loaded as the last beat of one is decided, or while none is open. Returns whether one is
+    open."""
+    burst_open = Signal(name="pack_burst_open")
+    left = Signal(range(max_burst), name="pack_burst_left")
+    at_last = Signal(name="pack_burst_at_last")
+    load = bursts.r_rdy & (~burst_open | (emit & at_last))
+    m.d.comb += [bursts.r_en.eq(load), last.eq(at_last)]
+    with m.If(load):
+        m.d.sync += [burst_open.eq(1), left.eq(bursts.head), at_last.eq(bursts.head == 0)]
+    with m.Elif(emit):
+        with m.If(at_last):
+            m.d.sync += burst_open.eq(0)
+        with m.Else():
+            m.d.sync += [left.eq(left - 1), at_last.eq(left == 1)]
+    return burst_open
 
 
 def pack_beats(unit, m, lines, bursts) -> None:
@@ -61,21 +88,20 @@ def pack_beats(unit, m, lines, bursts) -> None:
     # --- cycle t: decisions on byte counts ----------------------------------------------------
     have = Signal(range(width + 1), name="pack_have")  # bytes held once the data catches up
     flushing = Signal(name="pack_flushing")  # the run's last line is in: send what is left
-    burst_beat = Signal(range(config.dma.max_burst), name="pack_burst_beat")
     reserved = Signal(range(BEAT_QUEUE_DEPTH + 1), name="pack_reserved")  # decided, not sent
+    beat_room = Signal(name="pack_beat_room", init=1)  # reserved != BEAT_QUEUE_DEPTH
+    # have >= bus_bytes, have != 0: registers kept beside ``have``, worked out with it
+    have_beat = Signal(name="pack_have_beat")
+    have_any = Signal(name="pack_have_any")
     emit = Signal()  # a beat is sent, the packer's low bytes in the next cycle
     last = Signal()
-    m.d.comb += [
-        emit.eq(((have >= bus_bytes) | (flushing & (have != 0))) & bursts.r_rdy
-                & (reserved != BEAT_QUEUE_DEPTH)),
-        last.eq(burst_beat == bursts.head),
-    ]
+    burst_open = _current_burst(m, config.dma.max_burst, bursts, emit, last)
+    m.d.comb += emit.eq((have_beat | (flushing & have_any)) & burst_open & beat_room)
     m.d.sync += reserved.eq(reserved + emit - sent)
-    with m.If(emit):
-        m.d.sync += burst_beat.eq(burst_beat + 1)
-        with m.If(last):
-            m.d.comb += bursts.r_en.eq(1)
-            m.d.sync += burst_beat.eq(0)
+    with m.If(emit & ~sent):
+        m.d.sync += beat_room.eq(reserved < BEAT_QUEUE_DEPTH - 1)
+    with m.Elif(sent & ~emit):
+        m.d.sync += beat_room.eq(1)
 
     # What stays after this cycle's beat, and whether the head line fits behind it, both
     # worked out for either outcome of ``emit`` from registers (``have``, the queue's head),
@@ -87,20 +113,51 @@ def pack_beats(unit, m, lines, bursts) -> None:
         total.eq(have + head.bytes),
     ]
     rest_have = Mux(emit, after, have)
+    # Room left behind ``have`` (width - have) and behind what stays after a beat (width + bus
+    # - have), registers kept beside ``have``, so whether the head line fits is one compare.
+    space = Signal(range(width + 1), name="pack_space", init=width)
+    space_after = Signal(range(width + bus_bytes + 1), name="pack_space_after_beat",
+                         init=width + bus_bytes)
     # rest_have + bytes <= width, for each outcome (after + bytes = total - bus if have > bus)
-    fits = Mux(emit, (have <= bus_bytes) | (total <= width + bus_bytes), total <= width)
+    fits = Mux(emit, (have <= bus_bytes) | (head.bytes <= space_after), head.bytes <= space)
     emptied = Mux(emit, have <= bus_bytes, have == 0)  # rest_have == 0
     behind = Mux(emit, Mux(have > bus_bytes, total - bus_bytes, head.bytes), total)
+    started = head.offset + head.bytes  # ``have`` once a run's first line joins
+    # ``have_beat`` and ``have_any`` of each outcome, each compared before the choice
+    behind_beat = Mux(emit, Mux(have > bus_bytes, total >= 2 * bus_bytes,
+                                head.bytes >= bus_bytes), total >= bus_bytes)
+    behind_any = Mux(emit, Mux(have > bus_bytes, total != bus_bytes, head.bytes != 0),
+                     total != 0)
     # A run's first line starts at its lane in an empty packer; the others right behind.
     at = Mux(head.first, head.offset, rest_have)
     room = Mux(head.first, emptied, ~flushing & fits)
     joins = lines.r_rdy & room
+    # width - have and width + bus - have of each outcome, each worked out before the choice
+    # (space + bus is space_after; what stays after a beat from have > bus is have - bus)
+    def spaces(extra):
+        return (width + extra - started,
+                Mux(emit, Mux(have > bus_bytes, space_after + extra - head.bytes,
+                              width + extra - head.bytes),
+                    (space_after if extra else space) - head.bytes),
+                Mux(emit, Mux(have > bus_bytes, space_after + extra, width + extra),
+                    (space_after if extra else space)))
+
+    for register, extra in ((space, 0), (space_after, bus_bytes)):
+        started_space, behind_space, rest_space = spaces(extra)
+        with m.If(joins):
+            m.d.sync += register.eq(Mux(head.first, started_space, behind_space))
+        with m.Else():
+            m.d.sync += register.eq(rest_space)
     with m.If(joins):
         m.d.comb += lines.r_en.eq(1)
-        m.d.sync += [have.eq(Mux(head.first, head.offset + head.bytes, behind)),
+        m.d.sync += [have.eq(Mux(head.first, started, behind)),
+                     have_beat.eq(Mux(head.first, started >= bus_bytes, behind_beat)),
+                     have_any.eq(Mux(head.first, started != 0, behind_any)),
                      flushing.eq(head.last)]
     with m.Else():
-        m.d.sync += have.eq(rest_have)
+        m.d.sync += [have.eq(rest_have),
+                     have_beat.eq(Mux(emit, have >= 2 * bus_bytes, have_beat)),
+                     have_any.eq(Mux(emit, have > bus_bytes, have_any))]
         with m.If(emptied):
             m.d.sync += flushing.eq(0)
 
@@ -117,19 +174,32 @@ def pack_beats(unit, m, lines, bursts) -> None:
         line_strobes_d.eq(byte_mask(m, head.bytes, line_bytes, "store_row_strobes")),
     ]
 
-    # --- cycle t+1: the line moves to its lane --------------------------------------------------
+    # --- cycles t+1, t+2: the line moves to its lane, within the beat, then by whole beats ---
+    lane_bits = (bus_bytes - 1).bit_length()  # at_d's lane within a beat
+    emit_l, last_l, join_l = Signal(), Signal(), Signal()
+    line_l = Signal((line_bytes + bus_bytes - 1) * 8, name="pack_line_in_beat")
+    line_strobes_l = Signal(line_bytes + bus_bytes - 1, name="pack_line_strobes_in_beat")
+    beat_l = Signal(max(1, len(at_d) - lane_bits), name="pack_line_beat")  # whole beats to go
+    m.d.sync += [
+        emit_l.eq(emit_d),
+        last_l.eq(last_d),
+        join_l.eq(join_d),
+        line_l.eq(line_d << Cat(Const(0, 3), at_d[:lane_bits])),
+        line_strobes_l.eq(line_strobes_d << at_d[:lane_bits]),
+        beat_l.eq(at_d[lane_bits:]),
+    ]
     emit_s, last_s, join_s = Signal(), Signal(), Signal()
     line_s = Signal(width * 8, name="pack_line_at_lane")
     line_strobes_s = Signal(width, name="pack_line_strobes_at_lane")
     m.d.sync += [
-        emit_s.eq(emit_d),
-        last_s.eq(last_d),
-        join_s.eq(join_d),
-        line_s.eq(line_d << Cat(Const(0, 3), at_d)),
-        line_strobes_s.eq(line_strobes_d << at_d),
+        emit_s.eq(emit_l),
+        last_s.eq(last_l),
+        join_s.eq(join_l),
+        line_s.eq(line_l << Cat(Const(0, 3 + lane_bits), beat_l)),
+        line_strobes_s.eq(line_strobes_l << Cat(Const(0, lane_bits), beat_l)),
     ]
 
-    # --- cycle t+2: the bytes move as decided -------------------------------------------------
+    # --- cycle t+3: the bytes move as decided -------------------------------------------------
     # Bytes past ``have`` are zero (lines come masked to their row), so a line ORs in behind.
     packed = Signal(width * 8)
     strobes = Signal(width)

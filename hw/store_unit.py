@@ -59,18 +59,24 @@ class StoreUnit(wiring.Component):
     cycles on cocotbext-axi's slave) and one for ``idle`` to rise; a DRAM latency ``L`` adds
     ``L`` once while ``dma.outstanding`` bursts cover it (once per burst on a DRAM that
     answers one burst at a time). ``error`` is sticky: a B response other than OKAY. On the
-    ``ecp5`` target the packer decides from byte counts and moves the data two cycles later,
-    and W comes from a queue's registers (`store_pack`): each beat goes out four cycles later,
-    still one per cycle. Also on ``ecp5``: a STORE's shape (one run or not, its elements) and
-    its row's and run's bytes are registered in two cycles (``SHAPE``, ``BYTES``) after it is
-    taken, before its first row; the planner starts each run from registers
+    ``ecp5`` target the packer decides from byte counts and registers only (the burst being
+    filled, its beats left, the beat queue's room) and moves the data three cycles later (the
+    line shifted to its lane in two steps), and W comes from a queue's registers
+    (`store_pack`): each beat goes out five cycles later, still one per cycle; AWVALID waits
+    on a register for room under ``dma.outstanding`` (`_aw_room`). Also on ``ecp5``: a
+    STORE's shape (one run or not), its elements (two additions, not a multiplier) and its
+    row's and run's bytes are registered in three cycles (``SHAPE``, ``ELEMS``, ``BYTES``)
+    after it is taken, before its first row; without ``output_pipeline`` the walker's line
+    request is a register (`_registered_walker`); the planner starts each run from registers
     (`_staged_span`: the spans queue's head, its distance to the 4 KiB boundary and the first
     burst's limit there), so a run's first AW goes out a cycle later, and works out each next
-    burst of a run a cycle ahead (`BurstPlanner` ``prepared``): a run's bursts go out at most
-    one every two cycles; without ``output_pipeline`` the accumulator's read port is
+    burst of a run two cycles ahead (`BurstPlanner` ``prepared``, ``staged_limit``): a run's
+    bursts go out at most one every three cycles; without ``output_pipeline`` the spans
+    queue's head is a register (`RegisteredQueue`: a run reaches the planner a cycle later)
+    and the accumulator's read port is
     registered (``registered_acc_reads``: a line comes two cycles after its request, up to
-    three owned) and each request's row fields wait in a queue beside it
-    (`_collect_registered_line`), one line per cycle as before.
+    three owned) and each request's row fields (with its byte mask) wait in a queue beside
+    it (`_collect_registered_line`), one line per cycle as before.
 
     With ``output_pipeline``, a STORE with ``requant`` first reads its three parameter lines
     (three more cycles, before its first row; a ``per_row`` STORE again before every
@@ -139,7 +145,9 @@ class StoreUnit(wiring.Component):
         span = data.StructLayout(
             {"aligned": ADDR_BITS, "beats": len(run.beats), "closes": 1}
         )
-        m.submodules.spans = spans = Queue(span, self.lines_ahead)
+        # registered_acc_reads: the span is staged (`_staged_span`) from the head's registers
+        queue = RegisteredQueue if self.registered_acc_reads else Queue
+        m.submodules.spans = spans = queue(span, self.lines_ahead)
         lined = data.StructLayout(
             {
                 "data": line_bytes * 8,
@@ -156,14 +164,22 @@ class StoreUnit(wiring.Component):
         m.submodules.bursts = bursts = Queue(burst_beats, max(2, self.outstanding))
         outstanding = Signal(range(self.outstanding + 1))  # AW sent, B not yet back
         planner = BurstPlanner(bus_bytes, config.dma.max_burst, "store", run.max_beats,
-                               prepared=ecp5)
+                               prepared=ecp5, staged_limit=ecp5)
         if ecp5:
             planner.prepare(m)
 
         walking = Signal()
-        with m.If(walking):
+        starts_rows = Signal()  # registered_acc_reads: the cycle before a STORE's first row
+        more = None
+        if self.registered_acc_reads:
+            more = self._registered_walker(m, row, whole, first_row, rows_left, spans,
+                                           starts_rows)
             self._walk_row(m, row, run, whole, first_row, line, rows_left, row_addr,
-                           insn.stride << elem_shift, spans)
+                           insn.stride << elem_shift, spans, registered=True)
+        else:
+            with m.If(walking):
+                self._walk_row(m, row, run, whole, first_row, line, rows_left, row_addr,
+                               insn.stride << elem_shift, spans)
         requant = None
         if pipeline:
             tag_bits = len(row.bytes) + len(row.offset) + 2 if self.staged else None
@@ -219,13 +235,19 @@ class StoreUnit(wiring.Component):
                         start_rows(self.cmd.payload)
             if ecp5:
                 # the tile's shape from the registered command, then the bytes from it
+                partials = self._row_products(insn.rows, insn.row_len, config.acc_line_elems)
                 with m.State("SHAPE"):
                     clipped = Mux(insn.row_len > config.acc_line_elems, config.acc_line_elems,
                                   insn.row_len)
-                    m.d.sync += [*tile_shape(insn), row_bytes.eq(clipped << elem_shift)]
+                    m.d.sync += [tile_shape(insn)[0], row_bytes.eq(clipped << elem_shift),
+                                 *(partial.eq(value) for partial, value in partials)]
+                    m.next = "ELEMS"
+                with m.State("ELEMS"):
+                    m.d.sync += whole_elems.eq(sum(partial for partial, _ in partials))
                     m.next = "BYTES"
                 with m.State("BYTES"):
                     m.d.sync += run_bytes.eq(Mux(whole, whole_elems << elem_shift, row_bytes))
+                    m.d.comb += starts_rows.eq(1)
                     start_rows(insn)
             if pipeline:
                 with m.State("PARAMS"):
@@ -244,15 +266,33 @@ class StoreUnit(wiring.Component):
                         m.d.comb += walking.eq(1)
                 else:
                     m.d.comb += walking.eq(1)
-                    with m.If((rows_left == 0) | (row.bytes == 0)):
+                    with m.If(~more if more is not None else (rows_left == 0) | (row.bytes == 0)):
                         m.next = "CLOSE"
             with m.State("CLOSE"):
                 # every line is read: the next STORE may start while this one's bursts finish
                 m.d.comb += spans.pushed.closes.eq(1)
+                if self.registered_acc_reads:  # the walker drives the span in every state
+                    m.d.comb += [spans.pushed.aligned.eq(0), spans.pushed.beats.eq(0)]
                 with m.If(spans.w_rdy):
                     m.d.comb += spans.w_en.eq(1)
                     m.next = "IDLE"
         return m
+
+    @staticmethod
+    def _row_products(rows, row_len, line_elems) -> list:
+        """``rows`` times ``row_len`` as (register, value) pairs whose registers sum to it, for
+        a ``row_len`` of at most ``line_elems`` (only a tile that is one run, whose rows are no
+        longer than a line, uses the product): each register adds two of the shifted copies of
+        ``rows`` that ``row_len``'s bits select, so the product takes two additions in two
+        cycles instead of a multiplier (an unregistered DSP, ~7 ns on ECP5) in one."""
+        bits = line_elems.bit_length()
+        terms = [Mux(row_len[b], rows, 0) << b for b in range(min(bits, len(row_len)))]
+        width = len(rows) + bits
+        pairs = []
+        for k in range(0, len(terms), 2):
+            partial = Signal(width, name=f"store_row_product_{k // 2}")
+            pairs.append((partial, sum(terms[k:k + 2])))
+        return pairs
 
     def _retire(self, m, sent, closes, response):
         """Pulse ``retired`` once a closed STORE's last burst has its B response. Returns
@@ -312,14 +352,39 @@ class StoreUnit(wiring.Component):
         m.d.comb += unanswered.eq(Cat(closed).any() | Cat(c != 0 for c in count).any())
         return unanswered, retire
 
+    def _registered_walker(self, m, row, whole, first_row, rows_left, spans, starts_rows):
+        """``registered_acc_reads``: whether the walker requests a line in a cycle is a register
+        (``store_may_read``, the read request's valid), worked out in the cycle before from
+        next-cycle values: rows are left (``store_rows_more``, a register too, set as the
+        STORE's rows start, cleared as its last row's line is requested) and, for a row that
+        opens a run, the spans queue has room (its level and this cycle's push, not counting
+        this cycle's pop). Returns ``store_rows_more``; it is high only in ``ROWS``."""
+        read = self.acc_read
+        more = Signal(name="store_rows_more")
+        may_read = Signal(name="store_may_read")
+        accepted = read.req.valid & read.req.ready
+        more_next = Mux(starts_rows, (rows_left != 0) & (row.bytes != 0),
+                        Mux(accepted, rows_left != 1, more))
+        first_next = first_row & ~accepted  # set as the STORE is taken, before its rows
+        room_next = Mux(spans.w_en, spans.level < spans.depth - 1, spans.level < spans.depth)
+        m.d.sync += [
+            more.eq(more_next),
+            may_read.eq(more_next & (room_next | (whole & ~first_next))),
+        ]
+        self._may_read = may_read
+        return more
+
     def _walk_row(self, m, row, run, whole, first_row, line, rows_left, row_addr, stride_bytes,
-                  spans) -> None:
-        """One row per cycle: request its accumulator line; a run's first queues its span."""
+                  spans, registered=False) -> None:
+        """One row per cycle: request its accumulator line; a run's first queues its span.
+        ``registered``: the request's valid is `_registered_walker`'s register."""
         read = self.acc_read
         opens_run = ~whole | first_row
+        valid = ((rows_left != 0) & (row.bytes != 0) & (spans.w_rdy | ~opens_run)
+                 if not registered else self._may_read)
         m.d.comb += [
             read.req.payload.eq(line),
-            read.req.valid.eq((rows_left != 0) & (row.bytes != 0) & (spans.w_rdy | ~opens_run)),
+            read.req.valid.eq(valid),
             spans.pushed.aligned.eq(row.aligned),
             spans.pushed.beats.eq(run.beats),
         ]
@@ -376,10 +441,13 @@ class StoreUnit(wiring.Component):
     def _collect_registered_line(self, m, row, whole, first_row, rows_left, lines) -> None:
         """`_collect_line` for a registered read port (``registered_acc_reads``): it owns up to
         `RegisteredReadBuffer.LINES` lines, so each request's fields go into a queue whose head
-        (a register) is the oldest line's; a response pops it as the line is queued."""
+        (a register) is the oldest line's; a response pops it as the line is queued. The
+        fields carry the row's byte mask, worked out as the request goes, so the line is
+        masked by flip-flops on its way into the line queue."""
         read = self.acc_read
+        line_bytes = self.config.acc_line_bytes
         fields = data.StructLayout({"bytes": len(row.bytes), "offset": len(row.offset),
-                                    "first": 1, "last": 1})
+                                    "first": 1, "last": 1, "mask": line_bytes})
         m.submodules.line_fields = queued = RegisteredQueue(fields, RegisteredReadBuffer.LINES)
         start_lane = Signal.like(row.offset, name="store_start_lane")  # the open run's
         opens_run = ~whole | first_row
@@ -389,10 +457,10 @@ class StoreUnit(wiring.Component):
             m.d.sync += start_lane.eq(lane)
         taken = read.resp.valid & lines.w_rdy
         head = queued.head
-        mask = expand_bytes(byte_mask(m, head.bytes, self.config.acc_line_bytes,
-                                      "store_row_mask"))
+        mask = expand_bytes(head.mask)
         m.d.comb += [
             queued.w_en.eq(accepted),
+            queued.pushed.mask.eq(byte_mask(m, row.bytes, line_bytes, "store_row_mask")),
             queued.pushed.bytes.eq(row.bytes),
             queued.pushed.offset.eq(lane),
             queued.pushed.first.eq(opens_run),
@@ -434,9 +502,11 @@ class StoreUnit(wiring.Component):
         drive_fixed_fields(m, axi, "aw", config.dma.bus_bits)
         # Each term only rises without a handshake, so AWVALID never drops early (AXI A3.2.1).
         # ecp5: a run's next burst is loaded from the planner's prepared registers (`ready`).
-        awvalid = ~planner.empty & bursts.w_rdy & (outstanding != self.outstanding)
-        if planner.prepared:
-            awvalid = awvalid & (planner.last | planner.ready)
+        if self.target is Target.ECP5:
+            awvalid = ~planner.empty & self._aw_room(m, outstanding) & (
+                planner.last | planner.ready)
+        else:
+            awvalid = ~planner.empty & bursts.w_rdy & (outstanding != self.outstanding)
         m.d.comb += [
             axi.awid.eq(0),
             axi.awaddr.eq(planner.address),
@@ -463,11 +533,26 @@ class StoreUnit(wiring.Component):
             planner.start(m, head.aligned, head.beats, to_boundary, limit)
         if self.target is Target.ECP5:
             # the marker reaches `_retire` a cycle later (the next STORE's first AW is two
-            # cycles behind it, through the staged span) and counts as waiting meanwhile
+            # cycles behind it, through the staged span) and counts as waiting meanwhile; a
+            # span pushed into a RegisteredQueue counts in its level before it reaches the head
             closed = Signal(name="store_span_closed")
             m.d.sync += closed.eq(closes)
-            return sent, closed, waiting | spans.r_rdy | closed
+            return sent, closed, waiting | (spans.level != 0) | closed
         return sent, closes, waiting
+
+    def _aw_room(self, m, outstanding):
+        """``ecp5``: ``outstanding`` below ``dma.outstanding`` after this cycle, a register kept
+        beside the counter (from its value and this cycle's AW and B handshakes). It also
+        bounds the bursts queue (``dma.outstanding`` deep or more): a burst leaves that queue
+        as its last beat is decided, before its B response can come."""
+        room = Signal(name="store_aw_room", init=1)
+        sent = self.axi.awvalid & self.axi.awready
+        response = self.axi.bvalid & self.axi.bready
+        with m.If(sent & ~response):
+            m.d.sync += room.eq(outstanding < self.outstanding - 1)
+        with m.Elif(response & ~sent):
+            m.d.sync += room.eq(1)
+        return room
 
     @staticmethod
     def _staged_span(m, planner, spans):
