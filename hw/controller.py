@@ -234,8 +234,6 @@ class Controller(wiring.Component):
         stop = Signal()
 
         ar_waiting = Signal()  # ARVALID was offered and not yet taken
-        occupied = Signal(range(capacity + longest + 1))
-        fits = occupied + planner.beats <= capacity
         if self.pipelined:
             # registered a cycle early: room for the longest burst after this cycle's request,
             # from a count of the beats requested and not yet taken out of the queue (chunks
@@ -255,8 +253,11 @@ class Controller(wiring.Component):
             ]
             with m.If(self.start & ~self.busy):
                 m.d.sync += reserved.eq(0)
+        else:  # room for the next burst from the queue's occupancy, in the cycle
+            occupied = Signal(range(capacity + longest + 1))
+            fits = occupied + planner.beats <= capacity
+            m.d.comb += occupied.eq(fetched.r_level * beats_per_chunk + assembling + in_flight)
         m.d.comb += [
-            occupied.eq(fetched.r_level * beats_per_chunk + assembling + in_flight),
             axi.arid.eq(ReadId.FETCH),
             axi.araddr.eq(planner.address),
             axi.arlen.eq(planner.beats - 1),
@@ -387,6 +388,10 @@ class Controller(wiring.Component):
                 def advance():
                     count_down()
                     m.d.sync += last_run.eq(runs_left == 1)
+
+        def after_step(condition):  # pipelined: a run but the last waits for its DRAM step
+            return condition if step_ready is None else condition & (last_run | step_ready)
+
         with m.FSM(name=f"{unit}_gate"):
             with m.State("TAKE"):
                 m.d.comb += [empty.eq(1), queue.r_en.eq(1)]
@@ -413,8 +418,7 @@ class Controller(wiring.Component):
             with m.State("RUN"):
                 if unit in self.retiring:  # the tokens wait for the retire pulse: take the next
                     deferred_room, defer = deferred
-                    with m.If(deferred_room if step_ready is None
-                              else deferred_room & (last_run | step_ready)):
+                    with m.If(after_step(deferred_room)):
                         defer(Cat(pushed(flag) for flag in pushes))
                         m.next = "TAKE"
                         if repeats:
@@ -422,7 +426,7 @@ class Controller(wiring.Component):
                                 advance()
                                 m.next = "ISSUE"
                 else:
-                    with m.If(idle if step_ready is None else idle & (last_run | step_ready)):
+                    with m.If(after_step(idle)):
                         for flag, push in pushes.items():
                             m.d.comb += push.eq(pushed(flag))
                         m.next = "TAKE"
