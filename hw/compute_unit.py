@@ -276,6 +276,23 @@ def _held_head(m: Module, head, tail, push, pop, entries: dict) -> dict:
     return held
 
 
+def _at_last(m: Module, index, count, moves, name: str, restart=None) -> Signal:
+    """Whether ``index`` is at ``count - 1``, as a register worked out a move ahead, so the
+    decisions on it start from a flip-flop instead of an adder and a compare. ``index`` moves
+    on ``moves`` only, by one and to 0 after ``count - 1``, and is 0 after ``restart``."""
+    last = Signal(init=isinstance(count, int) and count == 1, name=name)
+    following = Mux(last, count == 1, index + 1 == count - 1)
+    if restart is None:
+        with m.If(moves):
+            m.d.sync += last.eq(following)
+    else:
+        with m.If(restart):
+            m.d.sync += last.eq(count == 1)
+        with m.Elif(moves):
+            m.d.sync += last.eq(following)
+    return last
+
+
 def _issue_flags(m: Module, line, meta: SyncFIFO, steps: SyncFIFO, lines: int) -> tuple:
     """The ``registered_control`` stationary walker's request conditions, each a register:
     (``line`` is the block's last, ``meta`` has room, ``steps`` has room).
@@ -286,12 +303,10 @@ def _issue_flags(m: Module, line, meta: SyncFIFO, steps: SyncFIFO, lines: int) -
     ``last_line`` follows ``line``, which moves only on a request (``meta.w_en``) and wraps
     to 0 after the block's last line.
     """
-    last_line = Signal(init=lines == 1, name="load_last_line")
     meta_room, steps_room = Signal(name="load_meta_room"), Signal(name="load_steps_room")
     m.d.sync += [meta_room.eq(meta.level < meta.depth - 1),
                  steps_room.eq(steps.level < steps.depth - 1)]
-    with m.If(meta.w_en):
-        m.d.sync += last_line.eq(Mux(last_line, lines == 1, line + 1 == lines - 1))
+    last_line = _at_last(m, line, lines, meta.w_en, "load_last_line")
     return last_line, meta_room, steps_room
 
 
@@ -775,12 +790,10 @@ class ComputeUnit(wiring.Component):
         on a request (``meta.w_en``) and wraps to 0 after the step's last beat.
         """
         beats, steps = len(self.plan.beats), self.steps
-        step_end = Signal(init=beats == 1, name="stream_step_end")
         has_step, room = Signal(name="stream_has_step"), Signal(name="stream_meta_room")
         m.d.sync += [has_step.eq(steps.w_en | (steps.level > steps.r_en)),
                      room.eq(meta.level < meta.depth - 1)]
-        with m.If(meta.w_en):
-            m.d.sync += step_end.eq(Mux(step_end, beats == 1, beat_index + 1 == beats - 1))
+        step_end = _at_last(m, beat_index, beats, meta.w_en, "stream_step_end")
         return step_end, has_step, room
 
     def _overwrite_flag(self, m: Module, latch, walk, produces):
@@ -838,12 +851,8 @@ class ComputeUnit(wiring.Component):
         advance_line = Signal()
         last_line = index == lines_in_step - 1
         if self.registered_control:  # known a line ahead, in a register
-            last_line = Signal(name="acc_last_line")
-            with m.If(kick):
-                m.d.sync += last_line.eq(lines_in_step == 1)
-            with m.Elif(advance_line):
-                m.d.sync += last_line.eq(Mux(last_line, lines_in_step == 1,
-                                             index + 1 == lines_in_step - 1))
+            last_line = _at_last(m, index, lines_in_step, advance_line, "acc_last_line",
+                                 restart=kick)
         with m.If(advance_line):
             with m.If(last_line):
                 m.d.sync += index.eq(0)
