@@ -181,10 +181,11 @@ class BurstPlanner:
     ``prepared`` (the ECP5 store unit): the burst after the current one (its address, 4 KiB
     distance, length limit and the beats left) is worked out into registers in the cycle after
     each load (`prepare`), and `advance` loads those, so no subtraction lies before its compare;
-    ``ready`` says they hold: advance past a burst that is not the last only while it is
-    high (a cycle after each load). ``staged_limit`` (with ``prepared``): the next burst's
-    limit is registered a cycle after its distance to the boundary, from that register, so no
-    subtraction precedes the limit's compare; ``ready`` rises two cycles after each load.
+    ``ready`` says they hold: offer (and advance past) a burst only while ``may_offer``, i.e.
+    it is the last or ``ready`` is high (a cycle after each load). ``staged_limit`` (with
+    ``prepared``): the next burst's limit is registered a cycle after its distance to the
+    boundary, from that register, so no subtraction precedes the limit's compare; ``ready``
+    rises two cycles after each load.
     """
 
     def __init__(self, bus_bytes: int, max_burst: int, name: str, max_beats: int,
@@ -212,6 +213,12 @@ class BurstPlanner:
                           Signal.like(self.to_boundary, name=f"{name}_after_to_boundary"),
                           Signal.like(self.remaining, name=f"{name}_after_remaining"),
                           Signal.like(self.beats, name=f"{name}_after_limit"))
+
+    @property
+    def may_offer(self):
+        """``prepared``: the current burst may be offered: it is the transfer's last, or the
+        burst after it is prepared, so `advance` past it loads that one."""
+        return self.last | self.ready
 
     def limit(self, to_boundary):
         """A burst's most beats at ``to_boundary`` beats from the 4 KiB boundary."""

@@ -330,7 +330,7 @@ class Controller(wiring.Component):
     def _offer(self, planner: BurstPlanner, offer):
         """``offer``, and with ``pipelined`` only once the planner holds the burst after this
         one (`BurstPlanner` ``prepared``), unless this is the program's last."""
-        return offer & (planner.last | planner.ready) if self.pipelined else offer
+        return offer & planner.may_offer if self.pipelined else offer
 
     def _staged_start(self, m: Module, planner: BurstPlanner, starting, base, end) -> None:
         """``pipelined``: the fetch planner started three cycles after ``starting``, from

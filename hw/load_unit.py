@@ -194,7 +194,7 @@ class LoadUnit(wiring.Component):
             ar.araddr.eq(planner.address),
             ar.arlen.eq(planner.beats - 1),
             # in_flight only falls while ARVALID waits, so ARVALID never drops early
-            ar.arvalid.eq(~planner.empty & below_limit & (planner.last | planner.ready)
+            ar.arvalid.eq(~planner.empty & below_limit & planner.may_offer
                           if ecp5 else ~planner.empty & below_limit),
         ]
         address_sent = ar.arvalid & ar.arready  # ecp5: taken into the slice (counted early)

@@ -503,8 +503,7 @@ class StoreUnit(wiring.Component):
         # Each term only rises without a handshake, so AWVALID never drops early (AXI A3.2.1).
         # ecp5: a run's next burst is loaded from the planner's prepared registers (`ready`).
         if self.target is Target.ECP5:
-            awvalid = ~planner.empty & self._aw_room(m, outstanding) & (
-                planner.last | planner.ready)
+            awvalid = ~planner.empty & self._aw_room(m, outstanding) & planner.may_offer
         else:
             awvalid = ~planner.empty & bursts.w_rdy & (outstanding != self.outstanding)
         m.d.comb += [
