@@ -5,8 +5,9 @@ cut a line, shifts the beat into a byte gatherer and shifts the cut line out of 
 cycle was the whole accelerator's critical path (docs/ecp5_target.md). Here the decisions come
 first and the wide data follows them in later cycles:
 
-* before: R beats come through a `SkidBuffer` (`registered_r`), so RREADY is a register and
-  the beats the decisions see are registers (each a cycle later than on the bus).
+* before: R beats come through an `ElasticBuffer` (`registered_r`), so RREADY is a register
+  and the beats the decisions see come from registers (each a cycle later than on the bus);
+  the decision to take one moves only the buffer's read pointer and count.
 * cycle t (control): take a beat and cut lines from byte counts only (``have``, the head run's
   queued fields). A line is cut once the bytes gathered before this cycle make one, so the
   cut does not wait for this cycle's beat; a beat is taken while they do not, or alongside a
@@ -46,7 +47,7 @@ from amaranth.lib import data
 
 from tensorforge.hw.axi import Response
 from tensorforge.hw.dma_rows import Queue, byte_mask, expand_bytes, log2
-from tensorforge.hw.skid import SkidBuffer
+from tensorforge.hw.skid import ElasticBuffer
 
 # lines cut and not yet written: three in the pipeline, one queued, one more because the room
 # for the next cut is a register worked out a cycle ahead (`gather_lines`)
@@ -231,12 +232,14 @@ def gather_lines(unit, m, runs, settled, resting, line_bytes: int, spad_bits: in
 
 
 def registered_r(m, unit):
-    """The ``ecp5`` target's R channel: a `SkidBuffer` between the bus and the data half, so
-    ``axi.rready`` is a register and the data half's decisions start from registered beats
-    (one cycle later). Returns the slice's output stream (``data``, ``resp``)."""
+    """The ``ecp5`` target's R channel: an `ElasticBuffer` between the bus and the data half,
+    so ``axi.rready`` is a register and the data half's decisions start from registered beats
+    (one cycle later). The data half's take only moves the buffer's read pointer and count: no
+    wide register's enable waits for its decision. Returns the buffer's output stream
+    (``data``, ``resp``)."""
     axi = unit.axi
     layout = data.StructLayout({"data": unsigned(len(axi.rdata)), "resp": Response})
-    m.submodules.r_slice = r_slice = SkidBuffer(layout)
+    m.submodules.r_slice = r_slice = ElasticBuffer(layout)
     m.d.comb += [
         r_slice.i.valid.eq(axi.rvalid),
         r_slice.i.payload.data.eq(axi.rdata),

@@ -100,8 +100,9 @@ class LoadUnit(wiring.Component):
     and the burst planner start from registers, and each queued row works out the next row's
     address, boundary distance and "no rows left" as registers; ARVALID's "fewer than
     ``outstanding`` bursts in flight" is a register set from the last cycle's handshakes (the
-    same value, a cycle ahead); R passes through a `SkidBuffer` (RREADY a register, each beat
-    a cycle later), and so does AR (`AddressSlice`: ARVALID, ARADDR, ARLEN registers; a
+    same value, a cycle ahead); R passes through an `ElasticBuffer` (RREADY a register, each
+    beat a cycle later; the data half's take moves only its read pointer), and AR through a
+    `SkidBuffer` (`AddressSlice`: ARVALID, ARADDR, ARLEN registers; a
     burst counts as in flight from the cycle the slice takes it); ``idle`` rises a cycle later
     (``settled`` registered). The run each state queues (PAD_BEFORE's, the row's in ROWS,
     PAD_AFTER's) is on the runs queue's input in all its cycles, so only the queue's write

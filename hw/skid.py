@@ -7,7 +7,7 @@ registers (``o.valid``, ``o.payload``), and the requester's handshake from a reg
 
 from __future__ import annotations
 
-from amaranth import Module, Signal
+from amaranth import Array, Module, Shape, Signal
 from amaranth.hdl import ShapeCastable
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -51,4 +51,66 @@ class SkidBuffer(wiring.Component):
                 m.d.sync += self.o.payload.eq(self.i.payload)
         with m.Else():
             m.d.sync += skid_valid.eq(skid_valid | self.i.valid)
+        return m
+
+
+class ElasticBuffer(wiring.Component):
+    """``depth`` registers between ``i`` and ``o``, written on ``i``'s side only; in order, one
+    item per cycle.
+
+    Contract: an item accepted on ``i`` in cycle t is offered on ``o`` from cycle t+1
+    (``latency`` = 1). ``i.ready`` and ``o.valid`` are registers and ``o.payload`` is the entry
+    at a registered read pointer (a ``depth``-way mux on registers). ``i.ready`` is worked out a
+    cycle ahead without ``o``'s handshake: it is high while the items held, counting the one
+    accepted in the last cycle, are fewer than ``depth``, so a take frees room a cycle later
+    than in a `SkidBuffer` and one item a cycle streams from a depth of three (``depth`` is a
+    power of two, at least four).
+
+    Unlike `SkidBuffer`, ``o.ready`` enables no payload register: a take only moves the read
+    pointer and the count of items held (a few bits), and the entries' enables come from
+    ``i``'s side (each entry takes ``i.payload`` in every cycle it is the write pointer's and
+    ``i.ready`` is high; the write pointer moves when ``i.valid`` is high too).
+    """
+
+    latency = 1
+
+    def __init__(self, shape: ShapeCastable, depth: int = 4) -> None:
+        assert depth >= 4 and depth & (depth - 1) == 0, depth
+        self.shape = shape
+        self.depth = depth
+        super().__init__({
+            "i": In(stream.Signature(shape)),
+            "o": Out(stream.Signature(shape)),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        depth = self.depth
+        width = Shape.cast(self.shape).width
+        entries = Array(Signal(width, name=f"entry{k}") for k in range(depth))
+        write_at = Signal(range(depth))
+        read_at = Signal(range(depth))
+        held = Signal(range(depth + 1))  # items accepted and not taken
+        room = Signal(init=1)  # ``i.ready``
+        pushed = Signal()
+        popped = Signal()
+        m.d.comb += [
+            self.i.ready.eq(room),
+            pushed.eq(self.i.valid & self.i.ready),
+            popped.eq(self.o.valid & self.o.ready),
+            self.o.payload.eq(entries[read_at]),
+        ]
+        with m.If(self.i.ready):
+            m.d.sync += entries[write_at].eq(self.i.payload)
+        with m.If(pushed):
+            m.d.sync += write_at.eq(write_at + 1)
+        with m.If(popped):
+            m.d.sync += read_at.eq(read_at + 1)
+        m.d.sync += [
+            held.eq(held + pushed - popped),
+            # items next cycle: held + pushed - popped, nonzero if one came or another stays
+            self.o.valid.eq(pushed | (held > 1) | (self.o.valid & ~popped)),
+            # room next cycle whatever is taken now: held + pushed < depth
+            room.eq(held + pushed < depth),
+        ]
         return m
