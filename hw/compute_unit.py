@@ -209,8 +209,12 @@ class _IssueRegister:
         self.takes = ~self.valid | self.fire
 
         def matches(address):
-            return any_of([pending_valid[i] & ~(pop & (head == i)) & (pending[i] == address)
-                           for i in range(depth)])
+            # the entry at ``head`` is split from the rest so that ``pop``, which comes late
+            # (the writer's handshake), meets the compares only at the last gate
+            hits = [pending_valid[i] & (pending[i] == address) for i in range(depth)]
+            others = any_of([hit & (head != i) for i, hit in enumerate(hits)])
+            at_head = any_of([hit & (head == i) for i, hit in enumerate(hits)])
+            return others | (at_head & ~pop)
 
         with m.If(self.load):
             m.d.sync += [self.valid.eq(1), self.addr.eq(line), self.overwrites.eq(overwrites),
@@ -605,6 +609,17 @@ class ComputeUnit(wiring.Component):
             m.d.comb += [steps.w_en.eq(1), walk.advance.eq(1), step_in.bank.eq(bank),
                          step_in.ready.eq(issued_seq + 1)]
 
+        def load_block(address, ready):
+            """Starts loading the block at ``address`` into the next bank (``victim``), whose
+            lines are all requested once ``issued_seq`` reaches ``ready``."""
+            m.d.sync += [loading.eq(1), line.eq(0), line_addr.eq(address), bank.eq(victim),
+                         victim.eq(Mux(victim == banks - 1, 0, victim + 1))]
+            for b in range(banks):
+                with m.If(victim == b):
+                    m.d.sync += [tags[b].eq(address), tag_valid[b].eq(1),
+                                 load_after.eq(last_use[b]), load_waits.eq(in_use[b]),
+                                 ready_seq[b].eq(ready)]
+
         if self.registered_control:
             # every decision from registers (no compare, adder or FIFO level between them):
             # the tag match of the step the walk holds next cycle, registered (``held_hit`` /
@@ -633,15 +648,9 @@ class ComputeUnit(wiring.Component):
                 m.d.comb += [steps.w_en.eq(1), walk.advance.eq(1), step_in.bank.eq(held_bank)]
                 m.d.comb += step_in.ready.eq(Array(ready_seq)[held_bank])
             with m.Elif(new_load):  # load it into the next bank, once that bank is free
-                m.d.sync += [loading.eq(1), line.eq(0), line_addr.eq(candidate),
-                             bank.eq(victim), victim.eq(Mux(victim == banks - 1, 0, victim + 1))]
-                for b in range(banks):  # a load decided while loading is at a last request
-                    with m.If(victim == b):
-                        m.d.sync += [tags[b].eq(candidate), tag_valid[b].eq(1),
-                                     load_after.eq(last_use[b]), load_waits.eq(in_use[b]),
-                                     ready_seq[b].eq(issued_seq + Mux(
-                                         loading, plan.stationary_lines + 1,
-                                         plan.stationary_lines))]
+                # a load decided while loading is at a last request: one more line before it
+                load_block(candidate, issued_seq + Mux(loading, plan.stationary_lines + 1,
+                                                       plan.stationary_lines))
             # the step queued: the loaded block's while loading, else the held one's (the
             # write data from registers, whichever of the two writes)
             m.d.comb += [step_in.bank.eq(Mux(loading, bank, held_bank)),
@@ -668,14 +677,7 @@ class ComputeUnit(wiring.Component):
                     with m.If(hit_bank == b):
                         m.d.comb += step_in.ready.eq(ready_seq[b])
             with m.Elif(deciding & ~hit):  # load it into the next bank, once that bank is free
-                m.d.sync += [loading.eq(1), line.eq(0), line_addr.eq(candidate), bank.eq(victim),
-                             victim.eq(Mux(victim == banks - 1, 0, victim + 1))]
-                for b in range(banks):
-                    with m.If(victim == b):
-                        m.d.sync += [tags[b].eq(candidate), tag_valid[b].eq(1),
-                                     load_after.eq(last_use[b]), load_waits.eq(in_use[b]),
-                                     ready_seq[b].eq(issued_seq + requested
-                                                     + plan.stationary_lines)]
+                load_block(candidate, issued_seq + requested + plan.stationary_lines)
         # steps enqueued so far, and the last of them each bank serves
         with m.If(steps.w_en):
             m.d.sync += enqueued_steps.eq(enqueued_steps + 1)
