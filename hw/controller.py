@@ -392,6 +392,19 @@ class Controller(wiring.Component):
         def after_step(condition):  # pipelined: a run but the last waits for its DRAM step
             return condition if step_ready is None else condition & (last_run | step_ready)
 
+        def next_run():
+            """The run is done: take the next instruction, or issue the next run. Pipelined,
+            the next run's fields move on in a state of their own (``NEXT``, a cycle), so
+            their ~70 enables come from the state register, not from the unit's handshake."""
+            m.next = "TAKE"
+            if repeats:
+                with m.If(~last_run):
+                    if self.pipelined:
+                        m.next = "NEXT"
+                    else:
+                        advance()
+                        m.next = "ISSUE"
+
         with m.FSM(name=f"{unit}_gate"):
             with m.State("TAKE"):
                 m.d.comb += [empty.eq(1), queue.r_en.eq(1)]
@@ -420,20 +433,16 @@ class Controller(wiring.Component):
                     deferred_room, defer = deferred
                     with m.If(after_step(deferred_room)):
                         defer(Cat(pushed(flag) for flag in pushes))
-                        m.next = "TAKE"
-                        if repeats:
-                            with m.If(~last_run):
-                                advance()
-                                m.next = "ISSUE"
+                        next_run()
                 else:
                     with m.If(after_step(idle)):
                         for flag, push in pushes.items():
                             m.d.comb += push.eq(pushed(flag))
-                        m.next = "TAKE"
-                        if repeats:
-                            with m.If(~last_run):
-                                advance()
-                                m.next = "ISSUE"
+                        next_run()
+            if repeats and self.pipelined:
+                with m.State("NEXT"):
+                    advance()
+                    m.next = "ISSUE"
         return waiting, empty
 
     def _repeat(self, m: Module, unit: str, held: Signal, taken, taking):
