@@ -786,14 +786,16 @@ class ComputeUnit(wiring.Component):
         """The ``registered_control`` stream walker's request conditions, each a register:
         (this request ends its step, the steps queue has an entry, ``meta`` has room).
 
-        ``has_step`` is the steps queue's ``r_rdy`` a cycle ahead (from its level and this
-        cycle's write and read); room is decided a cycle early from ``meta``'s level alone, for
-        one entry less (`_issue_flags`). ``step_end`` follows ``beat_index``, which moves only
-        on a request (``meta.w_en``) and wraps to 0 after the step's last beat.
+        ``has_step`` is whether an entry stays in the steps queue after this cycle's read
+        (from its level and the read alone): a step queued into an empty queue is seen a cycle
+        later than its ``r_rdy``, so the stationary walker's write decision, which ends a long
+        path, does not reach the flag. Room is decided a cycle early from ``meta``'s level
+        alone, for one entry less (`_issue_flags`). ``step_end`` follows ``beat_index``, which
+        moves only on a request (``meta.w_en``) and wraps to 0 after the step's last beat.
         """
         beats, steps = len(self.plan.beats), self.steps
         has_step, room = Signal(name="stream_has_step"), Signal(name="stream_meta_room")
-        m.d.sync += [has_step.eq(steps.w_en | (steps.level > steps.r_en)),
+        m.d.sync += [has_step.eq(steps.level > steps.r_en),
                      room.eq(meta.level < meta.depth - 1)]
         step_end = _at_last(m, beat_index, beats, meta.w_en, "stream_step_end")
         return step_end, has_step, room
