@@ -80,11 +80,15 @@ class Controller(wiring.Component):
     * after a FINISH, fetch stops by emptying its burst planner (``empty`` only, where the
       generic controller starts it on no beats), so the burst's registers (address, beats, 4
       KiB distance) are loaded only from the next burst or the program's start;
-    * whether a repeated instruction's run is its last is a register, set with the count;
+    * whether a repeated instruction's run is its last is a register, set with the count, and
+      the next run's fields move on in a state of their own (a cycle per run), so their
+      enables come from the state register, not from the unit's idle or retire handshake;
     * a repeated LOAD's or STORE's DRAM step is worked out by shift-and-add, a bit of
       ``repeat_stride`` per cycle from the cycle the gate takes the instruction, instead of by
       a multiplier in one cycle: the second run waits until the step is ready,
-      ``repeat_stride``'s width + 2 cycles after the take.
+      ``repeat_stride``'s width + 2 cycles after the take;
+    * ``done`` rises a cycle later: whether everything has settled is a register, so no unit's
+      ``idle`` reaches ``done``'s enable in the cycle.
 
     A unit named in ``retiring`` may take its next command before it is idle: it pulses
     ``<unit>_retired`` once per command, in order, when that command's effects are complete.
@@ -186,6 +190,9 @@ class Controller(wiring.Component):
         settled = all_idle
         for empty in gates_empty:
             settled = settled & empty
+        if self.pipelined:  # registered (``done`` a cycle later): no unit's idle reaches it
+            settled_now, settled = settled, Signal(name="settled")
+            m.d.sync += settled.eq(settled_now & ~(self.start & ~self.busy))
         with m.If(self.start & ~self.busy):
             m.d.sync += [self.busy.eq(1), self.done.eq(0), self.error.eq(0)]
             for counter in counters.values():
