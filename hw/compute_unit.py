@@ -209,12 +209,8 @@ class _IssueRegister:
         self.takes = ~self.valid | self.fire
 
         def matches(address):
-            # the entry at ``head`` is split from the rest so that ``pop``, which comes late
-            # (the writer's handshake), meets the compares only at the last gate
-            hits = [pending_valid[i] & (pending[i] == address) for i in range(depth)]
-            others = any_of([hit & (head != i) for i, hit in enumerate(hits)])
-            at_head = any_of([hit & (head == i) for i, hit in enumerate(hits)])
-            return others | (at_head & ~pop)
+            return any_of([pending_valid[i] & ~(pop & (head == i)) & (pending[i] == address)
+                           for i in range(depth)])
 
         with m.If(self.load):
             m.d.sync += [self.valid.eq(1), self.addr.eq(line), self.overwrites.eq(overwrites),
