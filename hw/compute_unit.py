@@ -605,6 +605,17 @@ class ComputeUnit(wiring.Component):
             m.d.comb += [steps.w_en.eq(1), walk.advance.eq(1), step_in.bank.eq(bank),
                          step_in.ready.eq(issued_seq + 1)]
 
+        def load_block(address, ready):
+            """Starts loading the block at ``address`` into the next bank (``victim``), whose
+            lines are all requested once ``issued_seq`` reaches ``ready``."""
+            m.d.sync += [loading.eq(1), line.eq(0), line_addr.eq(address), bank.eq(victim),
+                         victim.eq(Mux(victim == banks - 1, 0, victim + 1))]
+            for b in range(banks):
+                with m.If(victim == b):
+                    m.d.sync += [tags[b].eq(address), tag_valid[b].eq(1),
+                                 load_after.eq(last_use[b]), load_waits.eq(in_use[b]),
+                                 ready_seq[b].eq(ready)]
+
         if self.registered_control:
             # every decision from registers (no compare, adder or FIFO level between them):
             # the tag match of the step the walk holds next cycle, registered (``held_hit`` /
@@ -633,15 +644,9 @@ class ComputeUnit(wiring.Component):
                 m.d.comb += [steps.w_en.eq(1), walk.advance.eq(1), step_in.bank.eq(held_bank)]
                 m.d.comb += step_in.ready.eq(Array(ready_seq)[held_bank])
             with m.Elif(new_load):  # load it into the next bank, once that bank is free
-                m.d.sync += [loading.eq(1), line.eq(0), line_addr.eq(candidate),
-                             bank.eq(victim), victim.eq(Mux(victim == banks - 1, 0, victim + 1))]
-                for b in range(banks):  # a load decided while loading is at a last request
-                    with m.If(victim == b):
-                        m.d.sync += [tags[b].eq(candidate), tag_valid[b].eq(1),
-                                     load_after.eq(last_use[b]), load_waits.eq(in_use[b]),
-                                     ready_seq[b].eq(issued_seq + Mux(
-                                         loading, plan.stationary_lines + 1,
-                                         plan.stationary_lines))]
+                # a load decided while loading is at a last request: one more line before it
+                load_block(candidate, issued_seq + Mux(loading, plan.stationary_lines + 1,
+                                                       plan.stationary_lines))
             # the step queued: the loaded block's while loading, else the held one's (the
             # write data from registers, whichever of the two writes)
             m.d.comb += [step_in.bank.eq(Mux(loading, bank, held_bank)),
@@ -668,14 +673,7 @@ class ComputeUnit(wiring.Component):
                     with m.If(hit_bank == b):
                         m.d.comb += step_in.ready.eq(ready_seq[b])
             with m.Elif(deciding & ~hit):  # load it into the next bank, once that bank is free
-                m.d.sync += [loading.eq(1), line.eq(0), line_addr.eq(candidate), bank.eq(victim),
-                             victim.eq(Mux(victim == banks - 1, 0, victim + 1))]
-                for b in range(banks):
-                    with m.If(victim == b):
-                        m.d.sync += [tags[b].eq(candidate), tag_valid[b].eq(1),
-                                     load_after.eq(last_use[b]), load_waits.eq(in_use[b]),
-                                     ready_seq[b].eq(issued_seq + requested
-                                                     + plan.stationary_lines)]
+                load_block(candidate, issued_seq + requested + plan.stationary_lines)
         # steps enqueued so far, and the last of them each bank serves
         with m.If(steps.w_en):
             m.d.sync += enqueued_steps.eq(enqueued_steps + 1)
@@ -784,14 +782,16 @@ class ComputeUnit(wiring.Component):
         """The ``registered_control`` stream walker's request conditions, each a register:
         (this request ends its step, the steps queue has an entry, ``meta`` has room).
 
-        ``has_step`` is the steps queue's ``r_rdy`` a cycle ahead (from its level and this
-        cycle's write and read); room is decided a cycle early from ``meta``'s level alone, for
-        one entry less (`_issue_flags`). ``step_end`` follows ``beat_index``, which moves only
-        on a request (``meta.w_en``) and wraps to 0 after the step's last beat.
+        ``has_step`` is whether an entry stays in the steps queue after this cycle's read
+        (from its level and the read alone): a step queued into an empty queue is seen a cycle
+        later than its ``r_rdy``, so the stationary walker's write decision, which ends a long
+        path, does not reach the flag. Room is decided a cycle early from ``meta``'s level
+        alone, for one entry less (`_issue_flags`). ``step_end`` follows ``beat_index``, which
+        moves only on a request (``meta.w_en``) and wraps to 0 after the step's last beat.
         """
         beats, steps = len(self.plan.beats), self.steps
         has_step, room = Signal(name="stream_has_step"), Signal(name="stream_meta_room")
-        m.d.sync += [has_step.eq(steps.w_en | (steps.level > steps.r_en)),
+        m.d.sync += [has_step.eq(steps.level > steps.r_en),
                      room.eq(meta.level < meta.depth - 1)]
         step_end = _at_last(m, beat_index, beats, meta.w_en, "stream_step_end")
         return step_end, has_step, room

@@ -80,11 +80,15 @@ class Controller(wiring.Component):
     * after a FINISH, fetch stops by emptying its burst planner (``empty`` only, where the
       generic controller starts it on no beats), so the burst's registers (address, beats, 4
       KiB distance) are loaded only from the next burst or the program's start;
-    * whether a repeated instruction's run is its last is a register, set with the count;
+    * whether a repeated instruction's run is its last is a register, set with the count, and
+      the next run's fields move on in a state of their own (a cycle per run), so their
+      enables come from the state register, not from the unit's idle or retire handshake;
     * a repeated LOAD's or STORE's DRAM step is worked out by shift-and-add, a bit of
       ``repeat_stride`` per cycle from the cycle the gate takes the instruction, instead of by
       a multiplier in one cycle: the second run waits until the step is ready,
-      ``repeat_stride``'s width + 2 cycles after the take.
+      ``repeat_stride``'s width + 2 cycles after the take;
+    * ``done`` rises a cycle later: whether everything has settled is a register, so no unit's
+      ``idle`` reaches ``done``'s enable in the cycle.
 
     A unit named in ``retiring`` may take its next command before it is idle: it pulses
     ``<unit>_retired`` once per command, in order, when that command's effects are complete.
@@ -186,6 +190,9 @@ class Controller(wiring.Component):
         settled = all_idle
         for empty in gates_empty:
             settled = settled & empty
+        if self.pipelined:  # registered (``done`` a cycle later): no unit's idle reaches it
+            settled_now, settled = settled, Signal(name="settled")
+            m.d.sync += settled.eq(settled_now & ~(self.start & ~self.busy))
         with m.If(self.start & ~self.busy):
             m.d.sync += [self.busy.eq(1), self.done.eq(0), self.error.eq(0)]
             for counter in counters.values():
@@ -392,6 +399,19 @@ class Controller(wiring.Component):
         def after_step(condition):  # pipelined: a run but the last waits for its DRAM step
             return condition if step_ready is None else condition & (last_run | step_ready)
 
+        def next_run():
+            """The run is done: take the next instruction, or issue the next run. Pipelined,
+            the next run's fields move on in a state of their own (``NEXT``, a cycle), so
+            their ~70 enables come from the state register, not from the unit's handshake."""
+            m.next = "TAKE"
+            if repeats:
+                with m.If(~last_run):
+                    if self.pipelined:
+                        m.next = "NEXT"
+                    else:
+                        advance()
+                        m.next = "ISSUE"
+
         with m.FSM(name=f"{unit}_gate"):
             with m.State("TAKE"):
                 m.d.comb += [empty.eq(1), queue.r_en.eq(1)]
@@ -420,20 +440,16 @@ class Controller(wiring.Component):
                     deferred_room, defer = deferred
                     with m.If(after_step(deferred_room)):
                         defer(Cat(pushed(flag) for flag in pushes))
-                        m.next = "TAKE"
-                        if repeats:
-                            with m.If(~last_run):
-                                advance()
-                                m.next = "ISSUE"
+                        next_run()
                 else:
                     with m.If(after_step(idle)):
                         for flag, push in pushes.items():
                             m.d.comb += push.eq(pushed(flag))
-                        m.next = "TAKE"
-                        if repeats:
-                            with m.If(~last_run):
-                                advance()
-                                m.next = "ISSUE"
+                        next_run()
+            if repeats and self.pipelined:
+                with m.State("NEXT"):
+                    advance()
+                    m.next = "ISSUE"
         return waiting, empty
 
     def _repeat(self, m: Module, unit: str, held: Signal, taken, taking):
