@@ -15,6 +15,7 @@ from tensorforge.hw.axi import (
     drive_fixed_fields,
 )
 from tensorforge.hw.dma_rows import (
+    HeldQueue,
     Queue,
     RegisteredQueue,
     RowGeometry,
@@ -158,7 +159,11 @@ class StoreUnit(wiring.Component):
             }
         )
         depth = self.lines_ahead + (PipelinedRequantizer.latency if self.staged else 0)
-        m.submodules.lines = lines = Queue(lined, depth)
+        # ecp5: the packer decides from the head line's byte count, lane and flags, registers
+        # (`HeldQueue`); its data comes from the LUT RAM a cycle after the decision
+        m.submodules.lines = lines = (
+            HeldQueue(lined, depth, ("bytes", "offset", "first", "last")) if ecp5
+            else Queue(lined, depth))
         # Address stage -> data stage: the beats of each burst whose AW has gone out.
         burst_beats = range(config.dma.max_burst + 1)
         m.submodules.bursts = bursts = Queue(burst_beats, max(2, self.outstanding))
