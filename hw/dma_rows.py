@@ -178,7 +178,7 @@ class HeldQueue(Elaboratable):
 
     def __init__(self, shape: data.StructLayout, depth: int, held) -> None:
         self.depth, self.width = depth, shape.size
-        self._shape, self._held = shape, tuple(held)
+        self._held = tuple(held)
         self.w_data, self.w_en, self.w_rdy = Signal(shape.size), Signal(), Signal()
         self.r_en, self.r_rdy = Signal(), Signal()
         self.level = Signal(range(depth + 1))
