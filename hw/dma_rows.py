@@ -145,20 +145,26 @@ class RegisteredQueue(SyncFIFOBuffered):
         _typed_views(self, shape)
 
 
-def held_head(m: Module, head, tail, push, pop, entries: dict) -> dict:
+def held_head(m: Module, head, tail, push, pop, entries: dict, empty=None) -> dict:
     """A queue's head entry in registers: each field in a register that always holds the entry
     ``head`` names, so what reads the head starts from flip-flops instead of from a
     ``depth``-way multiplexer (or a memory read) on ``head``.
 
     ``entries`` maps a field name to (its values per entry, the value a push writes). On a pop
     the registers take the entry after ``head`` (``head_after``, a register too); a push that
-    lands on the entry they will hold gives them the pushed value instead.
+    lands on the entry they will hold gives them the pushed value instead. With ``empty``
+    (the queue holds nothing, a register), the registers take the value offered at ``tail``
+    whenever the entry they will hold is ``tail``'s, pushed or not (a free entry's value is
+    never read), so ``push`` reaches none of them.
     """
     depth = len(next(iter(entries.values()))[0])
     after = Signal(range(depth), init=1 % depth, name="head_after")
     with m.If(pop):
         m.d.sync += after.eq(Mux(after == depth - 1, 0, after + 1))
-    lands = push & (tail == Mux(pop, after, head))
+    if empty is None:
+        lands = push & (tail == Mux(pop, after, head))
+    else:
+        lands = Mux(pop, tail == after, empty)
     held = {}
     for name, (values, pushed) in entries.items():
         register = Signal(Value.cast(values[0]).shape(), name=f"head_{name}")
@@ -174,7 +180,12 @@ class HeldQueue(Elaboratable):
     entry at the read pointer, with ``r_rdy`` a register too. The other fields (wide data)
     stay in a `Queue` (LUT RAM, asynchronous read) and come as before, in the same cycle: no
     latency is added, and logic that decides from the held fields whether to pop starts from
-    flip-flops, not from the read pointer and a memory read. Same ports as `Queue`."""
+    flip-flops, not from the read pointer and a memory read. Same ports as `Queue`.
+
+    The entry at the write pointer is free (the head's fields are in the held registers once
+    it is the head, even when the queue is full), so it takes ``pushed`` in every cycle,
+    pushed or not, as the held registers do when they would hold it: ``w_en`` enables none of
+    them, only the pointers and the wide queue."""
 
     def __init__(self, shape: data.StructLayout, depth: int, held) -> None:
         self.depth, self.width = depth, shape.size
@@ -208,9 +219,10 @@ class HeldQueue(Elaboratable):
             values = [Signal.like(self.pushed[name], name=f"entry{i}_{name}")
                       for i in range(depth)]
             for i, value in enumerate(values):
-                with m.If(push & (tail == i)):
+                with m.If(tail == i):
                     m.d.sync += value.eq(self.pushed[name])
             entries[name] = (values, self.pushed[name])
-        for name, register in held_head(m, head, tail, push, pop, entries).items():
+        held = held_head(m, head, tail, push, pop, entries, empty=~self.r_rdy)
+        for name, register in held.items():
             m.d.comb += self.head[name].eq(register)
         return m
