@@ -28,7 +28,7 @@ beats follow the last one's without a gap. Instructions retire in order (``retir
 
 from __future__ import annotations
 
-from amaranth import Array, Module, Mux, Signal, Value
+from amaranth import Array, Module, Mux, Signal
 from amaranth.hdl import EnableInserter
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
@@ -37,6 +37,7 @@ from amaranth.lib.wiring import In, Out
 from tensorforge import isa
 from tensorforge.config import AcceleratorConfig
 from tensorforge.hw.dataflow_plan import Operand, plan_for
+from tensorforge.hw.dma_rows import held_head
 from tensorforge.hw.pe_array import PEArray, array_latency, bank_reuse_gap
 from tensorforge.hw.ports import (
     ACC_ADDR_BITS,
@@ -251,29 +252,6 @@ class _Latch:
         self.loop = Signal(LOOP_LAYOUT, name=f"{name}_loop")
         self.kick = Signal(name=f"{name}_kick")
         self.kick_mac = self.kick & ~self.loop.zero
-
-
-def _held_head(m: Module, head, tail, push, pop, entries: dict) -> dict:
-    """The ``registered_control`` writer's view of the pending queue's head entry: each field
-    in a register that always holds the entry ``head`` names, so the write request and the sum
-    start from flip-flops instead of from a ``depth``-way multiplexer on ``head``.
-
-    ``entries`` maps a field name to (its values per entry, the value a push writes). On a pop
-    the registers take the entry after ``head`` (``head_after``, a register too); a push that
-    lands on the entry they will hold gives them the pushed value instead.
-    """
-    depth = len(next(iter(entries.values()))[0])
-    after = Signal(range(depth), init=1 % depth, name="head_after")
-    with m.If(pop):
-        m.d.sync += after.eq(Mux(after == depth - 1, 0, after + 1))
-    lands = push & (tail == Mux(pop, after, head))
-    held = {}
-    for name, (values, pushed) in entries.items():
-        register = Signal(Value.cast(values[0]).shape(), name=f"head_{name}")
-        following = Array(values)[after]
-        m.d.sync += register.eq(Mux(lands, pushed, Mux(pop, following, register)))
-        held[name] = register
-    return held
 
 
 def _at_last(m: Module, index, count, moves, name: str, restart=None) -> Signal:
@@ -950,7 +928,7 @@ class ComputeUnit(wiring.Component):
             if pending_max is not None:
                 entries["max"] = ([pending_max[i] for i in range(depth)],
                                   latch.instr.reduce == isa.Reduction.MAX)
-            held = _held_head(m, head, tail, push, pop, entries)
+            held = held_head(m, head, tail, push, pop, entries)
             head_overwrites = held["overwrite"]
         else:
             head_overwrites = pending_overwrite.bit_select(head, 1)

@@ -1,5 +1,5 @@
 """What the DMA's load and store units share: a row's and a run's byte geometry, byte masks,
-taking a command, and a typed queue.
+taking a command, and typed queues (one whose head's narrow fields are registers, `HeldQueue`).
 
 A *run* is what one burst plan covers: the whole tile when its rows lie back to back in DRAM
 (`contiguous`), else one row. `transfer_runs` is the reference both units follow and the
@@ -8,7 +8,7 @@ benches check their bursts against.
 
 from __future__ import annotations
 
-from amaranth import Cat, Const, Module, Mux, Shape, Signal
+from amaranth import Array, Cat, Const, Elaboratable, Module, Mux, Shape, Signal, Value
 from amaranth.lib import data
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 
@@ -143,3 +143,86 @@ class RegisteredQueue(SyncFIFOBuffered):
     def __init__(self, shape, depth: int) -> None:
         super().__init__(width=Shape.cast(shape).width, depth=depth)
         _typed_views(self, shape)
+
+
+def held_head(m: Module, head, tail, push, pop, entries: dict, empty=None) -> dict:
+    """A queue's head entry in registers: each field in a register that always holds the entry
+    ``head`` names, so what reads the head starts from flip-flops instead of from a
+    ``depth``-way multiplexer (or a memory read) on ``head``.
+
+    ``entries`` maps a field name to (its values per entry, the value a push writes). On a pop
+    the registers take the entry after ``head`` (``head_after``, a register too); a push that
+    lands on the entry they will hold gives them the pushed value instead. With ``empty``
+    (the queue holds nothing, a register), the registers take the value offered at ``tail``
+    whenever the entry they will hold is ``tail``'s, pushed or not (a free entry's value is
+    never read), so ``push`` reaches none of them.
+    """
+    depth = len(next(iter(entries.values()))[0])
+    after = Signal(range(depth), init=1 % depth, name="head_after")
+    with m.If(pop):
+        m.d.sync += after.eq(Mux(after == depth - 1, 0, after + 1))
+    if empty is None:
+        lands = push & (tail == Mux(pop, after, head))
+    else:
+        lands = Mux(pop, tail == after, empty)
+    held = {}
+    for name, (values, pushed) in entries.items():
+        register = Signal(Value.cast(values[0]).shape(), name=f"head_{name}")
+        following = Array(values)[after]
+        m.d.sync += register.eq(Mux(lands, pushed, Mux(pop, following, register)))
+        held[name] = register
+    return held
+
+
+class HeldQueue(Elaboratable):
+    """`Queue` of a struct whose ``held`` fields (narrow: counts, flags) are read from
+    registers: entries in flip-flops, and the head's in `held_head` registers, always the
+    entry at the read pointer, with ``r_rdy`` a register too. The other fields (wide data)
+    stay in a `Queue` (LUT RAM, asynchronous read) and come as before, in the same cycle: no
+    latency is added, and logic that decides from the held fields whether to pop starts from
+    flip-flops, not from the read pointer and a memory read. Same ports as `Queue`.
+
+    The entry at the write pointer is free (the head's fields are in the held registers once
+    it is the head, even when the queue is full), so it takes ``pushed`` in every cycle,
+    pushed or not, as the held registers do when they would hold it: ``w_en`` enables none of
+    them, only the pointers and the wide queue."""
+
+    def __init__(self, shape: data.StructLayout, depth: int, held) -> None:
+        self.depth, self.width = depth, shape.size
+        self._held = tuple(held)
+        self.w_data, self.w_en, self.w_rdy = Signal(shape.size), Signal(), Signal()
+        self.r_en, self.r_rdy = Signal(), Signal()
+        self.level = Signal(range(depth + 1))
+        self.pushed, self.head = shape(self.w_data), Signal(shape)
+        self.wide = Queue(data.StructLayout(
+            {name: field.shape for name, field in shape if name not in self._held}), depth)
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        m.submodules.wide = wide = self.wide
+        depth = self.depth
+        push, pop = self.w_en & self.w_rdy, self.r_en & self.r_rdy
+        m.d.comb += [wide.w_en.eq(self.w_en), wide.r_en.eq(self.r_en),
+                     self.w_rdy.eq(wide.w_rdy), self.level.eq(wide.level)]
+        for name, _ in wide.head.shape():
+            m.d.comb += [wide.pushed[name].eq(self.pushed[name]),
+                         self.head[name].eq(wide.head[name])]
+        m.d.sync += self.r_rdy.eq(Mux(push, 1, Mux(pop, wide.level != 1, self.r_rdy)))
+
+        head, tail = Signal(range(depth), name="head_at"), Signal(range(depth), name="tail")
+        with m.If(push):
+            m.d.sync += tail.eq(Mux(tail == depth - 1, 0, tail + 1))
+        with m.If(pop):
+            m.d.sync += head.eq(Mux(head == depth - 1, 0, head + 1))
+        entries = {}
+        for name in self._held:
+            values = [Signal.like(self.pushed[name], name=f"entry{i}_{name}")
+                      for i in range(depth)]
+            for i, value in enumerate(values):
+                with m.If(tail == i):
+                    m.d.sync += value.eq(self.pushed[name])
+            entries[name] = (values, self.pushed[name])
+        held = held_head(m, head, tail, push, pop, entries, empty=~self.r_rdy)
+        for name, register in held.items():
+            m.d.comb += self.head[name].eq(register)
+        return m

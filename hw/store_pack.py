@@ -6,9 +6,10 @@ joins, and that decision selects the packer's bytes and the W data; on ECP5 that
 the whole accelerator's critical path (docs/ecp5_target.md). Here, as in the load unit's data
 half (`load_gather`), the decisions come first and the wide data follows them a cycle later:
 
-* cycle t (control): from byte counts only (``have``, the head line's ``bytes``), decide
-  whether a beat is sent and whether the head line joins the packer, and where; the head
-  line, its strobes and the decisions are registered. Nothing wide depends on them here.
+* cycle t (control): from byte counts only (``have``, the head line's ``bytes``: the line
+  queue is a `HeldQueue`, its head's counts and flags registers), decide whether a beat is
+  sent and whether the head line joins the packer, and where; the head line (from LUT RAM),
+  its strobes and the decisions are registered. Nothing wide depends on them here.
   Whether a beat goes out is one LUT of registers: the burst being filled is held in
   registers (`_current_burst`), and ``have``'s compares with a beat and with zero, the beat
   queue's room and the room behind ``have`` (``space``, for whether the head line fits) are

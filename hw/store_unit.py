@@ -15,6 +15,7 @@ from tensorforge.hw.axi import (
     drive_fixed_fields,
 )
 from tensorforge.hw.dma_rows import (
+    HeldQueue,
     Queue,
     RegisteredQueue,
     RowGeometry,
@@ -60,10 +61,11 @@ class StoreUnit(wiring.Component):
     ``L`` once while ``dma.outstanding`` bursts cover it (once per burst on a DRAM that
     answers one burst at a time). ``error`` is sticky: a B response other than OKAY. On the
     ``ecp5`` target the packer decides from byte counts and registers only (the burst being
-    filled, its beats left, the beat queue's room) and moves the data three cycles later (the
-    line shifted to its lane in two steps), and W comes from a queue's registers
-    (`store_pack`): each beat goes out five cycles later, still one per cycle; AWVALID waits
-    on a register for room under ``dma.outstanding`` (`_aw_room`). Also on ``ecp5``: a
+    filled, its beats left, the beat queue's room, the line queue's head fields: `HeldQueue`)
+    and moves the data three cycles later (the line shifted to its lane in two steps), and W
+    comes from a queue's registers (`store_pack`): each beat goes out five cycles later, still
+    one per cycle; AWVALID waits on a register for room under ``dma.outstanding``
+    (`_aw_room`). Also on ``ecp5``: a
     STORE's shape (one run or not), its elements (two additions, not a multiplier) and its
     row's and run's bytes are registered in three cycles (``SHAPE``, ``ELEMS``, ``BYTES``)
     after it is taken, before its first row; without ``output_pipeline`` the walker's line
@@ -158,7 +160,11 @@ class StoreUnit(wiring.Component):
             }
         )
         depth = self.lines_ahead + (PipelinedRequantizer.latency if self.staged else 0)
-        m.submodules.lines = lines = Queue(lined, depth)
+        # ecp5: the packer decides from the head line's byte count, lane and flags held in
+        # registers (`HeldQueue`); its data stays in LUT RAM, registered whatever the decision
+        m.submodules.lines = lines = (
+            HeldQueue(lined, depth, ("bytes", "offset", "first", "last")) if ecp5
+            else Queue(lined, depth))
         # Address stage -> data stage: the beats of each burst whose AW has gone out.
         burst_beats = range(config.dma.max_burst + 1)
         m.submodules.bursts = bursts = Queue(burst_beats, max(2, self.outstanding))

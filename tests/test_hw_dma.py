@@ -12,7 +12,7 @@ import random
 
 import pytest
 from amaranth import Module, Signal
-from amaranth.lib import stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from tensorforge.config import (
@@ -306,6 +306,45 @@ def test_burst_planner_issues_the_reference_plan(prepared, random_seed):
         sim.add_clock(1e-6)
         sim.add_testbench(testbench)
         sim.run()
+
+
+@pytest.mark.amaranth_sim
+@pytest.mark.parametrize("depth", [1, 2, 4, 7])
+def test_held_queue_behaves_as_a_queue(depth, random_seed):
+    """`HeldQueue` (the ``ecp5`` store unit's line queue: narrow fields in registers, the
+    head's held beside the read pointer) behaves as a plain `Queue` of the same struct, fed
+    the same pushes and pops at random (pushes while full and pops while empty included):
+    the same ``w_rdy``, ``r_rdy`` and ``level`` every cycle, and the same head while it has
+    one, its held fields from registers as its wide ones from the memory."""
+    from amaranth.sim import Simulator
+
+    from tensorforge.hw.dma_rows import HeldQueue, Queue
+
+    layout = data.StructLayout({"data": 40, "bytes": 6, "first": 1, "last": 1})
+    m = Module()
+    m.submodules.held = held = HeldQueue(layout, depth, ("bytes", "first", "last"))
+    m.submodules.plain = plain = Queue(layout, depth)
+    rng = random.Random(random_seed)
+
+    async def bench(ctx):
+        for cycle in range(400):
+            pushing, popping = rng.random() < 0.55, rng.random() < 0.5
+            value = rng.getrandbits(layout.size)
+            for queue in (held, plain):
+                ctx.set(queue.w_data, value)
+                ctx.set(queue.w_en, pushing)
+                ctx.set(queue.r_en, popping)
+            what = f"seed {random_seed} depth {depth} cycle {cycle}"
+            for port in ("w_rdy", "r_rdy", "level"):
+                assert ctx.get(getattr(held, port)) == ctx.get(getattr(plain, port)), what
+            if ctx.get(plain.r_rdy):
+                assert ctx.get(held.head.as_value()) == ctx.get(plain.r_data), what
+            await ctx.tick()
+
+    simulator = Simulator(m)
+    simulator.add_clock(1e-8)
+    simulator.add_testbench(bench)
+    simulator.run()
 
 
 def _store_under_stalls(config, target: str, stores, lines, seed: int):
