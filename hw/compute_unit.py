@@ -37,7 +37,7 @@ from amaranth.lib.wiring import In, Out
 from tensorforge import isa
 from tensorforge.config import AcceleratorConfig
 from tensorforge.hw.dataflow_plan import Operand, plan_for
-from tensorforge.hw.dma_rows import held_head
+from tensorforge.hw.dma_rows import held_head, ring_next
 from tensorforge.hw.pe_array import PEArray, array_latency, bank_reuse_gap
 from tensorforge.hw.ports import (
     ACC_ADDR_BITS,
@@ -964,11 +964,8 @@ class ComputeUnit(wiring.Component):
         if array_out is array.out:
             m.d.comb += freeze.eq(array.out.valid & ~writable)
 
-        def step(pointer):
-            return Mux(pointer == depth - 1, 0, pointer + 1)
-
         with m.If(push):
-            m.d.sync += [tail.eq(step(tail))]
+            m.d.sync += [tail.eq(ring_next(tail, depth))]
             for i in range(depth):
                 with m.If(tail == i):
                     m.d.sync += pending[i].eq(pushed)
@@ -981,7 +978,7 @@ class ComputeUnit(wiring.Component):
                 m.d.sync += pending_max.bit_select(tail, 1).eq(
                     latch.instr.reduce == isa.Reduction.MAX)
         with m.If(pop):
-            m.d.sync += head.eq(step(head))
+            m.d.sync += head.eq(ring_next(head, depth))
         free = walk.done & ~kick
         if self.registered_control:  # and its last line left the issue register
             free = free & ~issue.valid

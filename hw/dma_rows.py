@@ -145,6 +145,12 @@ class RegisteredQueue(SyncFIFOBuffered):
         _typed_views(self, shape)
 
 
+def ring_next(pointer, depth: int):
+    """The entry after ``pointer`` in a ring of ``depth`` entries (any depth, not only powers
+    of two)."""
+    return Mux(pointer == depth - 1, 0, pointer + 1)
+
+
 def held_head(m: Module, head, tail, push, pop, entries: dict, empty=None) -> dict:
     """A queue's head entry in registers: each field in a register that always holds the entry
     ``head`` names, so what reads the head starts from flip-flops instead of from a
@@ -160,7 +166,7 @@ def held_head(m: Module, head, tail, push, pop, entries: dict, empty=None) -> di
     depth = len(next(iter(entries.values()))[0])
     after = Signal(range(depth), init=1 % depth, name="head_after")
     with m.If(pop):
-        m.d.sync += after.eq(Mux(after == depth - 1, 0, after + 1))
+        m.d.sync += after.eq(ring_next(after, depth))
     if empty is None:
         lands = push & (tail == Mux(pop, after, head))
     else:
@@ -211,9 +217,9 @@ class HeldQueue(Elaboratable):
 
         head, tail = Signal(range(depth), name="head_at"), Signal(range(depth), name="tail")
         with m.If(push):
-            m.d.sync += tail.eq(Mux(tail == depth - 1, 0, tail + 1))
+            m.d.sync += tail.eq(ring_next(tail, depth))
         with m.If(pop):
-            m.d.sync += head.eq(Mux(head == depth - 1, 0, head + 1))
+            m.d.sync += head.eq(ring_next(head, depth))
         entries = {}
         for name in self._held:
             values = [Signal.like(self.pushed[name], name=f"entry{i}_{name}")
