@@ -587,7 +587,7 @@ class ComputeUnit(wiring.Component):
             """Starts loading the block at ``address`` into the next bank (``victim``), whose
             lines are all requested once ``issued_seq`` reaches ``ready``."""
             m.d.sync += [loading.eq(1), line.eq(0), line_addr.eq(address), bank.eq(victim),
-                         victim.eq(Mux(victim == banks - 1, 0, victim + 1))]
+                         victim.eq(ring_next(victim, banks))]
             for b in range(banks):
                 with m.If(victim == b):
                     m.d.sync += [tags[b].eq(address), tag_valid[b].eq(1),
