@@ -312,7 +312,13 @@ def test_nsga2_beats_random_search(name, margin):
 @pytest.mark.parametrize("name", ["zdt1", "dtlz2", "toy_accelerator"])
 def test_mobo_beats_random_search(name):
     # The shipped defaults, not a cheapened variant: this is the claim the sweep relies on.
-    seeds = range(3)
-    random = final_hypervolumes("random", name, seeds)
-    mobo = final_hypervolumes("mobo", name, seeds)
-    assert mobo.mean() > MARGIN * random.mean(), (mobo, random)
+    # Each side's mean is estimated as well as its cost allows. Random search takes a tenth of a
+    # second a run, so 64 seeds pin its mean down; with 3 seeds its spread (sd 0.06-0.11 of the
+    # optimum) decided the verdict: on DTLZ2 seeds 0-2 average 0.426 against 0.356 over 64.
+    # MOBO takes ~3 s a run (one thread) and varies less. Measured with one torch thread, as
+    # here (2026-11, torch 2.13 / botorch 0.18): MOBO over seeds 0-7 against random over 0-63
+    # is 1.62x on ZDT1, 1.23x on DTLZ2, 1.34x on the toy accelerator, and every window of 8
+    # consecutive MOBO seeds in 0-15 (DTLZ2) or 0-11 (the others) stays above 1.22x.
+    random = final_hypervolumes("random", name, range(64))
+    mobo = final_hypervolumes("mobo", name, range(8))
+    assert mobo.mean() > MARGIN * random.mean(), (mobo, random.mean())
