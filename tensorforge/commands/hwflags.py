@@ -155,7 +155,7 @@ def parse_pe(text: str) -> tuple[int, int]:
 
 def config_from_args(args: argparse.Namespace) -> AcceleratorConfig:
     """The validated configuration the flags (or ``--config``) describe."""
-    if getattr(args, "config", None):
+    if args.config:
         return AcceleratorConfig.from_toml(args.config)
     try:
         intrinsic = Intrinsic(str(args.intrinsic).lower())
@@ -187,7 +187,7 @@ def config_from_args(args: argparse.Namespace) -> AcceleratorConfig:
                 "capacity": None if args.spad is None else _size(args.spad, 1024),
                 "banks": args.banks,
                 "accumulator": _size(args.acc, 1024),
-                "activations": _size(getattr(args, "activations", "0"), 1),
+                "activations": _size(args.activations, 1),
             },
             "dma": {
                 "bus_bits": args.bus,
@@ -196,10 +196,9 @@ def config_from_args(args: argparse.Namespace) -> AcceleratorConfig:
             },
             "precision": {"in_bits": args.in_bits, "acc_bits": args.acc_bits},
             "controller": {
-                "queue_depth": getattr(args, "queue_depth", DEFAULT_QUEUE_DEPTH),
-                "repeat": (ControllerConfig().repeat if getattr(args, "repeat", None) is None
-                           else args.repeat),
+                "queue_depth": args.queue_depth,
+                "repeat": (ControllerConfig().repeat if args.repeat is None else args.repeat),
             },
-            "output_pipeline": bool(getattr(args, "output_pipeline", False)),
+            "output_pipeline": args.output_pipeline,
         }
     )
