@@ -247,27 +247,36 @@ class BurstPlanner:
                 self.ready.eq(~self._loaded),
             ]
 
-    def _load(self, m: Module, address, to_boundary, remaining, limit=None) -> None:
+    def first_burst(self, remaining, limit):
+        """The first burst of ``remaining`` beats under ``limit``: (its beats, whether it is
+        the last, whether none are left), what a load registers."""
+        return Mux(remaining < limit, remaining, limit), remaining <= limit, remaining == 0
+
+    def _load(self, m: Module, address, to_boundary, remaining, limit=None, first=None) -> None:
         if limit is None:
             limit = Mux(to_boundary < self.max_burst, to_boundary, self.max_burst)
+        if first is None:
+            first = self.first_burst(remaining, limit)
         if self.prepared:
             m.d.comb += self._loaded.eq(1)
+        beats, last, empty = first
         m.d.sync += [
             self.next_address.eq(address),
             self.to_boundary.eq(to_boundary),
             self.remaining.eq(remaining),
-            self.beats.eq(Mux(remaining < limit, remaining, limit)),
-            self.last.eq(remaining <= limit),
-            self.empty.eq(remaining == 0),
+            self.beats.eq(beats),
+            self.last.eq(last),
+            self.empty.eq(empty),
         ]
 
-    def start(self, m: Module, address, beats, to_boundary=None, limit=None) -> None:
+    def start(self, m: Module, address, beats, to_boundary=None, limit=None, first=None) -> None:
         """``to_boundary``, ``limit``: `beats_to_boundary` of ``address`` and its `limit` when
         the caller has them in registers already (worked out a cycle ahead), so no subtraction
-        or compare precedes the burst's own."""
+        or compare precedes the burst's own; ``first``: `first_burst` of them, worked out ahead
+        too (the ``ecp5`` load unit's queued plans), so no compare precedes the load."""
         if to_boundary is None:
             to_boundary = self.beats_to_boundary(address)
-        self._load(m, address, to_boundary, beats, limit)
+        self._load(m, address, to_boundary, beats, limit, first)
 
     def beats_to_boundary(self, address):
         """Beats from the bus-aligned ``address`` to the next 4 KiB boundary."""

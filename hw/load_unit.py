@@ -15,6 +15,7 @@ from tensorforge.hw.axi import (
     drive_fixed_fields,
 )
 from tensorforge.hw.dma_rows import (
+    HeldQueue,
     Queue,
     RegisteredQueue,
     RowGeometry,
@@ -104,11 +105,17 @@ class LoadUnit(wiring.Component):
     beat a cycle later; the data half's take moves only its read pointer), and AR through a
     `SkidBuffer` (`AddressSlice`: ARVALID, ARADDR, ARLEN registers; a
     burst counts as in flight from the cycle the slice takes it); ``idle`` rises a cycle later
-    (``settled`` registered). The run each state queues (PAD_BEFORE's, the row's in ROWS,
-    PAD_AFTER's) is on the runs queue's input in all its cycles, so only the queue's write
-    enable follows the AR handshake (the fields, the queue's write data, come from registers
-    and the state); with it go the bytes of three lines (``thrice``) and the bytes the run's
-    first beat keeps (``first_keeps``), so the data half's compares need no adder first.
+    (``settled`` registered). Whether a run is queued depends on registers only, not on the
+    AR handshake: a row's run goes on the runs queue and its burst plan on a plans queue
+    (`_plans`) in the same cycle, whenever both have room, and the planner takes the plans
+    in turn, so a run is queued a cycle or more ahead of its first burst and the unit takes
+    its next LOAD once the last one's runs are queued (bursts maybe still to issue). Each
+    row's beats are a register, set with the previous row's push. The run each state queues
+    (PAD_BEFORE's, the row's in ROWS, PAD_AFTER's) is on the runs queue's input in all its
+    cycles, so only the queue's write enable follows the push (the fields, the queue's write
+    data, come from registers and the state); with it go the bytes of three lines
+    (``thrice``) and the bytes the run's first beat keeps (``first_keeps``), so the data
+    half's compares need no adder first.
     """
 
     beats_per_cycle = 1
@@ -209,6 +216,13 @@ class LoadUnit(wiring.Component):
         run_planned = planner.empty | (address_sent & planner.last)
         with m.If(address_sent):
             planner.advance(m)
+        if ecp5:  # the planner takes each run's plan from a queue the row states fill
+            plans = self._plans(m, planner, run.beats)
+            m.d.comb += plans.r_en.eq(plans.r_rdy & run_planned)
+            with m.If(plans.r_en):
+                head = plans.head
+                planner.start(m, head.address, head.remaining, head.to_boundary,
+                              first=(head.first_beats, head.first_last, 0))
 
         def offer(lines, **fields) -> None:
             """ecp5: the run this state queues, on the queue's input in each of its cycles."""
@@ -256,6 +270,14 @@ class LoadUnit(wiring.Component):
             stride_bytes = Signal(ADDR_BITS)
             row_to_boundary = Signal.like(planner.to_boundary)  # of row.aligned, a register
             next_row = row_addr + stride_bytes
+            # the run's beats and whether it has any, registers: set in BYTES and, for the
+            # next row, as each row's run is queued (its byte lane from ``next_row``)
+            run_beats = Signal.like(run.beats)
+            run_has_beats = Signal()
+            lane_bits = log2(bus_bytes)
+
+            def beats_of(offset, nonzero, byte_count):
+                return Mux(nonzero, (offset + byte_count + bus_bytes - 1) >> lane_bits, 0)
 
         def start_tile(tile) -> None:
             with m.If(tile.pad_before == 0):
@@ -293,7 +315,9 @@ class LoadUnit(wiring.Component):
                                                 for bit in range(low, min(low + 2, elem_bits))))
                     m.next = "BYTES"
                 with m.State("BYTES"):
-                    m.d.sync += run_bytes.eq(Mux(whole, sum(parts) << elem_shift, row_bytes))
+                    chosen = Mux(whole, sum(parts) << elem_shift, row_bytes)
+                    m.d.sync += [run_bytes.eq(chosen), run_has_beats.eq(chosen != 0),
+                                 run_beats.eq(beats_of(row.offset, chosen != 0, chosen))]
                     start_tile(insn)
             with m.State("PAD_BEFORE"):
                 if ecp5:
@@ -303,27 +327,42 @@ class LoadUnit(wiring.Component):
                     m.next = "ROWS"
             with m.State("ROWS"):
                 # ecp5: the row's run, whether it is queued in this cycle or not
-                row_run = {"bytes": row.bytes, "offset": row.offset, "beats": run.beats}
+                row_run = {"bytes": row.bytes, "offset": row.offset,
+                           "beats": run_beats if ecp5 else run.beats}
                 if ecp5:  # the data half's compares with 0, from the registered bytes
                     offer(Mux(whole, rows_left, 1), **row_run, has_bytes=row_bytes != 0,
-                          has_beats=run_bytes != 0, thrice=row_bytes + (row_bytes << 1),
+                          has_beats=run_has_beats, thrice=row_bytes + (row_bytes << 1),
                           first_keeps=bus_bytes - row.offset)
-                # Plan the next run in the cycle the current one's last burst goes out.
-                with m.If(run_planned):
-                    with m.If(rows_done if ecp5 else rows_left == 0):
+                    # the run's burst plan, queued with it when it has beats; whether a run is
+                    # queued depends on registers only, not on the AR handshake
+                    first = planner.first_burst(run_beats, planner.limit(row_to_boundary))
+                    m.d.comb += [
+                        plans.pushed.address.eq(row.aligned),
+                        plans.pushed.remaining.eq(run_beats),
+                        plans.pushed.to_boundary.eq(row_to_boundary),
+                        plans.pushed.first_beats.eq(first[0]),
+                        plans.pushed.first_last.eq(first[1]),
+                    ]
+                    with m.If(rows_done):
                         m.next = "PAD_AFTER"
-                    with m.Elif(runs.w_rdy):
+                    with m.Elif(runs.w_rdy & plans.w_rdy):
                         push(Mux(whole, rows_left, 1), **row_run)
-                        if ecp5:
-                            planner.start(m, row.aligned, run.beats, row_to_boundary)
-                            aligned = next_row & ~Const(bus_bytes - 1, ADDR_BITS)
-                            m.d.sync += [
-                                rows_left.eq(Mux(whole, 0, rows_left - 1)),
-                                rows_done.eq(whole | (rows_left == 1)),
-                                row_addr.eq(next_row),
-                                row_to_boundary.eq(planner.beats_to_boundary(aligned)),
-                            ]
-                        else:
+                        m.d.comb += plans.w_en.eq(run_has_beats)
+                        aligned = next_row & ~Const(bus_bytes - 1, ADDR_BITS)
+                        m.d.sync += [
+                            rows_left.eq(Mux(whole, 0, rows_left - 1)),
+                            rows_done.eq(whole | (rows_left == 1)),
+                            row_addr.eq(next_row),
+                            row_to_boundary.eq(planner.beats_to_boundary(aligned)),
+                            run_beats.eq(beats_of(next_row[:lane_bits] if lane_bits else 0,
+                                                  run_has_beats, run_bytes)),
+                        ]
+                else:  # plan the next run in the cycle the current one's last burst goes out
+                    with m.If(run_planned):
+                        with m.If(rows_left == 0):
+                            m.next = "PAD_AFTER"
+                        with m.Elif(runs.w_rdy):
+                            push(Mux(whole, rows_left, 1), **row_run)
                             planner.start(m, row.aligned, run.beats)
                             m.d.sync += [
                                 rows_left.eq(Mux(whole, 0, rows_left - 1)),
@@ -348,6 +387,25 @@ class LoadUnit(wiring.Component):
                 "has_bytes": unsigned(1), "has_beats": unsigned(1),
                 "thrice": unsigned((3 * line_bytes).bit_length()),
                 "first_keeps": unsigned(bus_bytes.bit_length())}
+
+    def _plans(self, m, planner, beats) -> HeldQueue:
+        """``ecp5``: the queue of the runs' burst plans between the row states and the burst
+        planner (`HeldQueue`, two entries, so one run a cycle; the counts in flip-flops, the
+        address in LUT RAM). A run is queued here and on the runs queue in the same cycle, when
+        both have room, so that decision comes from registers, not from the AR handshake. The
+        planner takes the head as its current run's last burst goes out (or when it has none),
+        its first burst worked out as the run was queued (`BurstPlanner.first_burst`), so only
+        registers and the queue's memory feed its load."""
+        layout = data.StructLayout({
+            "address": unsigned(ADDR_BITS),
+            "remaining": unsigned(len(beats)),
+            "to_boundary": unsigned(len(planner.to_boundary)),
+            "first_beats": unsigned(len(planner.beats)),
+            "first_last": unsigned(1),
+        })
+        held = ("remaining", "to_boundary", "first_beats", "first_last")  # the address: LUT RAM
+        m.submodules.plans = plans = HeldQueue(layout, 2, held)
+        return plans
 
     @staticmethod
     def _push_cut_fields(m, pushed, lines) -> None:
