@@ -22,6 +22,13 @@ def log2(value: int) -> int:
     return value.bit_length() - 1
 
 
+def span_beats(offset, byte_count, bus_bytes: int) -> Value:
+    """Bus beats a span of ``byte_count`` bytes covers when it starts at byte lane ``offset`` of
+    a beat (one beat for an empty span at a nonzero lane: callers that may see empty spans
+    choose 0 for them)."""
+    return (offset + byte_count + bus_bytes - 1) >> log2(bus_bytes)
+
+
 class RowGeometry:
     """Byte geometry of one row: where it starts in DRAM, how many bytes, how many beats.
 
@@ -46,7 +53,7 @@ class RowGeometry:
             self.bytes.eq(row_bytes),
             self.offset.eq(start[: log2(bus_bytes)] if bus_bytes > 1 else 0),
             self.aligned.eq(start & ~Const(bus_bytes - 1, ADDR_BITS)),
-            self.beats.eq((self.offset + self.bytes + bus_bytes - 1) >> log2(bus_bytes)),
+            self.beats.eq(span_beats(self.offset, self.bytes, bus_bytes)),
         ]
 
 
@@ -67,9 +74,7 @@ class RunGeometry:
         m.d.comb += [
             run_bytes.eq(Mux(whole, whole_bytes, row.bytes) if chosen_bytes is None
                          else chosen_bytes),
-            self.beats.eq(
-                Mux(run_bytes == 0, 0, (row.offset + run_bytes + bus_bytes - 1) >> log2(bus_bytes))
-            ),
+            self.beats.eq(Mux(run_bytes == 0, 0, span_beats(row.offset, run_bytes, bus_bytes))),
         ]
 
 

@@ -24,6 +24,7 @@ from tensorforge.hw.dma_rows import (
     byte_mask,
     expand_bytes,
     log2,
+    span_beats,
 )
 from tensorforge.hw.load_gather import gather_lines, take_beat
 from tensorforge.hw.ports import acc_write_port, instruction_layout, spad_write_port
@@ -276,9 +277,6 @@ class LoadUnit(wiring.Component):
             run_has_beats = Signal()
             lane_bits = log2(bus_bytes)
 
-            def beats_of(offset, nonzero, byte_count):
-                return Mux(nonzero, (offset + byte_count + bus_bytes - 1) >> lane_bits, 0)
-
         def start_tile(tile) -> None:
             with m.If(tile.pad_before == 0):
                 m.next = "ROWS"
@@ -316,8 +314,9 @@ class LoadUnit(wiring.Component):
                     m.next = "BYTES"
                 with m.State("BYTES"):
                     chosen = Mux(whole, sum(parts) << elem_shift, row_bytes)
+                    beats = Mux(chosen != 0, span_beats(row.offset, chosen, bus_bytes), 0)
                     m.d.sync += [run_bytes.eq(chosen), run_has_beats.eq(chosen != 0),
-                                 run_beats.eq(beats_of(row.offset, chosen != 0, chosen))]
+                                 run_beats.eq(beats)]
                     start_tile(insn)
             with m.State("PAD_BEFORE"):
                 if ecp5:
@@ -349,13 +348,14 @@ class LoadUnit(wiring.Component):
                         push(Mux(whole, rows_left, 1), **row_run)
                         m.d.comb += plans.w_en.eq(run_has_beats)
                         aligned = next_row & ~Const(bus_bytes - 1, ADDR_BITS)
+                        next_lane = next_row[:lane_bits] if lane_bits else 0
                         m.d.sync += [
                             rows_left.eq(Mux(whole, 0, rows_left - 1)),
                             rows_done.eq(whole | (rows_left == 1)),
                             row_addr.eq(next_row),
                             row_to_boundary.eq(planner.beats_to_boundary(aligned)),
-                            run_beats.eq(beats_of(next_row[:lane_bits] if lane_bits else 0,
-                                                  run_has_beats, run_bytes)),
+                            run_beats.eq(Mux(run_has_beats,
+                                             span_beats(next_lane, run_bytes, bus_bytes), 0)),
                         ]
                 else:  # plan the next run in the cycle the current one's last burst goes out
                     with m.If(run_planned):
