@@ -185,15 +185,18 @@ class _LineCounts:
 
 
 class _IssueRegister:
-    """The ``registered_control`` accumulator walker's one-deep queue: the C line it requests
+    """The ``registered_control`` accumulator walker's two-deep queue: the C line it requests
     next, in registers with whether it must wait for a pending write (``hazard``) and whether
     the pending queue is full, so the request and the walker's advance start from flip-flops
     instead of from the compare of the walker's line against every pending entry.
 
-    The walker's line (``line``) moves in (``load``) whenever the register is free or frees in
-    that cycle (``takes``). Its hazard is decided a cycle early, against the pending entries
-    that stay after that cycle (the entry at ``head`` leaves on a ``pop``) plus the line pushed
-    in it, so a read goes in the cycle after the write it waited for, as without the register.
+    The walker moves its line (``line``) in (``load``) whenever the skid entry is free
+    (``room``, a register), so its advance never waits on the request's handshake: the line goes
+    straight into the issue register when that is free or frees in that cycle (``takes``), else
+    into the skid entry, which moves on first when the register next takes. A line's hazard is
+    decided as it enters the register, against the pending entries that stay after that cycle
+    (the entry at ``head`` leaves on a ``pop``) plus the line pushed in it, so a read goes in
+    the cycle after the write it waited for, as without the register.
     """
 
     def __init__(self, m: Module, line, overwrites, pending: list, pending_valid, head, push,
@@ -208,18 +211,29 @@ class _IssueRegister:
         self.full = Signal(name="pending_full")
         self.push = push
         self.takes = ~self.valid | self.fire
+        skid_valid = Signal(name="issue_skid_valid")
+        skid_addr = Signal(len(line), name="issue_skid_addr")
+        skid_overwrites = Signal(name="issue_skid_overwrites")
+        self.room = ~skid_valid
+        self.busy = self.valid | skid_valid
 
         def matches(address):
             return any_of([pending_valid[i] & ~(pop & (head == i)) & (pending[i] == address)
                            for i in range(depth)])
 
-        with m.If(self.load):
-            m.d.sync += [self.valid.eq(1), self.addr.eq(line), self.overwrites.eq(overwrites),
-                         self.hazard.eq(matches(line) | (push & (line == self.addr)))]
+        entering = Mux(skid_valid, skid_addr, line)  # the skid entry's line goes first
+        with m.If(self.takes & (skid_valid | self.load)):
+            m.d.sync += [self.valid.eq(1), self.addr.eq(entering),
+                         self.overwrites.eq(Mux(skid_valid, skid_overwrites, overwrites)),
+                         self.hazard.eq(matches(entering) | (push & (entering == self.addr)))]
         with m.Else():
             m.d.sync += self.hazard.eq(matches(self.addr))
             with m.If(self.fire):
                 m.d.sync += self.valid.eq(0)
+        with m.If(skid_valid & self.takes):
+            m.d.sync += skid_valid.eq(0)
+        with m.Elif(self.load & ~self.takes):  # ``load`` only while the skid entry is free
+            m.d.sync += [skid_valid.eq(1), skid_addr.eq(line), skid_overwrites.eq(overwrites)]
         used = Signal(range(depth + 1), name="pending_used")
         self.empty = Signal(init=1, name="pending_empty")
         with m.If(push & ~pop):
@@ -808,7 +822,7 @@ class ComputeUnit(wiring.Component):
 
         Overwriting steps queue their lines without reading them, and the writer writes the
         array's lines alone. ZERO instructions use the same walker to write zero lines instead.
-        With ``registered_control`` each line is requested from `_IssueRegister`, a line
+        With ``registered_control`` each line is requested from `_IssueRegister`, a line or two
         behind the walker.
         """
         plan, array, freeze = self.plan, self.array, self.freeze
@@ -883,7 +897,7 @@ class ComputeUnit(wiring.Component):
                                    pop)
             walking = ~walk.done  # done in the kick cycle: the walker took the instruction
             with m.If(walking & (zero_mode | produces)):
-                m.d.comb += advance_line.eq(issue.takes)
+                m.d.comb += advance_line.eq(issue.room)
             with m.Elif(walking):
                 m.d.comb += walk.advance.eq(1)  # os: the group goes on in the next step
             m.d.comb += issue.load.eq(advance_line)
@@ -980,7 +994,7 @@ class ComputeUnit(wiring.Component):
         with m.If(pop):
             m.d.sync += head.eq(ring_next(head, depth))
         free = walk.done & ~kick
-        if self.registered_control:  # and its last line left the issue register
-            free = free & ~issue.valid
+        if self.registered_control:  # and its last line left the issue queue
+            free = free & ~issue.busy
         empty = issue.empty if self.registered_control else pending_valid == 0
         return free, empty, _LineCounts(m, push, pop, depth, self.registered_control)
