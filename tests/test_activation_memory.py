@@ -112,8 +112,13 @@ def test_two_layers_through_the_window_on_rtl(target, random_seed):
     Store(rows=1, row_len=4, dram_addr=ACTIVATION_BASE + WINDOW - 8),  # runs past the end
     Load(buffer=Buffer.ACC, rows=1, row_len=4, dram_addr=ACTIVATION_BASE + WINDOW),  # beyond
 ], ids=["store-straddling", "load-beyond"])
-def test_a_transfer_past_the_window_sets_the_error_status(instruction):
-    from tensorforge.sim.rtl_run import RawProgram, run_instructions_on_rtl
+@pytest.mark.parametrize("target", ["generic", "ecp5"])
+def test_a_transfer_past_the_window_sets_the_error_status(instruction, target):
+    """The window answers SLVERR (a STORE's B, a LOAD's R beats), and the unit's sticky error
+    reaches STATUS on both targets (``ecp5``: the load unit's R beats through its elastic
+    buffer, the store's packer)."""
+    from tensorforge.sim.rtl_run import RawProgram, RunOptions, run_instructions_on_rtl
 
     with pytest.raises(SimulationError, match="STATUS.error is set"):
-        run_instructions_on_rtl(CONFIG, [RawProgram((instruction, Finish()), bytes(64))])
+        run_instructions_on_rtl(CONFIG, [RawProgram((instruction, Finish()), bytes(64))],
+                                RunOptions(target=target))
