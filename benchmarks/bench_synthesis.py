@@ -255,11 +255,13 @@ NOTES = """## How to read these numbers
   between neighbouring tiles (the 8x8's critical path: eight nets, 7.8 ns of routing), so an
   8 ns clock leaves room for about five LUT or carry levels between flip-flops. The 4x4 and
   8x8 PE arrays alone close above 125 MHz (`*-core` rows); the whole accelerators' control
-  (DMA burst planning, the compute unit's walkers and the accumulator's write arbitration, the
-  controller's repeat gates) has failing paths of six to ten routed nets, and the block-RAM
-  reads without an output register (5.6 ns from the clock) leave room for only two.
-  `docs/ecp5_target.md` has the per-endpoint picture (which blocks fail by how much, where
-  their paths start) and every step measured so far, kept or not.
+  (the store's line-queue pop, the load unit's burst plans, the compute unit's walkers, the
+  controller's fetch and repeat gates) still fails by up to about 2 ns on paths of four to
+  seven routed nets, several of them 1.5-3 ns long: each unit spreads over half the chip
+  with the DSP and block-RAM rows it uses, and which unit holds the worst path changes with
+  the placement seed. `docs/ecp5_target.md` has the per-endpoint picture (which blocks fail
+  by how much, where their paths start, where the placer puts the units) and every step
+  measured so far, kept or not.
 * **The PE pipeline.** Each PE is three register stages: the local-store read (a bank x slot
   mux) and the streamed operand are registered, the product is registered, then the
   accumulate adder updates the sum (`hw/pe.py`, `hw/mac.py`; on ECP5 the first two are the
