@@ -22,6 +22,11 @@ def log2(value: int) -> int:
     return value.bit_length() - 1
 
 
+def beat_lane(address, bus_bytes: int):
+    """The byte lane of ``address`` within its bus beat (0 on a one-byte bus)."""
+    return address[: log2(bus_bytes)] if bus_bytes > 1 else 0
+
+
 def span_beats(offset, byte_count, bus_bytes: int) -> Value:
     """Bus beats a span of ``byte_count`` bytes covers when it starts at byte lane ``offset`` of
     a beat (one beat for an empty span at a nonzero lane: callers that may see empty spans
@@ -51,7 +56,7 @@ class RowGeometry:
         self.aligned = Signal(ADDR_BITS)
         m.d.comb += [
             self.bytes.eq(row_bytes),
-            self.offset.eq(start[: log2(bus_bytes)] if bus_bytes > 1 else 0),
+            self.offset.eq(beat_lane(start, bus_bytes)),
             self.aligned.eq(start & ~Const(bus_bytes - 1, ADDR_BITS)),
             self.beats.eq(span_beats(self.offset, self.bytes, bus_bytes)),
         ]

@@ -21,6 +21,7 @@ from tensorforge.hw.dma_rows import (
     RowGeometry,
     RunGeometry,
     accept_command,
+    beat_lane,
     byte_mask,
     expand_bytes,
     log2,
@@ -275,7 +276,6 @@ class LoadUnit(wiring.Component):
             # next row, as each row's run is queued (its byte lane from ``next_row``)
             run_beats = Signal.like(run.beats)
             run_has_beats = Signal()
-            lane_bits = log2(bus_bytes)
 
         def start_tile(tile) -> None:
             with m.If(tile.pad_before == 0):
@@ -348,14 +348,14 @@ class LoadUnit(wiring.Component):
                         push(Mux(whole, rows_left, 1), **row_run)
                         m.d.comb += plans.w_en.eq(run_has_beats)
                         aligned = next_row & ~Const(bus_bytes - 1, ADDR_BITS)
-                        next_lane = next_row[:lane_bits] if lane_bits else 0
                         m.d.sync += [
                             rows_left.eq(Mux(whole, 0, rows_left - 1)),
                             rows_done.eq(whole | (rows_left == 1)),
                             row_addr.eq(next_row),
                             row_to_boundary.eq(planner.beats_to_boundary(aligned)),
                             run_beats.eq(Mux(run_has_beats,
-                                             span_beats(next_lane, run_bytes, bus_bytes), 0)),
+                                             span_beats(beat_lane(next_row, bus_bytes),
+                                                        run_bytes, bus_bytes), 0)),
                         ]
                 else:  # plan the next run in the cycle the current one's last burst goes out
                     with m.If(run_planned):
