@@ -94,17 +94,16 @@ def bank_reuse_gap(config: AcceleratorConfig) -> int:
                       for r, c, _, _ in plan.loads_of_line(line)))
 
 
-def array_latency(config: AcceleratorConfig, target: Target | str = Target.GENERIC) -> int:
+def array_latency(config: AcceleratorConfig) -> int:
     """Cycles from a group's last beat entering ``beat`` to ``out`` showing its first line.
 
     The beat is registered on entry (1); ``none`` reaches every PE then, ``full`` one crossbar
     stage later, ``systolic`` PE (r, c) after ``r + c`` more hops; the PE sum is ready one
-    cycle later (MAC); the drain then adds its stages (see `PEArray._drain`). The ``ecp5``
-    target's PEs take a cycle more (`ProcessingElement`: the product's fabric register).
+    cycle later (MAC); the drain then adds its stages (see `PEArray._drain`).
     """
     plan = plan_for(config)
     rows, cols = plan.rows, plan.cols
-    pe = ProcessingElement.latency_of(target)
+    pe = ProcessingElement.latency
     match config.array.interconnect:
         case Interconnect.SYSTOLIC:
             last_pe_done = 1 + (rows - 1) + (cols - 1) + pe
@@ -152,7 +151,7 @@ class PEArray(wiring.Component):
             check_operand_bits(config.precision.in_bits)
         self.plan = plan_for(config)
         self.banks = local_banks(config, self.plan)
-        self.latency = array_latency(config, self.target)
+        self.latency = array_latency(config)
         dsp = {"advance": In(1)} if self.target is Target.ECP5 else {}
         super().__init__(
             {
@@ -304,7 +303,7 @@ class PEArray(wiring.Component):
             for c in range(cols):
                 on_dsp = self.target is Target.ECP5 and r * cols + c < MAX_DSPS
                 pe = ProcessingElement(in_bits, acc_bits, plan.slots, self.banks,
-                                       self.target, dsp=on_dsp)
+                                       Target.ECP5 if on_dsp else Target.GENERIC)
                 m.submodules[f"pe_{r}_{c}"] = pe
                 if on_dsp:
                     m.d.comb += pe.advance.eq(self.advance)

@@ -1,22 +1,18 @@
 """The ECP5 target's PE (MULT18X18D with its own registers) against the generic PE.
 
-The DSP variant must be the generic PE one cycle later (its product's fabric register), and so
-must the ``ecp5`` array's PEs beyond the DSPs (generic multiplier, ``dsp=False``), so PEs of
-both kinds can share an array: checked on Verilator with the primitive's simulation model
-(``sim/mult18x18d.v``) over random seeded stimulus, with the array's freeze (``advance``)
-toggling. The default target's Verilog must not change at all.
+The DSP variant must be cycle-for-cycle the generic PE: checked on Verilator with the
+primitive's simulation model (``sim/mult18x18d.v``) over random seeded stimulus, with the
+array's freeze (``advance``) toggling. The default target's Verilog must not change at all.
 """
 
 from __future__ import annotations
 
-import gc
 import re
-import warnings
 from pathlib import Path
 
 import pytest
 from amaranth import Module
-from amaranth.hdl import EnableInserter, UnusedElaboratable
+from amaranth.hdl import EnableInserter
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -24,7 +20,6 @@ from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import ConfigError
 from tensorforge.hw.dsp import check_operand_bits
 from tensorforge.hw.pe import ProcessingElement
-from tensorforge.hw.pe_array import array_latency
 from tensorforge.hw.targets import Target, parse_target
 from tensorforge.sim.rtl_harness import build_model, design_verilog
 
@@ -32,32 +27,30 @@ SEED = 1717
 
 
 class PePair(wiring.Component):
-    """A generic PE and the ``ecp5`` target's two PEs (on a DSP, and beyond the DSPs) on the
-    same inputs, all frozen while ``advance`` is low."""
+    """A generic and an ECP5 PE on the same inputs, both frozen while ``advance`` is low."""
 
     def __init__(self, in_bits: int, acc_bits: int, slots: int, banks: int) -> None:
-        self.pes = {
-            "generic": ProcessingElement(in_bits, acc_bits, slots, banks),
-            "dsp": ProcessingElement(in_bits, acc_bits, slots, banks, Target.ECP5),
-            "fabric": ProcessingElement(in_bits, acc_bits, slots, banks, Target.ECP5,
-                                        dsp=False),
-        }
-        inputs = {name: member for name, member in self.pes["generic"].signature.members.items()
+        self.generic = ProcessingElement(in_bits, acc_bits, slots, banks)
+        self.dsp = ProcessingElement(in_bits, acc_bits, slots, banks, Target.ECP5)
+        inputs = {name: member for name, member in self.generic.signature.members.items()
                   if member.flow is In}
-        outputs = {f"{port}_{kind}": Out(acc_bits if port == "acc" else 1)
-                   for kind in self.pes for port in ("acc", "done")}
-        super().__init__({**inputs, "advance": In(1), **outputs})
+        super().__init__({
+            **inputs, "advance": In(1),
+            "acc_generic": Out(acc_bits), "acc_dsp": Out(acc_bits),
+            "done_generic": Out(1), "done_dsp": Out(1),
+        })
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        for kind, pe in self.pes.items():
-            m.submodules[kind] = EnableInserter(self.advance)(pe)
-            for name, member in self.pes["generic"].signature.members.items():
-                if member.flow is In:
-                    m.d.comb += getattr(pe, name).eq(getattr(self, name))
-            m.d.comb += [getattr(self, f"acc_{kind}").eq(pe.acc),
-                         getattr(self, f"done_{kind}").eq(pe.done)]
-        m.d.comb += self.pes["dsp"].advance.eq(self.advance)
+        m.submodules.generic = EnableInserter(self.advance)(self.generic)
+        m.submodules.dsp = EnableInserter(self.advance)(self.dsp)
+        for name, member in self.generic.signature.members.items():
+            if member.flow is In:
+                m.d.comb += [getattr(self.generic, name).eq(getattr(self, name)),
+                             getattr(self.dsp, name).eq(getattr(self, name))]
+        m.d.comb += [self.dsp.advance.eq(self.advance),
+                     self.acc_generic.eq(self.generic.acc), self.acc_dsp.eq(self.dsp.acc),
+                     self.done_generic.eq(self.generic.done), self.done_dsp.eq(self.dsp.done)]
         return m
 
 
@@ -66,30 +59,11 @@ class PePair(wiring.Component):
 def test_dsp_pe_equals_generic_pe_cycle_for_cycle(cocotb_benches: Path, tmp_path: Path,
                                                   in_bits, slots, banks) -> None:
     model = build_model(PePair(in_bits, 32 if in_bits < 16 else 40, slots, banks), top="pe_pair")
-    lag = ProcessingElement.latency_of("ecp5") - ProcessingElement.latency_of("generic")
-    assert lag == 1
-    config = {"in_bits": in_bits, "slots": slots, "banks": banks, "cycles": 2000, "lag": lag}
+    config = {"in_bits": in_bits, "slots": slots, "banks": banks, "cycles": 2000}
     results = model.run(cocotb_benches / "pe_dsp_bench.py", test_dir=tmp_path, config=config,
                         seed=SEED + in_bits)
     assert [t.name for t in results.passed] == ["dsp_pe_matches_generic_pe"]
     assert "cycles equal" in results.log_path.read_text()
-
-
-def test_ecp5_pes_of_both_kinds_take_one_latency() -> None:
-    """An ``ecp5`` array mixes DSP PEs and fabric PEs (past `MAX_DSPS`); its drain needs one
-    latency for all, and `array_latency` counts it."""
-    config = AcceleratorConfig.from_dict({"array": {"rows": 2, "cols": 3}})
-    kinds = [ProcessingElement(8, 32, 2, 2, "ecp5", dsp=dsp) for dsp in (True, False)]
-    generic = ProcessingElement(8, 32, 2, 2)
-    assert [pe.latency for pe in kinds] == [4, 4] and generic.latency == 3
-    texts = [design_verilog(pe, "pe") for pe in (*kinds, generic)]  # each one elaborates
-    assert [text.count("MULT18X18D #(") for text in texts] == [1, 0, 0]
-    assert array_latency(config, "ecp5") == array_latency(config) + 1
-    with warnings.catch_warnings():  # the half-built PE is never elaborated
-        warnings.simplefilter("ignore", UnusedElaboratable)
-        with pytest.raises(ValueError, match="ecp5"):
-            ProcessingElement(8, 32, 2, 2, dsp=True)
-        gc.collect()
 
 
 def test_ecp5_pe_instantiates_one_registered_dsp_and_generic_none() -> None:
