@@ -271,6 +271,8 @@ class LoadUnit(wiring.Component):
             rows_done = Signal()  # rows_left == 0, a register
             stride_bytes = Signal(ADDR_BITS)
             row_to_boundary = Signal.like(planner.to_boundary)  # of row.aligned, a register
+            # its burst limit, a register beside it, so one compare precedes the first burst
+            row_limit = Signal(range(config.dma.max_burst + 1))
             next_row = row_addr + stride_bytes
             # the run's beats and whether it has any, registers: set in BYTES and, for the
             # next row, as each row's run is queued (its byte lane from ``next_row``)
@@ -307,6 +309,7 @@ class LoadUnit(wiring.Component):
                         rows_done.eq(insn.rows == 0),
                         stride_bytes.eq(insn.stride << elem_shift),
                         row_to_boundary.eq(planner.beats_to_boundary(row.aligned)),
+                        row_limit.eq(planner.limit(planner.beats_to_boundary(row.aligned))),
                     ]
                     for part, low in zip(parts, range(0, elem_bits, 2), strict=True):
                         m.d.sync += part.eq(sum(Mux(insn.row_len[bit], insn.rows << bit, 0)
@@ -334,7 +337,7 @@ class LoadUnit(wiring.Component):
                           first_keeps=bus_bytes - row.offset)
                     # the run's burst plan, queued with it when it has beats; whether a run is
                     # queued depends on registers only, not on the AR handshake
-                    first = planner.first_burst(run_beats, planner.limit(row_to_boundary))
+                    first = planner.first_burst(run_beats, row_limit)
                     m.d.comb += [
                         plans.pushed.address.eq(row.aligned),
                         plans.pushed.remaining.eq(run_beats),
@@ -353,6 +356,7 @@ class LoadUnit(wiring.Component):
                             rows_done.eq(whole | (rows_left == 1)),
                             row_addr.eq(next_row),
                             row_to_boundary.eq(planner.beats_to_boundary(aligned)),
+                            row_limit.eq(planner.limit(planner.beats_to_boundary(aligned))),
                             run_beats.eq(Mux(run_has_beats,
                                              span_beats(beat_lane(next_row, bus_bytes),
                                                         run_bytes, bus_bytes), 0)),

@@ -14,6 +14,11 @@ half (`load_gather`), the decisions come first and the wide data follows them a 
   registers (`_current_burst`), and ``have``'s compares with a beat and with zero, the beat
   queue's room and the room behind ``have`` (``space``, for whether the head line fits) are
   registers kept beside their counts, each worked out for every outcome before the choice.
+  Whether the head line joins does not wait for whether a beat goes out: it joins when it
+  fits behind what the packer holds now (a run's first line: when the packer is empty now),
+  so the line queue's pop starts from registers and one compare. The packer holds a line
+  and two beats, so a line still joins in the cycle its predecessor's last whole beat goes
+  (one line and one beat per cycle, as before).
 * cycles t+1 and t+2 (shift): the head line and its strobes, registered in cycle t, are
   shifted to their byte lane into registers in two steps, by the lane within a beat
   (``at`` mod ``bus_bytes``) and then by whole beats, a register between them, so neither
@@ -70,7 +75,7 @@ def pack_beats(unit, m, lines, bursts) -> None:
     config = unit.config
     bus_bytes = config.dma.bus_bytes
     line_bytes = config.acc_line_bytes
-    width = line_bytes + bus_bytes  # bytes the packer can hold
+    width = line_bytes + 2 * bus_bytes  # bytes the packer can hold
     axi = unit.axi
     head = lines.head
     beat_layout = data.StructLayout(
@@ -119,8 +124,8 @@ def pack_beats(unit, m, lines, bursts) -> None:
     space = Signal(range(width + 1), name="pack_space", init=width)
     space_after = Signal(range(width + bus_bytes + 1), name="pack_space_after_beat",
                          init=width + bus_bytes)
-    # rest_have + bytes <= width, for each outcome (after + bytes = total - bus if have > bus)
-    fits = Mux(emit, (have <= bus_bytes) | (head.bytes <= space_after), head.bytes <= space)
+    # have + bytes <= width: then rest_have + bytes <= width whether a beat goes or not
+    fits = head.bytes <= space
     emptied = Mux(emit, have <= bus_bytes, have == 0)  # rest_have == 0
     behind = Mux(emit, Mux(have > bus_bytes, total - bus_bytes, head.bytes), total)
     started = head.offset + head.bytes  # ``have`` once a run's first line joins
@@ -131,7 +136,7 @@ def pack_beats(unit, m, lines, bursts) -> None:
                      total != 0)
     # A run's first line starts at its lane in an empty packer; the others right behind.
     at = Mux(head.first, head.offset, rest_have)
-    room = Mux(head.first, emptied, ~flushing & fits)
+    room = Mux(head.first, ~have_any, ~flushing & fits)  # have_any: have != 0
     joins = lines.r_rdy & room
     # width - have and width + bus - have of each outcome, each worked out before the choice
     # (space + bus is space_after; what stays after a beat from have > bus is have - bus)
