@@ -9,6 +9,7 @@ achieved frequency of each clock after routing. A design without a clock has no 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -111,7 +112,10 @@ class Ecp5Report(SynthesisReport):
     ``luts`` counts packed LUT4s (``TRELLIS_COMB``, carry halves included), ``dsps`` 18x18
     multipliers (``MULT18X18D``), ``brams`` 18 Kib block RAMs (``DP16KD``). ``fmax_mhz`` is the
     slowest clock's achieved Fmax, None without a clock. ``lut_multipliers`` counts the
-    multipliers built from LUTs because the DSP budget (``dsp_budget``) ran out.
+    multipliers built from LUTs because the DSP budget (``dsp_budget``) ran out. ``speed``
+    (the grade nextpnr timed against) and ``seed`` (its placement seed) say which run made
+    ``fmax_mhz``: the same netlist differs by tens of percent between grades and by several
+    MHz between seeds.
     """
 
     top: str
@@ -129,6 +133,8 @@ class Ecp5Report(SynthesisReport):
     yosys_cells: dict[str, int] = field(default_factory=dict)
     lut_multipliers: int = 0
     dsp_budget: int | None = None
+    speed: int = 6
+    seed: int = 1
 
     def summary(self) -> dict[str, Any]:
         """The flat, stable JSON view the CLI prints (``flow``..``fmax_mhz`` are a contract)."""
@@ -144,6 +150,8 @@ class Ecp5Report(SynthesisReport):
             "fmax_mhz": self.fmax_mhz,
             "critical_path_ns": self.critical_path_ns,
             "clock_ns": self.clock_ns,
+            "speed": self.speed,
+            "seed": self.seed,
             "package": self.package,
             "top": self.top,
             "cells": self.yosys_cells,
@@ -194,10 +202,13 @@ def synthesize_ecp5(
             return _run_flow(verilog, options, run_dir, timeout_s, key,
                              detailed_timing=keep_run is not None)
 
-    return cached_synthesis(
+    report = cached_synthesis(
         "ecp5", verilog, options, run, Ecp5Report, store=store,
         use_cache=use_cache and keep_run is None,
     )
+    # from the options, which are part of the key: reports stored before these fields existed
+    # carry their defaults
+    return dataclasses.replace(report, speed=options.speed, seed=options.seed)
 
 
 @dataclass(frozen=True)

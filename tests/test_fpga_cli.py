@@ -53,6 +53,22 @@ def test_cli_json_ecp5_has_the_contract_keys(module_workspace, mac_file, capsys)
     assert result["dsps"] >= 1 and result["fmax_mhz"] > 0
 
 
+def test_cli_speed_grade_names_its_result(module_workspace, mac_file, capsys):
+    """``--speed`` is the grade nextpnr times against: the same MAC reaches a higher Fmax on
+    the fastest grade (8) than on the slowest (6), each result is stored under its own key,
+    and each says which grade and placement seed made it."""
+    store = module_workspace / "s.sqlite"
+    runs = {}
+    for speed in (6, 8):
+        code, out, _ = _synth(capsys, mac_file, "--top", "mac", "--flow", "ecp5", "--json",
+                              "--store", store, "--speed", speed)
+        assert code == 0
+        runs[speed] = json.loads(out)
+    assert [runs[speed]["speed"] for speed in (6, 8)] == [6, 8]
+    assert runs[6]["seed"] == runs[8]["seed"] == 1 and runs[6]["key"] != runs[8]["key"]
+    assert runs[8]["fmax_mhz"] > runs[6]["fmax_mhz"]
+
+
 def test_cli_json_asic_has_the_contract_keys(module_workspace, mac_file, capsys):
     code, out, _ = _synth(capsys, mac_file, "--top", "mac", "--flow", "asic", "--json",
                           "--activity", "0.2", "--store", module_workspace / "s.sqlite")

@@ -50,6 +50,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--router", choices=("router1", "router2"), default="router1",
                         help="ecp5: nextpnr's router (default router1; router2 for large, "
                              "congested designs on which router1 runs too long)")
+    parser.add_argument("--speed", type=int, choices=(6, 7, 8), default=6,
+                        help="ecp5: the part's speed grade nextpnr times against (default 6, "
+                             "the slowest; 8 the fastest)")
     parser.add_argument("--seed", type=int, default=1,
                         help="ecp5: nextpnr's placement seed (default 1); Fmax moves by several "
                              "MHz with it, so compare designs over a few seeds")
@@ -103,7 +106,7 @@ def _synthesize(args: argparse.Namespace, verilog: str, common: dict[str, Any]) 
         return synthesize_ecp5(
             verilog, args.top, part=args.part, package=args.package, clock_ns=args.clock_ns,
             out_of_context=args.out_of_context, max_dsps=args.max_dsps,
-            router=args.router, seed=args.seed, **common,
+            router=args.router, speed=args.speed, seed=args.seed, **common,
         )
     return synthesize_asic(
         verilog, args.top, tech=args.tech, clock_ns=args.clock_ns, activity=args.activity,
@@ -131,7 +134,7 @@ def _rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         fmax = summary["fmax_mhz"]
         critical = summary["critical_path_ns"]
         return [
-            ("part", f"{summary['part']} ({summary['package']})"),
+            ("part", f"{summary['part']} ({summary['package']}), speed {summary['speed']}"),
             ("LUT4", str(summary["luts"])),
             ("flip-flops", str(summary["ffs"])),
             ("DSP (MULT18X18D)", f"{summary['dsps']} of {summary['dsp_budget']} allowed"),
@@ -140,6 +143,7 @@ def _rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
             ("Fmax", f"{fmax:.1f} MHz" if fmax else "no clock"),
             ("critical path", f"{critical:.3f} ns" if critical is not None else "none"),
             ("target clock", f"{summary['clock_ns']:g} ns"),
+            ("placement seed", str(summary["seed"])),
         ]
     power = summary["power_mw"]
     clock = summary["clock_port"] or "virtual"
