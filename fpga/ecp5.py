@@ -40,6 +40,8 @@ DEFAULT_TIMEOUT_S = 1800.0
 _PART = re.compile(r"LFE5U(?P<family>M5G|M)?-(?P<size>12|25|45|85)F")
 _ASYNC = "<async>"
 ROUTERS = ("router1", "router2")
+#: ECP5 speed grades, slowest first: nextpnr times a design against one of them.
+SPEED_GRADES = (6, 7, 8)
 
 
 @dataclass(frozen=True)
@@ -64,8 +66,9 @@ class Ecp5Options:
                               f"not {self.router!r}")
         if not self.clock_ns > 0:
             raise ConfigError(f"clock_ns must be a positive period in ns, not {self.clock_ns}")
-        if self.speed not in (6, 7, 8):
-            raise ConfigError(f"ECP5 speed grade must be 6, 7 or 8, not {self.speed}")
+        if self.speed not in SPEED_GRADES:
+            raise ConfigError(f"ECP5 speed grade must be one of "
+                              f"{', '.join(map(str, SPEED_GRADES))}, not {self.speed}")
 
 
 def _part(part: str) -> re.Match[str]:
@@ -206,8 +209,8 @@ def synthesize_ecp5(
         "ecp5", verilog, options, run, Ecp5Report, store=store,
         use_cache=use_cache and keep_run is None,
     )
-    # from the options, which are part of the key: reports stored before these fields existed
-    # carry their defaults
+    # reports stored before ``speed`` and ``seed`` existed carry their defaults; the options
+    # are part of the key, so they are this report's
     return dataclasses.replace(report, speed=options.speed, seed=options.seed)
 
 
@@ -296,6 +299,8 @@ def _run_flow(
         yosys_cells=stat.cells_by_type,
         lut_multipliers=len(on_luts),
         dsp_budget=budget,
+        speed=options.speed,
+        seed=options.seed,
         tool_seconds={"yosys": round(mapped.flatten.seconds + yosys.seconds, 3),
                       "nextpnr": round(nextpnr.seconds, 3)},
         tool_versions={"yosys": tool_version(YOSYS), "nextpnr": tool_version(NEXTPNR_ECP5)},

@@ -27,6 +27,11 @@ def beat_lane(address, bus_bytes: int):
     return address[: log2(bus_bytes)] if bus_bytes > 1 else 0
 
 
+def beat_aligned(address, bus_bytes: int) -> Value:
+    """``address`` rounded down to the start of its bus beat."""
+    return address & ~Const(bus_bytes - 1, ADDR_BITS)
+
+
 def span_beats(offset, byte_count, bus_bytes: int) -> Value:
     """Bus beats a span of ``byte_count`` bytes covers when it starts at byte lane ``offset`` of
     a beat (one beat for an empty span at a nonzero lane: callers that may see empty spans
@@ -57,7 +62,7 @@ class RowGeometry:
         m.d.comb += [
             self.bytes.eq(row_bytes),
             self.offset.eq(beat_lane(start, bus_bytes)),
-            self.aligned.eq(start & ~Const(bus_bytes - 1, ADDR_BITS)),
+            self.aligned.eq(beat_aligned(start, bus_bytes)),
             self.beats.eq(span_beats(self.offset, self.bytes, bus_bytes)),
         ]
 

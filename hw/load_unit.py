@@ -21,6 +21,7 @@ from tensorforge.hw.dma_rows import (
     RowGeometry,
     RunGeometry,
     accept_command,
+    beat_aligned,
     beat_lane,
     byte_mask,
     expand_bytes,
@@ -273,6 +274,11 @@ class LoadUnit(wiring.Component):
             row_to_boundary = Signal.like(planner.to_boundary)  # of row.aligned, a register
             # its burst limit, a register beside it, so one compare precedes the first burst
             row_limit = Signal(range(config.dma.max_burst + 1))
+
+            def row_boundary(aligned):
+                """Set ``row_to_boundary`` and ``row_limit`` for the row at ``aligned``."""
+                to_boundary = planner.beats_to_boundary(aligned)
+                return [row_to_boundary.eq(to_boundary), row_limit.eq(planner.limit(to_boundary))]
             next_row = row_addr + stride_bytes
             # the run's beats and whether it has any, registers: set in BYTES and, for the
             # next row, as each row's run is queued (its byte lane from ``next_row``)
@@ -308,8 +314,7 @@ class LoadUnit(wiring.Component):
                         row_bytes.eq(clipped_len << elem_shift),
                         rows_done.eq(insn.rows == 0),
                         stride_bytes.eq(insn.stride << elem_shift),
-                        row_to_boundary.eq(planner.beats_to_boundary(row.aligned)),
-                        row_limit.eq(planner.limit(planner.beats_to_boundary(row.aligned))),
+                        *row_boundary(row.aligned),
                     ]
                     for part, low in zip(parts, range(0, elem_bits, 2), strict=True):
                         m.d.sync += part.eq(sum(Mux(insn.row_len[bit], insn.rows << bit, 0)
@@ -350,13 +355,12 @@ class LoadUnit(wiring.Component):
                     with m.Elif(runs.w_rdy & plans.w_rdy):
                         push(Mux(whole, rows_left, 1), **row_run)
                         m.d.comb += plans.w_en.eq(run_has_beats)
-                        aligned = next_row & ~Const(bus_bytes - 1, ADDR_BITS)
+                        aligned = beat_aligned(next_row, bus_bytes)
                         m.d.sync += [
                             rows_left.eq(Mux(whole, 0, rows_left - 1)),
                             rows_done.eq(whole | (rows_left == 1)),
                             row_addr.eq(next_row),
-                            row_to_boundary.eq(planner.beats_to_boundary(aligned)),
-                            row_limit.eq(planner.limit(planner.beats_to_boundary(aligned))),
+                            *row_boundary(aligned),
                             run_beats.eq(Mux(run_has_beats,
                                              span_beats(beat_lane(next_row, bus_bytes),
                                                         run_bytes, bus_bytes), 0)),

@@ -119,8 +119,9 @@ def pack_beats(unit, m, lines, bursts) -> None:
         total.eq(have + head.bytes),
     ]
     rest_have = Mux(emit, after, have)
-    # Room left behind ``have`` (width - have) and behind what stays after a beat (width + bus
-    # - have), registers kept beside ``have``, so whether the head line fits is one compare.
+    # Room left behind ``have`` (width - have), a register kept beside ``have``, so whether the
+    # head line fits is one compare; and behind what stays after a beat (width + bus - have),
+    # so ``space``'s next value after a beat is one subtraction.
     space = Signal(range(width + 1), name="pack_space", init=width)
     space_after = Signal(range(width + bus_bytes + 1), name="pack_space_after_beat",
                          init=width + bus_bytes)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tensorforge.errors import ConfigError
+from tensorforge.fpga.ecp5 import ROUTERS, SPEED_GRADES
 from tensorforge.fpga.technology import DEFAULT_TECH, TECHNOLOGIES
 
 
@@ -47,10 +48,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-dsps", type=int, default=None, metavar="N",
                         help="ecp5: multipliers beyond N DSPs are built from LUTs "
                              "(default: the part's DSP count)")
-    parser.add_argument("--router", choices=("router1", "router2"), default="router1",
+    parser.add_argument("--router", choices=ROUTERS, default=ROUTERS[0],
                         help="ecp5: nextpnr's router (default router1; router2 for large, "
                              "congested designs on which router1 runs too long)")
-    parser.add_argument("--speed", type=int, choices=(6, 7, 8), default=6,
+    parser.add_argument("--speed", type=int, choices=SPEED_GRADES, default=SPEED_GRADES[0],
                         help="ecp5: the part's speed grade nextpnr times against (default 6, "
                              "the slowest; 8 the fastest)")
     parser.add_argument("--seed", type=int, default=1,
