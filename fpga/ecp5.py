@@ -12,7 +12,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import re
+import shutil
+from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +34,7 @@ from tensorforge.fpga.ecp5_dsp import (
     selection_file,
 )
 from tensorforge.fpga.tools import NEXTPNR_ECP5, YOSYS, log_tail, run_tool, tool_version
-from tensorforge.fpga.yosys import check_top_name, read_stat, run_yosys, stat_command
+from tensorforge.fpga.yosys import STAT_FILE, check_top_name, read_stat, run_yosys, stat_command
 from tensorforge.store import ResultStore
 
 logger = logging.getLogger(__name__)
@@ -196,22 +200,104 @@ def synthesize_ecp5(
     delay, which `ecp5_timing` turns into per-endpoint slack. Both only add to what nextpnr
     writes after routing, so they are not part of the result's key.
     """
+    return synthesize_ecp5_seeds(
+        verilog, top, (seed,), part=part, package=package, clock_ns=clock_ns, speed=speed,
+        out_of_context=out_of_context, max_dsps=max_dsps, router=router, timeout_s=timeout_s,
+        store=store, use_cache=use_cache, keep_run=keep_run,
+    )[0]
+
+
+def synthesize_ecp5_seeds(
+    verilog: str,
+    top: str,
+    seeds: Sequence[int],
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    store: ResultStore | None = None,
+    use_cache: bool = True,
+    keep_run: Path | None = None,
+    **options: Any,
+) -> list[Ecp5Report]:
+    """`synthesize_ecp5` at each of ``seeds``, one report per seed in that order: a seed sweep.
+
+    ``options`` are `synthesize_ecp5`'s other keywords (``part``, ``clock_ns``, ``speed``...).
+    Fmax moves by several MHz between placement seeds of one netlist (docs/ecp5_target.md),
+    so timing closure tries a few; Yosys maps the design once and nextpnr places and routes
+    that netlist at each seed that is not stored yet. Each report is stored under the key a
+    single-seed `synthesize_ecp5` call gives it, as soon as it is made. With ``keep_run`` and
+    several seeds, the Yosys files stay in ``keep_run`` and each seed's nextpnr files in
+    ``keep_run/seed_N`` (beside links to the netlist and its statistics, so each is a run
+    directory `ecp5_timing` reads). `best_placement` picks the fastest.
+    """
     check_top_name(top)
-    options = Ecp5Options(top, part, package, clock_ns, speed, seed, out_of_context, max_dsps,
-                          router)
+    seeds = _checked_seeds(seeds)
+    options = [Ecp5Options(top, seed=seed, **options) for seed in seeds]
+    store = store if store is not None else ResultStore()
+    reports = []
+    with ExitStack() as directories:
+        mapping: list = []  # (DspMapping, its directory) once the first seed needs it
 
-    def run(key: str) -> Ecp5Report:
-        with run_directory("ecp5", key, keep_run) as run_dir:
-            return _run_flow(verilog, options, run_dir, timeout_s, key,
-                             detailed_timing=keep_run is not None)
+        def mapped_design(key: str) -> tuple[DspMapping, Path]:
+            if not mapping:
+                map_dir = directories.enter_context(run_directory("ecp5", key, keep_run))
+                mapping.append((_map_design(verilog, options[0], map_dir, timeout_s, key),
+                                map_dir))
+            return mapping[0]
 
-    report = cached_synthesis(
-        "ecp5", verilog, options, run, Ecp5Report, store=store,
-        use_cache=use_cache and keep_run is None,
-    )
-    # reports stored before ``speed`` and ``seed`` existed carry their defaults; the options
-    # are part of the key, so they are this report's
-    return dataclasses.replace(report, speed=options.speed, seed=options.seed)
+        for seed_options in options:
+            def run(key: str, seed_options: Ecp5Options = seed_options) -> Ecp5Report:
+                mapped, map_dir = mapped_design(key)
+                place_dir = map_dir if len(options) == 1 else _seed_directory(
+                    map_dir, seed_options.seed)
+                stage = f"nextpnr seed {seed_options.seed}" if len(options) > 1 else None
+                return _place_and_route(mapped, seed_options, map_dir, place_dir, timeout_s,
+                                        key, detailed_timing=keep_run is not None, stage=stage)
+
+            report = cached_synthesis(
+                "ecp5", verilog, seed_options, run, Ecp5Report, store=store,
+                use_cache=use_cache and keep_run is None,
+            )
+            # reports stored before ``speed`` and ``seed`` existed carry their defaults; the
+            # options are part of the key, so they are this report's
+            reports.append(dataclasses.replace(report, speed=seed_options.speed,
+                                               seed=seed_options.seed))
+    return reports
+
+
+def best_placement(reports: Sequence[Ecp5Report]) -> Ecp5Report:
+    """The report with the highest Fmax (without a clock: the shortest critical path); the
+    earliest of equals, so a sweep's answer does not depend on how ties are broken."""
+    def speed(report: Ecp5Report) -> tuple[float, float]:
+        if report.fmax_mhz is not None:
+            return (1.0, report.fmax_mhz)
+        critical = report.critical_path_ns
+        return (0.0, -critical if critical is not None else -math.inf)
+
+    return max(reports, key=speed)
+
+
+def _checked_seeds(seeds: Sequence[int]) -> tuple[int, ...]:
+    seeds = tuple(seeds)
+    if not seeds:
+        raise ConfigError("give at least one nextpnr placement seed")
+    repeated = sorted({seed for seed in seeds if seeds.count(seed) > 1})
+    if repeated:
+        raise ConfigError(f"placement seed {', '.join(map(str, repeated))} given twice; the "
+                          "same seed places the same netlist the same way")
+    return seeds
+
+
+def _seed_directory(map_dir: Path, seed: int) -> Path:
+    """``map_dir/seed_N``, holding the mapped netlist (nextpnr's only input) and its Yosys
+    statistics as links, where the seed's nextpnr files go."""
+    place_dir = map_dir / f"seed_{seed}"
+    place_dir.mkdir()
+    for name in ("netlist.json", STAT_FILE):
+        try:
+            (place_dir / name).hardlink_to(map_dir / name)
+        except OSError:  # a file system without hard links
+            shutil.copyfile(map_dir / name, place_dir / name)
+    return place_dir
 
 
 @dataclass(frozen=True)
@@ -249,17 +335,24 @@ def instantiated_dsps(rtlil: str) -> int:
     return len(re.findall(r"^\s*cell \\MULT18X18D ", rtlil, re.M))
 
 
-def _run_flow(
-    verilog: str, options: Ecp5Options, run_dir: Path, timeout_s: float, key: str,
-    *, detailed_timing: bool = False,
-) -> Ecp5Report:
+def _map_design(verilog: str, options: Ecp5Options, run_dir: Path, timeout_s: float,
+                key: str) -> DspMapping:
+    """Yosys's half of the flow (what every placement seed shares), in ``run_dir``."""
     budget = dsp_budget(options.part, options.max_dsps)
     mapped = map_within_dsp_budget(verilog, [], options.top, budget, run_dir, timeout_s)
-    multipliers, on_luts, yosys = mapped.multipliers, mapped.on_luts, mapped.yosys
-    if on_luts:
+    if mapped.on_luts:
         logger.info("%s: %d of %d multipliers built from LUTs (budget %d DSPs)",
-                    key, len(on_luts), len(multipliers), budget)
-    stat = read_stat(run_dir, options.top)
+                    key, len(mapped.on_luts), len(mapped.multipliers), budget)
+    return mapped
+
+
+def _place_and_route(
+    mapped: DspMapping, options: Ecp5Options, map_dir: Path, run_dir: Path, timeout_s: float,
+    key: str, *, detailed_timing: bool = False, stage: str | None = None,
+) -> Ecp5Report:
+    """nextpnr's half of the flow on the netlist in ``run_dir``, mapped in ``map_dir``
+    (``stage``: the progress stage's name, default nextpnr's)."""
+    stat = read_stat(map_dir, options.top)
     args = [
         nextpnr_device_flag(options.part),
         "--package", options.package,
@@ -276,13 +369,14 @@ def _run_flow(
     if detailed_timing:
         args += ["--detailed-timing-report", "--sdf", "timing.sdf"]
     nextpnr = run_tool(NEXTPNR_ECP5, args, cwd=run_dir, log_name="nextpnr.log",
-                       timeout_s=timeout_s)
+                       timeout_s=timeout_s, stage=stage)
     fmax_by_clock, critical_path_ns, utilization = _read_nextpnr_report(
         run_dir / "report.json", nextpnr.log()
     )
     fmax = min(fmax_by_clock.values()) if fmax_by_clock else None
     if fmax is None:
         logger.info("%s has no clock: Fmax is not defined, reporting the critical path", key)
+    yosys = mapped.yosys
     return Ecp5Report(
         top=options.top,
         part=options.part,
@@ -297,8 +391,8 @@ def _run_flow(
         fmax_by_clock=fmax_by_clock,
         utilization=utilization,
         yosys_cells=stat.cells_by_type,
-        lut_multipliers=len(on_luts),
-        dsp_budget=budget,
+        lut_multipliers=len(mapped.on_luts),
+        dsp_budget=dsp_budget(options.part, options.max_dsps),
         speed=options.speed,
         seed=options.seed,
         tool_seconds={"yosys": round(mapped.flatten.seconds + yosys.seconds, 3),

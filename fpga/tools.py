@@ -160,6 +160,7 @@ def run_tool(
     log_name: str,
     timeout_s: float,
     own_log: str | None = None,
+    stage: str | None = None,
 ) -> ToolRun:
     """Run ``spec`` with ``args`` in ``cwd``; output goes to ``cwd / log_name``.
 
@@ -171,7 +172,7 @@ def run_tool(
     ``timeout_s``; on a timeout the whole process group is killed so no orphan keeps a core.
 
     Inside `tensorforge.fpga.progress.reporting` the run is a stage of that reporter, named
-    after its log, with the tool's phases as they appear in the log.
+    ``stage`` (default: after its log), with the tool's phases as they appear in the log.
     """
     from tensorforge.fpga.progress import TOOL_PHASES, current_reporter
 
@@ -181,7 +182,7 @@ def run_tool(
                          own_log=own_log)
     log = Path(own_log or log_name)
     return reporter.run_tool(
-        log.name.removesuffix(".log"),
+        stage or log.name.removesuffix(".log"),
         lambda: _run_tool(spec, args, cwd=cwd, log_name=log_name, timeout_s=timeout_s,
                           own_log=own_log),
         cwd / log, TOOL_PHASES.get(spec.name, ()))

@@ -9,8 +9,14 @@ from amaranth.back import verilog as amaranth_verilog
 
 from tensorforge.cli import main
 from tensorforge.errors import ToolError
+from tensorforge.fpga import ecp5
 from tensorforge.fpga.asic import synthesize_asic
-from tensorforge.fpga.ecp5 import synthesize_ecp5
+from tensorforge.fpga.ecp5 import (
+    Ecp5Report,
+    best_placement,
+    synthesize_ecp5,
+    synthesize_ecp5_seeds,
+)
 from tensorforge.fpga.ecp5_timing import read_run
 from tensorforge.hw.mac import MultiplyAccumulate
 from tensorforge.store import ResultStore
@@ -67,6 +73,75 @@ def test_cli_speed_grade_names_its_result(module_workspace, mac_file, capsys):
     assert [runs[speed]["speed"] for speed in (6, 8)] == [6, 8]
     assert runs[6]["seed"] == runs[8]["seed"] == 1 and runs[6]["key"] != runs[8]["key"]
     assert runs[8]["fmax_mhz"] > runs[6]["fmax_mhz"]
+
+
+def test_cli_seed_sweep_maps_once_and_reports_the_fastest(module_workspace, mac_file, capsys,
+                                                          tmp_path):
+    """``--seed 1 2 3``: Yosys maps once (one Yosys log; each seed's nextpnr files in its own
+    folder, a run directory the timing report reads), each seed's result is what a run at that
+    seed alone gives (nextpnr is deterministic for one netlist and seed) and is stored under
+    that run's key, and the summary is the fastest placement, naming its seed."""
+    store = module_workspace / "sweep.sqlite"
+    kept = tmp_path / "sweep"
+    code, out, err = _synth(capsys, mac_file, "--top", "mac", "--flow", "ecp5", "--json",
+                            "--store", store, "--seed", 1, 2, 3, "--keep-run", kept)
+    assert code == 0 and "each seed's nextpnr files in seed_N" in err
+    result = json.loads(out)
+    sweep = result["seeds"]
+    assert [run["seed"] for run in sweep] == [1, 2, 3]
+    fastest = max(run["fmax_mhz"] for run in sweep)
+    assert result["fmax_mhz"] == fastest
+    assert result["seed"] == next(run["seed"] for run in sweep if run["fmax_mhz"] == fastest)
+    assert len(list(kept.glob("**/yosys.log"))) == 1 and (kept / "yosys.log").is_file()
+    for seed in (1, 2, 3):
+        assert read_run(kept / f"seed_{seed}").histogram_matches is True
+    for run in sweep:
+        code, out, _ = _synth(capsys, mac_file, "--top", "mac", "--flow", "ecp5", "--json",
+                              "--store", store, "--seed", run["seed"])
+        alone = json.loads(out)
+        assert alone["cached"] is True and alone["fmax_mhz"] == run["fmax_mhz"]
+    code, out, _ = _synth(capsys, mac_file, "--top", "mac", "--flow", "ecp5", "--json",
+                          "--store", store, "--seed", 3, 1, "--no-cache")
+    assert [(run["seed"], run["fmax_mhz"], run["cached"]) for run in json.loads(out)["seeds"]] \
+        == [(seed, sweep[seed - 1]["fmax_mhz"], False) for seed in (3, 1)]
+
+
+def test_a_failed_seed_keeps_the_seeds_before_it(module_workspace, mac_file, monkeypatch):
+    """A sweep that stops at one seed's nextpnr run has stored every seed placed before it."""
+    store = ResultStore(module_workspace / "failed-sweep.sqlite")
+    place = ecp5._place_and_route
+
+    def place_or_fail(mapped, options, *args, **kwargs):
+        if options.seed == 5:
+            raise ToolError("nextpnr-ecp5", "stopped for this test", "")
+        return place(mapped, options, *args, **kwargs)
+
+    monkeypatch.setattr(ecp5, "_place_and_route", place_or_fail)
+    with pytest.raises(ToolError):
+        synthesize_ecp5_seeds(mac_file.read_text(), "mac", (4, 5), store=store)
+    monkeypatch.undo()
+    assert synthesize_ecp5(mac_file.read_text(), "mac", seed=4, store=store).cached is True
+    assert len(store.keys("synth_ecp5")) == 1
+
+
+def test_best_placement_is_the_highest_fmax_then_the_first():
+    def report(seed, fmax, critical=None):
+        return Ecp5Report("t", "LFE5U-85F", "CABGA381", 8.0, 1, 1, 0, 0, fmax, critical,
+                          seed=seed)
+
+    assert best_placement([report(1, 90.0), report(2, 95.5), report(3, 95.5)]).seed == 2
+    assert best_placement([report(1, None, 4.0), report(2, 50.0)]).seed == 2
+    assert best_placement([report(1, None, 4.0), report(2, None, 3.5)]).seed == 2
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--seed", 2, 2), "placement seed 2 given twice"),
+    (("--flow", "asic", "--seed", 1, 2), "for the ecp5 flow"),
+])
+def test_cli_seed_sweep_errors(module_workspace, mac_file, capsys, args, message):
+    code, out, err = _synth(capsys, mac_file, "--top", "mac", *args,
+                            "--store", module_workspace / "s.sqlite")
+    assert code == 1 and out == "" and message in err and "Traceback" not in err
 
 
 def test_cli_json_asic_has_the_contract_keys(module_workspace, mac_file, capsys):

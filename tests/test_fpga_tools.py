@@ -200,15 +200,12 @@ def test_synth_passes_the_placement_seed_and_router_to_nextpnr(monkeypatch, tmp_
 
     seen = []
 
-    class Report:
-        def summary(self):
-            return {"flow": "ecp5"}
+    def fake_ecp5(verilog, top, seeds, **options):
+        seen.append((tuple(seeds), options["router"]))
+        return [ecp5.Ecp5Report(top, "LFE5U-85F", "CABGA381", 10.0, 1, 1, 0, 0, 100.0, 10.0,
+                                seed=seed) for seed in seeds]
 
-    def fake_ecp5(verilog, top, **options):
-        seen.append(options)
-        return Report()
-
-    monkeypatch.setattr(ecp5, "synthesize_ecp5", fake_ecp5)
+    monkeypatch.setattr(ecp5, "synthesize_ecp5_seeds", fake_ecp5)
     source = tmp_path / "top.v"
     source.write_text("module top(input a, output y); assign y = a; endmodule\n")
     base = ["synth", str(source), "--top", "top", "--flow", "ecp5", "--json",
@@ -216,4 +213,4 @@ def test_synth_passes_the_placement_seed_and_router_to_nextpnr(monkeypatch, tmp_
     assert main(base) == 0
     assert main([*base, "--seed", "3", "--router", "router2"]) == 0
     capsys.readouterr()
-    assert [(o["seed"], o["router"]) for o in seen] == [(1, "router1"), (3, "router2")]
+    assert seen == [((1,), "router1"), ((3,), "router2")]

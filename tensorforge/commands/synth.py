@@ -4,7 +4,9 @@ Prints a table for people, or with ``--json`` one JSON object for scripts. The k
 object are a contract: ecp5 gives ``flow, part, luts, ffs, dsps, brams, fmax_mhz``; asic gives
 ``flow, area_um2, cells, critical_path_ns, slack_ns, power_mw{internal, switching, leakage,
 total}`` and ``tech`` (the technology). More keys may follow; these keep their names and
-meaning.
+meaning. An ecp5 seed sweep (``--seed 1 2 3``) reports its fastest placement under those keys
+(``seed`` says which) and adds ``seeds``: each seed's ``seed, fmax_mhz, critical_path_ns,
+cached``, in the order given.
 """
 
 from __future__ import annotations
@@ -54,9 +56,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--speed", type=int, choices=SPEED_GRADES, default=SPEED_GRADES[0],
                         help="ecp5: the part's speed grade nextpnr times against (default 6, "
                              "the slowest; 8 the fastest)")
-    parser.add_argument("--seed", type=int, default=1,
+    parser.add_argument("--seed", type=int, nargs="+", default=None, metavar="N",
                         help="ecp5: nextpnr's placement seed (default 1); Fmax moves by several "
-                             "MHz with it, so compare designs over a few seeds")
+                             "MHz with it, so compare designs over a few seeds: with several "
+                             "(--seed 1 2 3) Yosys maps once, nextpnr runs at each seed and the "
+                             "fastest placement is reported, with every seed's Fmax")
     parser.add_argument("--timeout", type=float, default=1800.0,
                         help="seconds each tool may run (default 1800)")
     parser.add_argument("--store", type=Path, default=None,
@@ -87,11 +91,15 @@ def run(args: argparse.Namespace) -> int:
               "keep_run": args.keep_run}
     # each tool's stage, phases and elapsed time on stderr (a whole accelerator maps for
     # minutes to hours); stdout keeps only the table or the JSON
+    seeds = args.seed or [1]
+    if len(seeds) > 1 and args.flow != "ecp5":
+        raise ConfigError("a placement seed sweep (--seed A B ...) is for the ecp5 flow; the "
+                          f"{args.flow} flow has no placement seed")
     with reporting(StageProgress(f"synth {args.flow}")):
-        report = _synthesize(args, verilog, common)
-    summary = report.summary()
+        summary = _synthesize(args, seeds, verilog, common)
     if args.keep_run is not None:
-        print(f"the run's files are kept in {args.keep_run}", file=sys.stderr)
+        where = " (each seed's nextpnr files in seed_N)" if len(seeds) > 1 else ""
+        print(f"the run's files are kept in {args.keep_run}{where}", file=sys.stderr)
     if args.json:
         print(json.dumps(summary, sort_keys=False))
     else:
@@ -99,20 +107,28 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _synthesize(args: argparse.Namespace, verilog: str, common: dict[str, Any]) -> Any:
+def _synthesize(args: argparse.Namespace, seeds: list[int], verilog: str,
+                common: dict[str, Any]) -> dict[str, Any]:
+    """The summary to print: a sweep's fastest placement, with ``seeds`` listing each one's."""
     from tensorforge.fpga.asic import synthesize_asic
-    from tensorforge.fpga.ecp5 import synthesize_ecp5
+    from tensorforge.fpga.ecp5 import best_placement, synthesize_ecp5_seeds
 
-    if args.flow == "ecp5":
-        return synthesize_ecp5(
-            verilog, args.top, part=args.part, package=args.package, clock_ns=args.clock_ns,
-            out_of_context=args.out_of_context, max_dsps=args.max_dsps,
-            router=args.router, speed=args.speed, seed=args.seed, **common,
-        )
-    return synthesize_asic(
-        verilog, args.top, tech=args.tech, clock_ns=args.clock_ns, activity=args.activity,
-        clock_port=args.clock_port, **common,
+    if args.flow != "ecp5":
+        return synthesize_asic(
+            verilog, args.top, tech=args.tech, clock_ns=args.clock_ns, activity=args.activity,
+            clock_port=args.clock_port, **common,
+        ).summary()
+    reports = synthesize_ecp5_seeds(
+        verilog, args.top, seeds, part=args.part, package=args.package,
+        clock_ns=args.clock_ns, out_of_context=args.out_of_context, max_dsps=args.max_dsps,
+        router=args.router, speed=args.speed, **common,
     )
+    summary = best_placement(reports).summary()
+    if len(reports) > 1:
+        summary["seeds"] = [{"seed": r.seed, "fmax_mhz": r.fmax_mhz,
+                             "critical_path_ns": r.critical_path_ns, "cached": r.cached}
+                            for r in reports]
+    return summary
 
 
 def _print_table(summary: dict[str, Any], source: Path) -> None:
@@ -130,6 +146,17 @@ def _print_table(summary: dict[str, Any], source: Path) -> None:
     Console().print(table)
 
 
+def _seed_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    sweep = summary.get("seeds")
+    if not sweep:
+        return [("placement seed", str(summary["seed"]))]
+    by_seed = ", ".join(f"{run['seed']}: " + (f"{run['fmax_mhz']:.1f}" if run["fmax_mhz"]
+                                              else f"{run['critical_path_ns']:.3f} ns")
+                        for run in sweep)
+    return [("placement seed", f"{summary['seed']} (the fastest of {len(sweep)})"),
+            ("Fmax by seed (MHz)", by_seed)]
+
+
 def _rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     if summary["flow"] == "ecp5":
         fmax = summary["fmax_mhz"]
@@ -144,7 +171,7 @@ def _rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
             ("Fmax", f"{fmax:.1f} MHz" if fmax else "no clock"),
             ("critical path", f"{critical:.3f} ns" if critical is not None else "none"),
             ("target clock", f"{summary['clock_ns']:g} ns"),
-            ("placement seed", str(summary["seed"])),
+            *_seed_rows(summary),
         ]
     power = summary["power_mw"]
     clock = summary["clock_port"] or "virtual"
