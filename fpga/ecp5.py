@@ -9,13 +9,16 @@ achieved frequency of each clock after routing. A design without a clock has no 
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import json
 import logging
 import math
 import re
 import shutil
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -216,6 +219,7 @@ def synthesize_ecp5_seeds(
     store: ResultStore | None = None,
     use_cache: bool = True,
     keep_run: Path | None = None,
+    jobs: int = 1,
     **options: Any,
 ) -> list[Ecp5Report]:
     """`synthesize_ecp5` at each of ``seeds``, one report per seed in that order: a seed sweep.
@@ -227,25 +231,34 @@ def synthesize_ecp5_seeds(
     single-seed `synthesize_ecp5` call gives it, as soon as it is made. With ``keep_run`` and
     several seeds, the Yosys files stay in ``keep_run`` and each seed's nextpnr files in
     ``keep_run/seed_N`` (beside links to the netlist and its statistics, so each is a run
-    directory `ecp5_timing` reads). `best_placement` picks the fastest.
+    directory `ecp5_timing` reads). ``jobs``: how many nextpnr runs at once (each takes one
+    core). `best_placement` picks the fastest.
     """
     check_top_name(top)
     seeds = _checked_seeds(seeds)
     options = [Ecp5Options(top, seed=seed, **options) for seed in seeds]
+    if jobs < 1:
+        raise ConfigError(f"jobs must be at least 1 nextpnr run at a time, not {jobs}")
     store = store if store is not None else ResultStore()
-    reports = []
     with ExitStack() as directories:
-        mapping: list = []  # (DspMapping, its directory) once the first seed needs it
+        mapping: list = []  # (DspMapping, its directory), or the error that stopped Yosys
+        mapping_lock = threading.Lock()
 
         def mapped_design(key: str) -> tuple[DspMapping, Path]:
-            if not mapping:
-                map_dir = directories.enter_context(run_directory("ecp5", key, keep_run))
-                mapping.append((_map_design(verilog, options[0], map_dir, timeout_s, key),
-                                map_dir))
+            with mapping_lock:  # the first seed that is not stored maps; the others wait
+                if not mapping:
+                    map_dir = directories.enter_context(run_directory("ecp5", key, keep_run))
+                    try:
+                        mapping.append((_map_design(verilog, options[0], map_dir, timeout_s,
+                                                    key), map_dir))
+                    except Exception as error:  # every seed's error: Yosys runs once
+                        mapping.append(error)
+            if isinstance(mapping[0], Exception):
+                raise mapping[0]
             return mapping[0]
 
-        for seed_options in options:
-            def run(key: str, seed_options: Ecp5Options = seed_options) -> Ecp5Report:
+        def report_at(seed_options: Ecp5Options) -> Ecp5Report:
+            def run(key: str) -> Ecp5Report:
                 mapped, map_dir = mapped_design(key)
                 place_dir = map_dir if len(options) == 1 else _seed_directory(
                     map_dir, seed_options.seed)
@@ -259,9 +272,15 @@ def synthesize_ecp5_seeds(
             )
             # reports stored before ``speed`` and ``seed`` existed carry their defaults; the
             # options are part of the key, so they are this report's
-            reports.append(dataclasses.replace(report, speed=seed_options.speed,
-                                               seed=seed_options.seed))
-    return reports
+            return dataclasses.replace(report, speed=seed_options.speed, seed=seed_options.seed)
+
+        if jobs == 1 or len(options) == 1:
+            return [report_at(seed_options) for seed_options in options]
+        with ThreadPoolExecutor(max_workers=min(jobs, len(options))) as pool:
+            # each run in a copy of this context, so it reports to the caller's progress
+            futures = [pool.submit(contextvars.copy_context().run, report_at, seed_options)
+                       for seed_options in options]
+            return [future.result() for future in futures]
 
 
 def best_placement(reports: Sequence[Ecp5Report]) -> Ecp5Report:

@@ -93,6 +93,8 @@ class StageProgress:
         self.stream = stream or sys.stderr
         self.started = time.monotonic()
         self.seconds: dict[str, float] = {}
+        self._spinner_lock = threading.Lock()
+        self._spinning = False
 
     def _say(self, text: str) -> None:
         elapsed = time.monotonic() - self.started
@@ -149,13 +151,21 @@ class StageProgress:
 
     @contextlib.contextmanager
     def _spinner(self, name: str) -> Iterator[Callable[[str], None]]:
-        if not self.stream.isatty():
+        """A rich spinner on a terminal, for one stage at a time: stages that run at once (a
+        seed sweep's nextpnr runs) report by lines only beside it."""
+        with self._spinner_lock:
+            shown = self.stream.isatty() and not self._spinning
+            self._spinning |= shown
+        if not shown:
             yield lambda text: None
             return
         from rich.console import Console
 
-        with Console(file=self.stream).status(name) as status:
-            yield status.update
+        try:
+            with Console(file=self.stream).status(name) as status:
+                yield status.update
+        finally:
+            self._spinning = False
 
 
 def last_line(text: str, width: int = 80) -> str:

