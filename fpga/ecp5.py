@@ -36,7 +36,14 @@ from tensorforge.fpga.ecp5_dsp import (
     read_multipliers,
     selection_file,
 )
-from tensorforge.fpga.tools import NEXTPNR_ECP5, YOSYS, log_tail, run_tool, tool_version
+from tensorforge.fpga.tools import (
+    NEXTPNR_ECP5,
+    YOSYS,
+    log_tail,
+    run_tool,
+    stop_running_tools,
+    tool_version,
+)
 from tensorforge.fpga.yosys import STAT_FILE, check_top_name, read_stat, run_yosys, stat_command
 from tensorforge.store import ResultStore
 
@@ -280,7 +287,14 @@ def synthesize_ecp5_seeds(
             # each run in a copy of this context, so it reports to the caller's progress
             futures = [pool.submit(contextvars.copy_context().run, report_at, seed_options)
                        for seed_options in options]
-            return [future.result() for future in futures]
+            try:
+                # a seed's error comes after the others finish (and are stored)
+                return [future.result() for future in futures]
+            except KeyboardInterrupt:  # the runs wait in the pool's threads: stop them
+                for future in futures:
+                    future.cancel()
+                stop_running_tools()
+                raise
 
 
 def best_placement(reports: Sequence[Ecp5Report]) -> Ecp5Report:

