@@ -36,6 +36,7 @@ from tensorforge.fpga.ecp5_dsp import (
     read_multipliers,
     selection_file,
 )
+from tensorforge.fpga.ecp5_floorplan import apply_floorplan
 from tensorforge.fpga.tools import (
     NEXTPNR_ECP5,
     YOSYS,
@@ -71,6 +72,7 @@ class Ecp5Options:
     out_of_context: bool = False
     max_dsps: int | None = None
     router: str = "router1"
+    floorplan: bool = True
 
     def __post_init__(self) -> None:
         nextpnr_device_flag(self.part)
@@ -132,7 +134,8 @@ class Ecp5Report(SynthesisReport):
     multipliers built from LUTs because the DSP budget (``dsp_budget``) ran out. ``speed``
     (the grade nextpnr timed against) and ``seed`` (its placement seed) say which run made
     ``fmax_mhz``: the same netlist differs by tens of percent between grades and by several
-    MHz between seeds.
+    MHz between seeds. ``floorplan`` says which hard blocks were pinned where
+    (`ecp5_floorplan`), ``none`` when the placer chose every site.
     """
 
     top: str
@@ -152,6 +155,7 @@ class Ecp5Report(SynthesisReport):
     dsp_budget: int | None = None
     speed: int = 6
     seed: int = 1
+    floorplan: str = "none"
 
     def summary(self) -> dict[str, Any]:
         """The flat, stable JSON view the CLI prints (``flow``..``fmax_mhz`` are a contract)."""
@@ -169,6 +173,7 @@ class Ecp5Report(SynthesisReport):
             "clock_ns": self.clock_ns,
             "speed": self.speed,
             "seed": self.seed,
+            "floorplan": self.floorplan,
             "package": self.package,
             "top": self.top,
             "cells": self.yosys_cells,
@@ -189,6 +194,7 @@ def synthesize_ecp5(
     out_of_context: bool = False,
     max_dsps: int | None = None,
     router: str = "router1",
+    floorplan: bool = True,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     store: ResultStore | None = None,
     use_cache: bool = True,
@@ -202,7 +208,10 @@ def synthesize_ecp5(
     ``max_dsps`` (default: the part's MULT18X18D count) are built from LUTs (`ecp5_dsp`), so a
     design with more multipliers than the part has DSPs still fits. ``router`` is nextpnr's:
     router1 (default) gave the better Fmax on our designs; router2 is the alternative for
-    large, congested ones on which router1 runs too long. ``timeout_s`` bounds each tool run.
+    large, congested ones on which router1 runs too long. ``floorplan``: pin a generated
+    accelerator's PE multipliers and scratchpad/accumulator block RAMs compactly before
+    placement (`ecp5_floorplan`; on parts it has site data for, and a no-op for designs without
+    them). ``timeout_s`` bounds each tool run.
     The result is stored and returned from the store on later calls. ``keep_run``: run in
     that new or empty directory and keep it, logs and all (the store is not read then); its
     ``report.json`` then also lists the arrival time of every timing endpoint
@@ -212,8 +221,8 @@ def synthesize_ecp5(
     """
     return synthesize_ecp5_seeds(
         verilog, top, (seed,), part=part, package=package, clock_ns=clock_ns, speed=speed,
-        out_of_context=out_of_context, max_dsps=max_dsps, router=router, timeout_s=timeout_s,
-        store=store, use_cache=use_cache, keep_run=keep_run,
+        out_of_context=out_of_context, max_dsps=max_dsps, router=router, floorplan=floorplan,
+        timeout_s=timeout_s, store=store, use_cache=use_cache, keep_run=keep_run,
     )[0]
 
 
@@ -248,16 +257,17 @@ def synthesize_ecp5_seeds(
         raise ConfigError(f"jobs must be at least 1 nextpnr run at a time, not {jobs}")
     store = store if store is not None else ResultStore()
     with ExitStack() as directories:
-        mapping: list = []  # (DspMapping, its directory), or the error that stopped Yosys
+        # (DspMapping, floorplan, its directory), or the error that stopped Yosys
+        mapping: list = []
         mapping_lock = threading.Lock()
 
-        def mapped_design(key: str) -> tuple[DspMapping, Path]:
+        def mapped_design(key: str) -> tuple[DspMapping, str, Path]:
             with mapping_lock:  # the first seed that is not stored maps; the others wait
                 if not mapping:
                     map_dir = directories.enter_context(run_directory("ecp5", key, keep_run))
                     try:
-                        mapping.append((_map_design(verilog, options[0], map_dir, timeout_s,
-                                                    key), map_dir))
+                        mapping.append((*_map_design(verilog, options[0], map_dir, timeout_s,
+                                                     key), map_dir))
                     except Exception as error:  # every seed's error: Yosys runs once
                         mapping.append(error)
             if isinstance(mapping[0], Exception):
@@ -266,12 +276,14 @@ def synthesize_ecp5_seeds(
 
         def report_at(seed_options: Ecp5Options) -> Ecp5Report:
             def run(key: str) -> Ecp5Report:
-                mapped, map_dir = mapped_design(key)
+                mapped, plan, map_dir = mapped_design(key)
                 place_dir = map_dir if len(options) == 1 else _seed_directory(
                     map_dir, seed_options.seed)
                 stage = f"nextpnr seed {seed_options.seed}" if len(options) > 1 else None
-                return _place_and_route(mapped, seed_options, map_dir, place_dir, timeout_s,
-                                        key, detailed_timing=keep_run is not None, stage=stage)
+                report = _place_and_route(mapped, seed_options, map_dir, place_dir, timeout_s,
+                                          key, detailed_timing=keep_run is not None,
+                                          stage=stage)
+                return dataclasses.replace(report, floorplan=plan)
 
             report = cached_synthesis(
                 "ecp5", verilog, seed_options, run, Ecp5Report, store=store,
@@ -369,14 +381,19 @@ def instantiated_dsps(rtlil: str) -> int:
 
 
 def _map_design(verilog: str, options: Ecp5Options, run_dir: Path, timeout_s: float,
-                key: str) -> DspMapping:
-    """Yosys's half of the flow (what every placement seed shares), in ``run_dir``."""
+                key: str) -> tuple[DspMapping, str]:
+    """Yosys's half of the flow (what every placement seed shares), in ``run_dir``, and the
+    floorplan written into its netlist (its summary)."""
     budget = dsp_budget(options.part, options.max_dsps)
     mapped = map_within_dsp_budget(verilog, [], options.top, budget, run_dir, timeout_s)
     if mapped.on_luts:
         logger.info("%s: %d of %d multipliers built from LUTs (budget %d DSPs)",
                     key, len(mapped.on_luts), len(mapped.multipliers), budget)
-    return mapped
+    plan = "none"
+    if options.floorplan:
+        plan = apply_floorplan(run_dir / "netlist.json", options.part).summary
+        logger.info("%s: floorplan: %s", key, plan)
+    return mapped, plan
 
 
 def _place_and_route(

@@ -61,6 +61,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "MHz with it, so compare designs over a few seeds: with several "
                              "(--seed 1 2 3) Yosys maps once, nextpnr runs at each seed and the "
                              "fastest placement is reported, with every seed's Fmax")
+    parser.add_argument("--no-floorplan", action="store_true",
+                        help="ecp5: leave every site to the placer (by default a generated "
+                             "accelerator's PE DSPs and scratchpad/accumulator block RAMs are "
+                             "pinned compactly first: several MHz faster)")
     parser.add_argument("--jobs", type=int, default=1, metavar="N",
                         help="ecp5 seed sweep: nextpnr runs at once (default 1; each takes a "
                              "core)")
@@ -124,7 +128,8 @@ def _synthesize(args: argparse.Namespace, seeds: list[int], verilog: str,
     reports = synthesize_ecp5_seeds(
         verilog, args.top, seeds, part=args.part, package=args.package,
         clock_ns=args.clock_ns, out_of_context=args.out_of_context, max_dsps=args.max_dsps,
-        router=args.router, speed=args.speed, jobs=args.jobs, **common,
+        router=args.router, speed=args.speed, floorplan=not args.no_floorplan,
+        jobs=args.jobs, **common,
     )
     summary = best_placement(reports).summary()
     if len(reports) > 1:
@@ -174,6 +179,7 @@ def _rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
             ("Fmax", f"{fmax:.1f} MHz" if fmax else "no clock"),
             ("critical path", f"{critical:.3f} ns" if critical is not None else "none"),
             ("target clock", f"{summary['clock_ns']:g} ns"),
+            ("floorplan", summary["floorplan"]),
             *_seed_rows(summary),
         ]
     power = summary["power_mw"]
