@@ -30,8 +30,9 @@ logger = logging.getLogger(__name__)
 #: asic 3: SRAM macros, OpenSTA-clean netlists (2), buffering and
 #: delay-driven mapping in ABC (3); 4: technologies (IHP SG13G2 default, OSU 0.18 um),
 #: unsigned netlists; 5: IHP macro write masks tied high or buffered; 6: no sg13g2_buf_1;
-#: 7: IHP macro address and enable nets shared by several macros buffered.
-FLOW_REVISIONS = {"ecp5": 3, "asic": 7}
+#: 7: IHP macro address and enable nets shared by several macros buffered. ecp5 4: ABC9's
+#: wire delay 1000 ps instead of synth_ecp5's 300.
+FLOW_REVISIONS = {"ecp5": 4, "asic": 7}
 
 
 @dataclass(frozen=True, kw_only=True)

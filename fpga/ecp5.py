@@ -453,6 +453,13 @@ def _place_and_route(
     )
 
 
+#: The delay ABC9 assumes for the net between two LUTs while it maps logic (``abc9 -W``, ps).
+#: ``synth_ecp5`` assumes 300; the routed nets of our accelerators' failing paths take about
+#: 1 ns each on speed 6, and with the floorplan 1000 gave the faster placements (the whole
+#: 8x8: docs/ecp5_target.md, session 17).
+LUT_WIRE_DELAY_PS = 1000
+
+
 def ecp5_script(top: str) -> list[str]:
     """``synth_ecp5`` with the public wire names dropped before LUT mapping.
 
@@ -463,11 +470,18 @@ def ecp5_script(top: str) -> list[str]:
     wire become the same name and Yosys stops on ``Assert `count_id(wire->name) == 0'`` (Yosys
     issue #4349; the PE arrays' ``out`` port hits it). ``opt_clean -purge`` removes such alias
     wires (ports stay) before ABC9 runs, as suggested there.
+
+    LUT mapping is ``synth_ecp5``'s own ``map_luts`` step, command by command, but for ABC9's
+    wire delay (`LUT_WIRE_DELAY_PS`).
     """
     return [
         f"synth_ecp5 -top {top} -run :map_luts",
         "opt_clean -purge",
-        f"synth_ecp5 -top {top} -run map_luts: -json netlist.json",
+        "check -latchonly -assert",
+        "techmap -map +/lattice/latches_map.v",
+        f"abc9 -W {LUT_WIRE_DELAY_PS}",
+        "clean",
+        f"synth_ecp5 -top {top} -run map_cells: -json netlist.json",
         stat_command(),
     ]
 
