@@ -252,7 +252,7 @@ def synthesize_ecp5_seeds(
     """
     check_top_name(top)
     seeds = _checked_seeds(seeds)
-    options = [Ecp5Options(top, seed=seed, **options) for seed in seeds]
+    runs = [Ecp5Options(top, seed=seed, **options) for seed in seeds]
     if jobs < 1:
         raise ConfigError(f"jobs must be at least 1 nextpnr run at a time, not {jobs}")
     store = store if store is not None else ResultStore()
@@ -266,7 +266,7 @@ def synthesize_ecp5_seeds(
                 if not mapping:
                     map_dir = directories.enter_context(run_directory("ecp5", key, keep_run))
                     try:
-                        mapping.append((*_map_design(verilog, options[0], map_dir, timeout_s,
+                        mapping.append((*_map_design(verilog, runs[0], map_dir, timeout_s,
                                                      key), map_dir))
                     except Exception as error:  # every seed's error: Yosys runs once
                         mapping.append(error)
@@ -277,13 +277,12 @@ def synthesize_ecp5_seeds(
         def report_at(seed_options: Ecp5Options) -> Ecp5Report:
             def run(key: str) -> Ecp5Report:
                 mapped, plan, map_dir = mapped_design(key)
-                place_dir = map_dir if len(options) == 1 else _seed_directory(
+                place_dir = map_dir if len(runs) == 1 else _seed_directory(
                     map_dir, seed_options.seed)
-                stage = f"nextpnr seed {seed_options.seed}" if len(options) > 1 else None
-                report = _place_and_route(mapped, seed_options, map_dir, place_dir, timeout_s,
-                                          key, detailed_timing=keep_run is not None,
-                                          stage=stage)
-                return dataclasses.replace(report, floorplan=plan)
+                stage = f"nextpnr seed {seed_options.seed}" if len(runs) > 1 else None
+                return _place_and_route(mapped, plan, seed_options, map_dir, place_dir,
+                                        timeout_s, key, detailed_timing=keep_run is not None,
+                                        stage=stage)
 
             report = cached_synthesis(
                 "ecp5", verilog, seed_options, run, Ecp5Report, store=store,
@@ -293,12 +292,12 @@ def synthesize_ecp5_seeds(
             # options are part of the key, so they are this report's
             return dataclasses.replace(report, speed=seed_options.speed, seed=seed_options.seed)
 
-        if jobs == 1 or len(options) == 1:
-            return [report_at(seed_options) for seed_options in options]
-        with ThreadPoolExecutor(max_workers=min(jobs, len(options))) as pool:
+        if jobs == 1 or len(runs) == 1:
+            return [report_at(seed_options) for seed_options in runs]
+        with ThreadPoolExecutor(max_workers=min(jobs, len(runs))) as pool:
             # each run in a copy of this context, so it reports to the caller's progress
             futures = [pool.submit(contextvars.copy_context().run, report_at, seed_options)
-                       for seed_options in options]
+                       for seed_options in runs]
             try:
                 # a seed's error comes after the others finish (and are stored)
                 return [future.result() for future in futures]
@@ -397,8 +396,8 @@ def _map_design(verilog: str, options: Ecp5Options, run_dir: Path, timeout_s: fl
 
 
 def _place_and_route(
-    mapped: DspMapping, options: Ecp5Options, map_dir: Path, run_dir: Path, timeout_s: float,
-    key: str, *, detailed_timing: bool = False, stage: str | None = None,
+    mapped: DspMapping, floorplan: str, options: Ecp5Options, map_dir: Path, run_dir: Path,
+    timeout_s: float, key: str, *, detailed_timing: bool = False, stage: str | None = None,
 ) -> Ecp5Report:
     """nextpnr's half of the flow on the netlist in ``run_dir``, mapped in ``map_dir``
     (``stage``: the progress stage's name, default nextpnr's)."""
@@ -445,6 +444,7 @@ def _place_and_route(
         dsp_budget=dsp_budget(options.part, options.max_dsps),
         speed=options.speed,
         seed=options.seed,
+        floorplan=floorplan,
         tool_seconds={"yosys": round(mapped.flatten.seconds + yosys.seconds, 3),
                       "nextpnr": round(nextpnr.seconds, 3)},
         tool_versions={"yosys": tool_version(YOSYS), "nextpnr": tool_version(NEXTPNR_ECP5)},

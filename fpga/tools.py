@@ -38,10 +38,10 @@ OSU018_ENV = "TENSORFORGE_OSU018_LIB"
 WARM_UP_TIMEOUT_S = 900.0
 
 _PIP_HINT = "pip install {package}"
+_APT_HINT = "sudo apt-get install opensta qflow-tech-osu018"
 # the tool processes being waited on, for `stop_running_tools`
 _RUNNING: set[subprocess.Popen] = set()
 _RUNNING_LOCK = threading.Lock()
-_APT_HINT = "sudo apt-get install opensta qflow-tech-osu018"
 
 
 @dataclass(frozen=True)

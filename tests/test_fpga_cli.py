@@ -112,10 +112,10 @@ def test_a_failed_seed_keeps_the_seeds_before_it(module_workspace, mac_file, mon
     store = ResultStore(module_workspace / "failed-sweep.sqlite")
     place = ecp5._place_and_route
 
-    def place_or_fail(mapped, options, *args, **kwargs):
+    def place_or_fail(mapped, floorplan, options, *args, **kwargs):
         if options.seed == 5:
             raise ToolError("nextpnr-ecp5", "stopped for this test", "")
-        return place(mapped, options, *args, **kwargs)
+        return place(mapped, floorplan, options, *args, **kwargs)
 
     monkeypatch.setattr(ecp5, "_place_and_route", place_or_fail)
     with pytest.raises(ToolError):
