@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amaranth import Module, Mux, Signal, unsigned
+from amaranth import Const, Module, Mux, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In
@@ -29,6 +29,17 @@ class _Write:
     addr: Signal
     data: Signal
     en: Signal
+    # (this writer writes, its registered request) per writer, first to last in priority:
+    # what ``addr`` and ``en`` choose from, so a compare with an address can skip the choice
+    writers: tuple
+
+    def enables_at(self, address):
+        """``en`` where ``addr`` is ``address``, else 0: each writer's address compared on its
+        own and the writer chosen after, so no multiplexer precedes the compares."""
+        hits = Const(0, len(self.en))
+        for chosen, request in reversed(self.writers):
+            hits = Mux(chosen & (request.addr == address), request.mask, hits)
+        return hits
 
 
 class AccumulatorBuffer(wiring.Component):
@@ -124,6 +135,7 @@ class AccumulatorBuffer(wiring.Component):
         early_write = None  # registered_writes: the registered requests, as the memory sees them
         if self.registered_writes:
             early_write = self._registered_write(m, self.compute_write.req, self.dma_write.req)
+            requests = early_write  # with each writer's request, for the bypass compares
             if not blocks_only:
                 write_port = memory.write_port(granularity=config.precision.acc_bits)
                 m.d.comb += [write_port.addr.eq(early_write.addr),
@@ -150,7 +162,7 @@ class AccumulatorBuffer(wiring.Component):
                 m.d.comb += [ram.read_addr.eq(read_addr), ram.write_addr.eq(early_write.addr),
                              ram.write_data.eq(early_write.data),
                              ram.write_en.eq(early_write.en)]
-                late = self._bypassed_read(m, early_write, read_addr, ram.read_data, name)
+                late = self._bypassed_read(m, requests, read_addr, ram.read_data, name)
                 slot.elaborate_into(m, None, accepted, registered_data=late)
                 continue
             transparent_for = () if early_write is None or bypassed else (early_write,)
@@ -162,7 +174,7 @@ class AccumulatorBuffer(wiring.Component):
             if bypassed:
                 data = Signal(len(read_port.data), name=f"{name}_read_q")
                 m.d.sync += data.eq(read_port.data)
-                late = self._bypassed_read(m, early_write, read_port.addr, data, name)
+                late = self._bypassed_read(m, requests, read_port.addr, data, name)
                 slot.elaborate_into(m, read_port.data, accepted, registered_data=late)
             else:
                 slot.elaborate_into(m, read_port.data, accepted)
@@ -191,14 +203,15 @@ class AccumulatorBuffer(wiring.Component):
         """Both writers' requests registered as they are, and which one writes: the chosen
         one's address, data and lane enables in the next cycle."""
         config = self.config
-        write = _Write(
-            addr=Signal(range(config.acc_lines), name="write_addr"),
-            data=Signal(config.acc_line_elems * config.precision.acc_bits, name="write_data"),
-            en=Signal(config.acc_line_elems, name="write_en"))
         from_compute = Signal(name="write_from_compute")
         from_dma = Signal(name="write_from_dma")
         compute_q = Signal.like(compute.payload, name="compute_write_q")
         dma_q = Signal.like(dma.payload, name="dma_write_q")
+        write = _Write(
+            addr=Signal(range(config.acc_lines), name="write_addr"),
+            data=Signal(config.acc_line_elems * config.precision.acc_bits, name="write_data"),
+            en=Signal(config.acc_line_elems, name="write_en"),
+            writers=((from_compute, compute_q), (from_dma, dma_q)))
         m.d.sync += [
             from_compute.eq(compute.valid),
             from_dma.eq(dma.valid & ~compute.valid),
@@ -232,7 +245,7 @@ class AccumulatorBuffer(wiring.Component):
         hits = [Signal(elems, name=f"{name}_bypass_hits_{i}") for i in (1, 2)]
         lines = [Signal(len(write.data), name=f"{name}_bypass_line_{i}") for i in (1, 2)]
         m.d.sync += [
-            hits[0].eq(Mux(read_addr == write.addr, write.en, 0)),
+            hits[0].eq(write.enables_at(read_addr)),
             lines[0].eq(write.data),
             hits[1].eq(hits[0]),
             lines[1].eq(lines[0]),

@@ -241,11 +241,21 @@ class BurstPlanner:
                 self._loaded_before.eq(self._loaded),
                 self.ready.eq(~self._loaded & ~self._loaded_before),
             ]
-        else:
+        else:  # from the current burst's registers, beside the subtraction, not after it
             m.d.sync += [
-                limit.eq(self.limit(after[: len(self.to_boundary)])),
+                limit.eq(self._limit_after(crossed)),
                 self.ready.eq(~self._loaded),
             ]
+
+    def _limit_after(self, crossed):
+        """The limit of the burst after the current one, when the current one is not the
+        transfer's last (only then is it loaded). Such a burst is ``max_burst`` beats unless it
+        reaches the boundary (``crossed``: a fresh page follows), so the distance after it is
+        ``to_boundary - max_burst`` and its compare with ``max_burst`` is one on
+        ``to_boundary``, a register."""
+        after_full = self.to_boundary - self.max_burst
+        return Mux(crossed, min(self.page_beats, self.max_burst),
+                   Mux(self.to_boundary < 2 * self.max_burst, after_full, self.max_burst))
 
     def first_burst(self, remaining, limit):
         """The first burst of ``remaining`` beats under ``limit``: (its beats, whether it is
@@ -277,6 +287,16 @@ class BurstPlanner:
         if to_boundary is None:
             to_boundary = self.beats_to_boundary(address)
         self._load(m, address, to_boundary, beats, limit, first)
+
+    def limit_at(self, address):
+        """`limit` of `beats_to_boundary` of the bus-aligned ``address``, its compare made on
+        the address (fewer than ``max_burst`` beats are left past ``near``) beside the
+        subtraction instead of after it."""
+        to_boundary = self.beats_to_boundary(address)
+        near = BOUNDARY_BYTES - self.max_burst * self.bus_bytes
+        if near < 0:  # no page holds a whole burst
+            return to_boundary
+        return Mux(address[:12] > near, to_boundary, self.max_burst)
 
     def beats_to_boundary(self, address):
         """Beats from the bus-aligned ``address`` to the next 4 KiB boundary."""

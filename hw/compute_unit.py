@@ -37,7 +37,7 @@ from amaranth.lib.wiring import In, Out
 from tensorforge import isa
 from tensorforge.config import AcceleratorConfig
 from tensorforge.hw.dataflow_plan import Operand, plan_for
-from tensorforge.hw.dma_rows import held_head, ring_next
+from tensorforge.hw.dma_rows import held_head, ready_register, ring_next
 from tensorforge.hw.pe_array import PEArray, array_latency, bank_reuse_gap
 from tensorforge.hw.ports import (
     ACC_ADDR_BITS,
@@ -197,10 +197,13 @@ class _IssueRegister:
     decided as it enters the register, against the pending entries that stay after that cycle
     (the entry at ``head`` leaves on a ``pop``) plus the line pushed in it, so a read goes in
     the cycle after the write it waited for, as without the register.
+
+    Lines are compared on their low ``line_bits`` only, the bits the accumulator's memory
+    decodes (`AcceleratorConfig.acc_lines`): two addresses equal there are the same line.
     """
 
     def __init__(self, m: Module, line, overwrites, pending: list, pending_valid, head, push,
-                 pop) -> None:
+                 pop, line_bits: int) -> None:
         depth = len(pending)
         self.load = Signal(name="issue_load")
         self.fire = Signal(name="issue_fire")  # the line leaves: read, pushed or zeroed
@@ -217,15 +220,24 @@ class _IssueRegister:
         self.room = ~skid_valid
         self.busy = self.valid | skid_valid
 
+        def same(one, other):
+            return one[:line_bits] == other[:line_bits]
+
         def matches(address):
-            return any_of([pending_valid[i] & ~(pop & (head == i)) & (pending[i] == address)
-                           for i in range(depth)])
+            """A pending entry that stays holds ``address``: the compares start from registers
+            and the late ``pop`` only picks between the matches with and without ``head``."""
+            hits = [pending_valid[i] & same(pending[i], address) for i in range(depth)]
+            staying = [hit & (head != i) for i, hit in enumerate(hits)]
+            return Mux(pop, any_of(staying), any_of(hits))
 
         entering = Mux(skid_valid, skid_addr, line)  # the skid entry's line goes first
+        # each candidate compared on its own, so no multiplexer precedes the compares
+        entering_hazard = Mux(skid_valid, matches(skid_addr) | (push & same(skid_addr, self.addr)),
+                              matches(line) | (push & same(line, self.addr)))
         with m.If(self.takes & (skid_valid | self.load)):
             m.d.sync += [self.valid.eq(1), self.addr.eq(entering),
                          self.overwrites.eq(Mux(skid_valid, skid_overwrites, overwrites)),
-                         self.hazard.eq(matches(entering) | (push & (entering == self.addr)))]
+                         self.hazard.eq(entering_hazard)]
         with m.Else():
             m.d.sync += self.hazard.eq(matches(self.addr))
             with m.If(self.fire):
@@ -489,7 +501,9 @@ class ComputeUnit(wiring.Component):
         # room for a line now unless the queue may fill: ``level`` falls by at most one
         m.d.sync += self.freeze.eq(queue.level + entering >= depth - 1)
         lines = stream.Signature(layout).create()
-        m.d.comb += [lines.valid.eq(queue.r_rdy), lines.payload.eq(queue.r_data),
+        # ``valid`` a register (`ready_register`): the writer's request starts from flip-flops
+        m.d.comb += [lines.valid.eq(ready_register(m, queue, "array_lines_ready")),
+                     lines.payload.eq(queue.r_data),
                      queue.r_en.eq(lines.ready)]
         return lines
 
@@ -894,7 +908,7 @@ class ComputeUnit(wiring.Component):
             m.d.comb += [read.valid.eq(skid.o.valid), read.payload.eq(skid.o.payload),
                          skid.o.ready.eq(read.ready)]
             issue = _IssueRegister(m, target, overwrites, pending, pending_valid, head, push,
-                                   pop)
+                                   pop, max(1, (config.acc_lines - 1).bit_length()))
             walking = ~walk.done  # done in the kick cycle: the walker took the instruction
             with m.If(walking & (zero_mode | produces)):
                 m.d.comb += advance_line.eq(issue.room)
@@ -950,7 +964,8 @@ class ComputeUnit(wiring.Component):
         # can come out before the walker has queued it (it waited on a hazard), and then
         # ``head`` still holds a finished entry's stale flag and address
         head_valid = held["valid"] if held else pending_valid.bit_select(head, 1)
-        old_ready = head_valid & (head_overwrites | old.r_rdy)
+        old_back = ready_register(m, old, "old_lines_ready") if held else old.r_rdy
+        old_ready = head_valid & (head_overwrites | old_back)
         with m.If(~zero_mode):
             m.d.comb += [
                 self.acc_write.req.valid.eq(array_out.valid & old_ready),

@@ -160,6 +160,17 @@ class RegisteredQueue(SyncFIFOBuffered):
         _typed_views(self, shape)
 
 
+def ready_register(m: Module, fifo: SyncFIFO, name: str) -> Signal:
+    """``fifo.r_rdy`` (it holds an entry) as a register, set from this cycle's level and
+    handshakes, so logic deciding on it starts from a flip-flop, not from a compare of the
+    level. The consumer reads (``r_en``) only while it is high; the read picks last, between
+    two values worked out from the level beside it."""
+    ready = Signal(name=name)
+    wrote = fifo.w_en & fifo.w_rdy
+    m.d.sync += ready.eq(Mux(fifo.r_en, (fifo.level > 1) | wrote, (fifo.level != 0) | wrote))
+    return ready
+
+
 def ring_next(pointer, depth: int):
     """The entry after ``pointer`` in a ring of ``depth`` entries (any depth, not only powers
     of two)."""

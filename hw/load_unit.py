@@ -270,6 +270,7 @@ class LoadUnit(wiring.Component):
             parts = [Signal(len(insn.rows) + elem_bits, name=f"whole_part{i}")
                      for i in range(0, elem_bits, 2)]
             rows_done = Signal()  # rows_left == 0, a register
+            whole_nonzero = Signal()  # rows * row_len != 0, a register
             stride_bytes = Signal(ADDR_BITS)
             row_to_boundary = Signal.like(planner.to_boundary)  # of row.aligned, a register
             # its burst limit, a register beside it, so one compare precedes the first burst
@@ -277,9 +278,10 @@ class LoadUnit(wiring.Component):
 
             def row_boundary(aligned):
                 """Set ``row_to_boundary`` and ``row_limit`` for the row at ``aligned``."""
-                to_boundary = planner.beats_to_boundary(aligned)
-                return [row_to_boundary.eq(to_boundary), row_limit.eq(planner.limit(to_boundary))]
-            next_row = row_addr + stride_bytes
+                return [row_to_boundary.eq(planner.beats_to_boundary(aligned)),
+                        row_limit.eq(planner.limit_at(aligned))]
+            # the next row's address, a register: set in BYTES, then as each row is queued
+            next_row = Signal(ADDR_BITS)
             # the run's beats and whether it has any, registers: set in BYTES and, for the
             # next row, as each row's run is queued (its byte lane from ``next_row``)
             run_beats = Signal.like(run.beats)
@@ -313,6 +315,7 @@ class LoadUnit(wiring.Component):
                         whole.eq(one_run(insn, line_elems)),
                         row_bytes.eq(clipped_len << elem_shift),
                         rows_done.eq(insn.rows == 0),
+                        whole_nonzero.eq((insn.rows != 0) & (insn.row_len != 0)),
                         stride_bytes.eq(insn.stride << elem_shift),
                         *row_boundary(row.aligned),
                     ]
@@ -321,10 +324,16 @@ class LoadUnit(wiring.Component):
                                                 for bit in range(low, min(low + 2, elem_bits))))
                     m.next = "BYTES"
                 with m.State("BYTES"):
-                    chosen = Mux(whole, sum(parts) << elem_shift, row_bytes)
-                    beats = Mux(chosen != 0, span_beats(row.offset, chosen, bus_bytes), 0)
-                    m.d.sync += [run_bytes.eq(chosen), run_has_beats.eq(chosen != 0),
-                                 run_beats.eq(beats)]
+                    # each case's beats from its own adder, chosen after; whether the run has
+                    # any bytes from registers (a whole tile's: rows and row_len nonzero)
+                    whole_bytes = sum(parts) << elem_shift
+                    has_bytes = Mux(whole, whole_nonzero, row_bytes != 0)
+                    beats = Mux(whole, span_beats(row.offset, whole_bytes, bus_bytes),
+                                span_beats(row.offset, row_bytes, bus_bytes))
+                    m.d.sync += [run_bytes.eq(Mux(whole, whole_bytes, row_bytes)),
+                                 run_has_beats.eq(has_bytes),
+                                 run_beats.eq(Mux(has_bytes, beats, 0)),
+                                 next_row.eq(row_addr + stride_bytes)]
                     start_tile(insn)
             with m.State("PAD_BEFORE"):
                 if ecp5:
@@ -360,6 +369,7 @@ class LoadUnit(wiring.Component):
                             rows_left.eq(Mux(whole, 0, rows_left - 1)),
                             rows_done.eq(whole | (rows_left == 1)),
                             row_addr.eq(next_row),
+                            next_row.eq(next_row + stride_bytes),
                             *row_boundary(aligned),
                             run_beats.eq(Mux(run_has_beats,
                                              span_beats(beat_lane(next_row, bus_bytes),

@@ -205,8 +205,10 @@ class RegisteredReadBuffer:
             with m.Elif(taken & ~accepted):
                 m.d.sync += room.eq(Cat(Const(1, 1), room[:-1]))
             return
-        m.d.sync += self.can_accept.eq((self.count + self.fresh if self.blind else count)
-                                       + sum(self.flight) + accepted < self.lines)
+        # the lines owned after this cycle, but for the one accepted in it: ``accepted`` (the
+        # bank arbitration's grant, late) picks between two compares, not feeding an adder
+        owned = (self.count + self.fresh if self.blind else count) + sum(self.flight)
+        m.d.sync += self.can_accept.eq(Mux(accepted, owned < self.lines - 1, owned < self.lines))
 
 
 class Scratchpad(wiring.Component):

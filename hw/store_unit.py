@@ -572,11 +572,10 @@ class StoreUnit(wiring.Component):
         take = Signal(name="store_span_taken")
         with m.If(spans.r_rdy & (~full | take)):
             m.d.comb += spans.r_en.eq(1)
-            distance = planner.beats_to_boundary(spans.head.aligned)
             m.d.sync += [
                 staged.eq(spans.head),
-                to_boundary.eq(distance),
-                limit.eq(planner.limit(distance)),
+                to_boundary.eq(planner.beats_to_boundary(spans.head.aligned)),
+                limit.eq(planner.limit_at(spans.head.aligned)),
                 full.eq(1),
             ]
         with m.Elif(take):

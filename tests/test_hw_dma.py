@@ -313,6 +313,69 @@ def test_burst_planner_issues_the_reference_plan(prepared, random_seed):
 
 
 @pytest.mark.amaranth_sim
+@pytest.mark.parametrize("bus_bytes", [4, 16, 64])
+def test_limit_at_is_the_limit_of_the_distance(bus_bytes):
+    """`BurstPlanner.limit_at` (the ``ecp5`` units' compare on the address beside the
+    subtraction) equals `limit` of `beats_to_boundary` at every bus-aligned address of a page,
+    for burst limits below, at and above a page's beats."""
+    from amaranth.sim import Simulator
+
+    for max_burst in (1, 3, 16, 64, 256):
+        m = Module()
+        planner = BurstPlanner(bus_bytes, max_burst, "dut", 1 << 12)
+        address = Signal(ADDR_BITS)
+        fast, reference = Signal(16), Signal(16)
+        m.d.comb += [fast.eq(planner.limit_at(address)),
+                     reference.eq(planner.limit(planner.beats_to_boundary(address)))]
+
+        async def bench(ctx, fast=fast, reference=reference, address=address,
+                        max_burst=max_burst):
+            for page in (0, 5):
+                for offset in range(0, BOUNDARY_BYTES, bus_bytes):
+                    ctx.set(address, page * BOUNDARY_BYTES + offset)
+                    to_boundary = (BOUNDARY_BYTES - offset) // bus_bytes
+                    assert ctx.get(fast) == ctx.get(reference) == min(to_boundary, max_burst), \
+                        (bus_bytes, max_burst, offset)
+
+        simulator = Simulator(m)
+        simulator.add_testbench(bench)
+        simulator.run()
+
+
+@pytest.mark.amaranth_sim
+@pytest.mark.parametrize("depth", [2, 4, 5])
+def test_ready_register_is_the_fifo_r_rdy(depth, random_seed):
+    """`ready_register` (the ``ecp5`` compute unit's writer decides on it) equals the FIFO's
+    own ``r_rdy`` in every cycle, under random writes (also while full) and reads taken
+    while it is high."""
+    from amaranth.lib.fifo import SyncFIFO
+    from amaranth.sim import Simulator
+
+    from tensorforge.hw.dma_rows import ready_register
+
+    m = Module()
+    m.submodules.fifo = fifo = SyncFIFO(width=8, depth=depth)
+    ready = ready_register(m, fifo, "ready")
+    rng = random.Random(random_seed)
+
+    async def bench(ctx):
+        seen = set()
+        for cycle in range(500):
+            assert ctx.get(ready) == ctx.get(fifo.r_rdy), f"seed {random_seed} cycle {cycle}"
+            ctx.set(fifo.w_en, rng.random() < 0.5)
+            ctx.set(fifo.w_data, rng.getrandbits(8))
+            ctx.set(fifo.r_en, ctx.get(ready) and rng.random() < 0.45)
+            seen.add(ctx.get(fifo.level))
+            await ctx.tick()
+        assert seen == set(range(depth + 1)), "the bench never filled or emptied the FIFO"
+
+    simulator = Simulator(m)
+    simulator.add_clock(1e-8)
+    simulator.add_testbench(bench)
+    simulator.run()
+
+
+@pytest.mark.amaranth_sim
 @pytest.mark.parametrize("depth", [1, 2, 4, 7])
 def test_held_queue_behaves_as_a_queue(depth, random_seed):
     """`HeldQueue` (the ``ecp5`` store unit's line queue: narrow fields in registers, the
