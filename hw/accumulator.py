@@ -130,18 +130,17 @@ class AccumulatorBuffer(wiring.Component):
         if not blocks_only:
             memory = Memory(shape=unsigned(line_bits), depth=config.acc_lines, init=[])
             m.submodules.memory = memory
-        address_bits = max(1, (config.acc_lines - 1).bit_length())
+        address_bits = config.acc_address_bits
 
         early_write = None  # registered_writes: the registered requests, as the memory sees them
+        write_port = None  # the memory's port they write through (unless blocks_only)
         if self.registered_writes:
             early_write = self._registered_write(m, self.compute_write.req, self.dma_write.req)
-            requests = early_write  # with each writer's request, for the bypass compares
             if not blocks_only:
                 write_port = memory.write_port(granularity=config.precision.acc_bits)
                 m.d.comb += [write_port.addr.eq(early_write.addr),
                              write_port.data.eq(early_write.data),
                              write_port.en.eq(early_write.en)]
-                early_write = write_port
         for name, port in (("compute", self.compute_read), ("dma", self.dma_read)):
             registered = self.registered_dma_reads if name == "dma" else self.registered_reads
             bypassed = registered and early_write is not None
@@ -162,10 +161,10 @@ class AccumulatorBuffer(wiring.Component):
                 m.d.comb += [ram.read_addr.eq(read_addr), ram.write_addr.eq(early_write.addr),
                              ram.write_data.eq(early_write.data),
                              ram.write_en.eq(early_write.en)]
-                late = self._bypassed_read(m, requests, read_addr, ram.read_data, name)
+                late = self._bypassed_read(m, early_write, read_addr, ram.read_data, name)
                 slot.elaborate_into(m, None, accepted, registered_data=late)
                 continue
-            transparent_for = () if early_write is None or bypassed else (early_write,)
+            transparent_for = () if write_port is None or bypassed else (write_port,)
             read_port = memory.read_port(transparent_for=transparent_for)
             m.d.comb += [
                 read_port.en.eq(1 if self.read_every_cycle else accepted),
@@ -174,7 +173,7 @@ class AccumulatorBuffer(wiring.Component):
             if bypassed:
                 data = Signal(len(read_port.data), name=f"{name}_read_q")
                 m.d.sync += data.eq(read_port.data)
-                late = self._bypassed_read(m, requests, read_port.addr, data, name)
+                late = self._bypassed_read(m, early_write, read_port.addr, data, name)
                 slot.elaborate_into(m, read_port.data, accepted, registered_data=late)
             else:
                 slot.elaborate_into(m, read_port.data, accepted)

@@ -264,7 +264,7 @@ class BurstPlanner:
 
     def _load(self, m: Module, address, to_boundary, remaining, limit=None, first=None) -> None:
         if limit is None:
-            limit = Mux(to_boundary < self.max_burst, to_boundary, self.max_burst)
+            limit = self.limit(to_boundary)
         if first is None:
             first = self.first_burst(remaining, limit)
         if self.prepared:

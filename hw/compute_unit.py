@@ -199,7 +199,8 @@ class _IssueRegister:
     the cycle after the write it waited for, as without the register.
 
     Lines are compared on their low ``line_bits`` only, the bits the accumulator's memory
-    decodes (`AcceleratorConfig.acc_lines`): two addresses equal there are the same line.
+    decodes (`AcceleratorConfig.acc_address_bits`): two addresses equal there are the same
+    line.
     """
 
     def __init__(self, m: Module, line, overwrites, pending: list, pending_valid, head, push,
@@ -908,7 +909,7 @@ class ComputeUnit(wiring.Component):
             m.d.comb += [read.valid.eq(skid.o.valid), read.payload.eq(skid.o.payload),
                          skid.o.ready.eq(read.ready)]
             issue = _IssueRegister(m, target, overwrites, pending, pending_valid, head, push,
-                                   pop, max(1, (config.acc_lines - 1).bit_length()))
+                                   pop, config.acc_address_bits)
             walking = ~walk.done  # done in the kick cycle: the walker took the instruction
             with m.If(walking & (zero_mode | produces)):
                 m.d.comb += advance_line.eq(issue.room)

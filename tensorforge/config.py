@@ -418,6 +418,11 @@ class AcceleratorConfig:
         return self.scratchpad.accumulator // self.acc_line_bytes
 
     @property
+    def acc_address_bits(self) -> int:
+        """The bits of a line address the accumulator's memory decodes."""
+        return max(1, (self.acc_lines - 1).bit_length())
+
+    @property
     def bank_depth(self) -> int:
         """Lines per bank; line ``n`` lives in bank ``n % banks`` at row ``n // banks``."""
         return -(-self.spad_lines // self.scratchpad.banks)
