@@ -183,7 +183,9 @@ def markdown(rows: list[dict[str, Any]], timeout_s: float, commit: str) -> str:
         "Written by `benchmarks/bench_synthesis.py` (do not edit by hand). int8 operands, int32",
         "accumulators, 64 KiB / 4-bank scratchpad, 16 KiB accumulator, 64-bit AXI unless noted;",
         "`*-core` rows are the PE array alone. ECP5: the ECP5 build (`--target ecp5`,",
-        "`docs/ecp5_target.md`) through Yosys `synth_ecp5` + nextpnr-ecp5 (router1, seed 1) on",
+        "`docs/ecp5_target.md`) through Yosys `synth_ecp5` (ABC9 with 1 ns nets) +",
+        "nextpnr-ecp5 (router1, placement seed 1, the flow's default floorplan: PE DSPs and",
+        "scratchpad/accumulator block RAMs pinned, `fpga/ecp5_floorplan.py`) on",
         f"LFE5U-85F (speed 6, out of context, {CLOCK_NS['ecp5']:g} ns target; multipliers beyond",
         "its 156 DSPs built from LUTs). ASIC: the generic RTL through Yosys onto",
         f"{technology(TECH).description} (`--tech {TECH}`) + OpenSTA at "
@@ -251,16 +253,14 @@ NOTES = """## How to read these numbers
   split over more cycles), all listed with their equivalence tests in `docs/ecp5_target.md`.
   It computes the same results in a few more cycles. The ASIC columns are the generic RTL,
   the hardware the cost model, `docs/fidelity.md` and the area/energy fits describe.
-* **Where ECP5 timing stands.** nextpnr's routing on speed 6 costs about 1 ns per net even
-  between neighbouring tiles (the 8x8's critical path: eight nets, 7.8 ns of routing), so an
-  8 ns clock leaves room for about five LUT or carry levels between flip-flops. The 4x4 and
-  8x8 PE arrays alone close above 125 MHz (`*-core` rows); the whole accelerators' control
-  (the store's line-queue pop, the load unit's burst plans, the compute unit's walkers, the
-  controller's fetch and repeat gates) still fails by up to about 2 ns on paths of four to
-  seven routed nets, several of them 1.5-3 ns long: each unit spreads over half the chip
-  with the DSP and block-RAM rows it uses, and which unit holds the worst path changes with
-  the placement seed. `docs/ecp5_target.md` has the per-endpoint picture (which blocks fail
-  by how much, where their paths start, where the placer puts the units) and every step
+* **Where ECP5 timing stands.** The PE arrays alone close above 125 MHz (`*-core` rows); the
+  whole accelerators do not yet. On speed 6 nextpnr's routing costs about 1 ns per net even
+  between neighbouring tiles, so an 8 ns clock leaves room for about five routed nets between
+  flip-flops, and the control of every unit (the compute unit's walkers and accumulator
+  hazard, the store's line queue, the load unit's gatherer, the controller's fetch) has
+  hundreds of paths within 1 ns of that. Which unit holds the worst path changes with the
+  placement seed, and Fmax with it by several MHz. `docs/ecp5_target.md` has the
+  per-endpoint picture, seed sweeps, the same netlists on a speed-8 part, and every step
   measured so far, kept or not.
 * **The PE pipeline.** Each PE is three register stages: the local-store read (a bank x slot
   mux) and the streamed operand are registered, the product is registered, then the

@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 TOP = "top"  # the name amaranth's platform gives the board top
 BITSTREAM = "accelerator.bit"
 SUMMARY = "build.json"
-#: Yosys log lines that open the phases worth reporting.
+
 
 @dataclass(frozen=True)
 class BoardBuild:
