@@ -80,10 +80,11 @@ CASES = [
          {"intrinsic": "conv2d", "array": _array(4, 4, local_bytes=16)}),
     Case("gemm-8x8", "accelerator", {"intrinsic": "gemm", "array": _array(8, 8)}),
     Case("gemm-16x16", "accelerator", {"intrinsic": "gemm", "array": _array(16, 16)},
-         note="the ECP5 build does not fit the LFE5U-85F: Yosys maps it to 55,768 LUT4 and "
-              "10,349 CCU2C, 84,472 of the part's 83,640 logic cells (101%; 105 multipliers "
-              "built from LUTs beyond the 156 DSPs), and nextpnr finds no legal placement. The "
-              "8x8 is the largest whole accelerator of this configuration that fits the part"),
+         note="the ECP5 build does not fit the LFE5U-85F: at `0e24e37` Yosys maps it to "
+              "57,796 LUT4 and 10,515 CCU2C, 87,094 packed LUT4s (nextpnr's TRELLIS_COMB) of "
+              "the part's 83,640 (104%; 100 multipliers built from LUTs beyond the 156 DSPs), "
+              "and nextpnr finds no legal placement. The 8x8 is the largest whole accelerator "
+              "of this configuration that fits the part"),
 ]
 
 
