@@ -30,7 +30,8 @@ class _Write:
     data: Signal
     en: Signal
     # (this writer writes, its registered request) per writer, first to last in priority:
-    # what ``addr`` and ``en`` choose from, so a compare with an address can skip the choice
+    # what ``addr``, ``data`` and ``en`` are driven from (`_write_from`), and what a compare
+    # with an address reads directly, skipping that choice (`enables_at`)
     writers: tuple
 
     def enables_at(self, address):
@@ -40,6 +41,15 @@ class _Write:
         for chosen, request in reversed(self.writers):
             hits = Mux(chosen & (request.addr == address), request.mask, hits)
         return hits
+
+
+def _write_from(m: Module, target, writers) -> None:
+    """Drive ``target``'s ``addr``, ``data`` and ``en`` from the first of ``writers``
+    ((this writer writes, its request) in priority order) that writes."""
+    for index, (chosen, request) in enumerate(writers):
+        with (m.If if index == 0 else m.Elif)(chosen):
+            m.d.comb += [target.addr.eq(request.addr), target.data.eq(request.data),
+                         target.en.eq(request.mask)]
 
 
 class AccumulatorBuffer(wiring.Component):
@@ -184,18 +194,7 @@ class AccumulatorBuffer(wiring.Component):
             return m
         write_port = memory.write_port(granularity=config.precision.acc_bits)
         m.d.comb += [compute.ready.eq(1), dma.ready.eq(~compute.valid)]
-        with m.If(compute.valid):
-            m.d.comb += [
-                write_port.addr.eq(compute.payload.addr),
-                write_port.data.eq(compute.payload.data),
-                write_port.en.eq(compute.payload.mask),
-            ]
-        with m.Elif(dma.valid):
-            m.d.comb += [
-                write_port.addr.eq(dma.payload.addr),
-                write_port.data.eq(dma.payload.data),
-                write_port.en.eq(dma.payload.mask),
-            ]
+        _write_from(m, write_port, ((compute.valid, compute.payload), (dma.valid, dma.payload)))
         return m
 
     def _registered_write(self, m: Module, compute, dma) -> _Write:
@@ -217,18 +216,7 @@ class AccumulatorBuffer(wiring.Component):
             compute_q.eq(compute.payload),
             dma_q.eq(dma.payload),
         ]
-        with m.If(from_compute):
-            m.d.comb += [
-                write.addr.eq(compute_q.addr),
-                write.data.eq(compute_q.data),
-                write.en.eq(compute_q.mask),
-            ]
-        with m.Elif(from_dma):
-            m.d.comb += [
-                write.addr.eq(dma_q.addr),
-                write.data.eq(dma_q.data),
-                write.en.eq(dma_q.mask),
-            ]
+        _write_from(m, write, write.writers)
         return write
 
     def _bypassed_read(self, m: Module, write, read_addr, data, name: str):
