@@ -31,6 +31,7 @@ from typing import Any
 
 from tensorforge.config import AcceleratorConfig
 from tensorforge.errors import TensorforgeError
+from tensorforge.fpga.ecp5_fit import DesignDoesNotFit
 from tensorforge.fpga.technology import DEFAULT_TECH, technology
 from tensorforge.paths import rtl_commit
 
@@ -80,11 +81,8 @@ CASES = [
          {"intrinsic": "conv2d", "array": _array(4, 4, local_bytes=16)}),
     Case("gemm-8x8", "accelerator", {"intrinsic": "gemm", "array": _array(8, 8)}),
     Case("gemm-16x16", "accelerator", {"intrinsic": "gemm", "array": _array(16, 16)},
-         note="the ECP5 build does not fit the LFE5U-85F: at `0e24e37` Yosys maps it to "
-              "57,796 LUT4 and 10,515 CCU2C, 87,094 packed LUT4s (nextpnr's TRELLIS_COMB) of "
-              "the part's 83,640 (104%; 100 multipliers built from LUTs beyond the 156 DSPs), "
-              "and nextpnr finds no legal placement. The 8x8 is the largest whole accelerator "
-              "of this configuration that fits the part"),
+         note="the 8x8 is the largest whole accelerator of this configuration that fits the "
+              "LFE5U-85F; the 16x16's PEs beyond the part's 156 DSPs multiply on LUTs"),
 ]
 
 
@@ -135,6 +133,8 @@ def run_case(case: Case, timeout_s: float, flows: tuple[str, ...] = FLOWS,
                                    router=case.ecp5_router, timeout_s=timeout_s)
             row["ecp5"] = ecp5
             row["ecp5_path"] = nextpnr_critical_path(ecp5.logs.get("nextpnr", ""))
+        except DesignDoesNotFit as error:  # stored like a report: a rerun is instant
+            row["ecp5_error"], row["ecp5_fit"] = "does not fit", error.summary()
         except TensorforgeError as error:
             row["ecp5_error"] = _short(error)
         row["ecp5_s"] = _tool_seconds(row.get("ecp5"), started)
@@ -220,7 +220,8 @@ def markdown(rows: list[dict[str, Any]], timeout_s: float, commit: str) -> str:
         lines.append("| " + " | ".join([case.name, str(macs), *ecp5, *asic,
                                          f"{row['ecp5_s']:.0f}", f"{row['asic_s']:.0f}"])
                      + " |")
-    notes = [f"* {row['case'].name}: {row['case'].note}." for row in rows if row["case"].note]
+    notes = [f"* {row['case'].name}: {note}." for row in rows
+             for note in (row.get("ecp5_fit"), row["case"].note) if note]
     if notes:
         lines += ["", *notes]
     done = {row["case"].name for row in rows}

@@ -24,6 +24,7 @@ from tensorforge.fpga.ecp5 import (
     map_within_dsp_budget,
     nextpnr_device_flag,
 )
+from tensorforge.fpga.ecp5_fit import FitCheck
 from tensorforge.fpga.progress import YOSYS_PHASES, StageProgress
 from tensorforge.fpga.tools import ECPPACK, NEXTPNR_ECP5, run_tool
 from tensorforge.fpga.ulx3s import PACKAGE, PARTS, Ulx3sTop, check_clock, platform_for
@@ -98,7 +99,8 @@ def build_board(config: AcceleratorConfig, options: SocOptions, out: Path, *,
     ]
     nextpnr = progress.run_tool(
         "nextpnr", lambda: run_tool(NEXTPNR_ECP5, nextpnr_args, cwd=work,
-                                    log_name="nextpnr.log", timeout_s=timeout_s),
+                                    log_name="nextpnr.log", timeout_s=timeout_s,
+                                    watch=FitCheck(part, lut_multipliers=on_luts)),
         work / "nextpnr.log")
     with progress.stage("ecppack"):
         # YoWASP tools see only their working directory: pack there, then move the file

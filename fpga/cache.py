@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
+from tensorforge.errors import TensorforgeError
 from tensorforge.hashing import stable_hash
 from tensorforge.paths import cache_subdir
 from tensorforge.store import ResultStore
@@ -63,6 +64,34 @@ class SynthesisReport:
 ReportT = TypeVar("ReportT", bound=SynthesisReport)
 
 
+class StoredFailure(TensorforgeError):
+    """A flow's outcome that is as much a result as a report: the same inputs fail the same
+    way every time (a design that does not fit its part), so `cached_synthesis` stores it
+    and raises it again from the store instead of rerunning the tools.
+
+    A subclass turns itself into a JSON payload and back; it is found again by its class name.
+    """
+
+    _kinds: dict[str, type[StoredFailure]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        StoredFailure._kinds[cls.__name__] = cls
+
+    def to_payload(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any]) -> Self:
+        raise NotImplementedError
+
+    @staticmethod
+    def load(stored: dict[str, Any]) -> StoredFailure | None:
+        """The failure a stored row describes, or None for a kind this build does not know."""
+        kind = StoredFailure._kinds.get(stored.get("type", ""))
+        return None if kind is None else kind.from_payload(stored["failure"])
+
+
 def synthesis_key(verilog: str, flow: str, options: Any) -> str:
     """The store key of one synthesis: the hash of everything its result depends on."""
     return stable_hash(verilog, flow, options, FLOW_REVISIONS[flow])
@@ -80,17 +109,23 @@ def cached_synthesis(
 ) -> ReportT:
     """The stored report of this synthesis, or ``run(key)``'s, which is then stored.
 
-    With ``use_cache=False`` the flow always runs (the fresh report replaces the stored one).
+    A `StoredFailure` that ``run`` raises is stored too (under ``synth_<flow>_failure``) and
+    raised again for the same key without running anything. With ``use_cache=False`` the flow
+    always runs (the fresh outcome replaces the stored one).
     """
     store = store if store is not None else ResultStore()
-    kind = f"synth_{flow}"
+    kind, failure_kind = f"synth_{flow}", f"synth_{flow}_failure"
     key = synthesis_key(verilog, flow, options)
     if use_cache:
         stored = store.get(kind, key)
         if stored is not None:
             logger.info("%s synthesis %s found in %s", flow, key, store.path)
             return dataclasses.replace(report_type.from_payload(stored.payload), cached=True)
-    report = run(key)
+        failed = store.get(failure_kind, key)
+        failure = StoredFailure.load(failed.payload) if failed is not None else None
+        if failure is not None:
+            logger.info("%s synthesis %s failed before (%s)", flow, key, store.path)
+            raise failure
     inputs = {
         "flow": flow,
         "options": dataclasses.asdict(options) if dataclasses.is_dataclass(options) else options,
@@ -98,6 +133,13 @@ def cached_synthesis(
         "verilog_chars": len(verilog),
         "flow_revision": FLOW_REVISIONS[flow],
     }
+    try:
+        report = run(key)
+    except StoredFailure as failure:
+        store.put(failure_kind, key, {"type": type(failure).__name__,
+                                      "failure": failure.to_payload()}, inputs=inputs)
+        raise
+    store.delete(failure_kind, key)  # a run that now succeeds outranks an old failure
     store.put(kind, key, dataclasses.asdict(report), inputs=inputs)
     return report
 

@@ -36,6 +36,7 @@ from tensorforge.fpga.ecp5_dsp import (
     read_multipliers,
     selection_file,
 )
+from tensorforge.fpga.ecp5_fit import FitCheck
 from tensorforge.fpga.ecp5_floorplan import apply_floorplan
 from tensorforge.fpga.tools import (
     NEXTPNR_ECP5,
@@ -417,8 +418,9 @@ def _place_and_route(
         args.append("--out-of-context")
     if detailed_timing:
         args += ["--detailed-timing-report", "--sdf", "timing.sdf"]
+    fit = FitCheck(options.part, lut_multipliers=len(mapped.on_luts))
     nextpnr = run_tool(NEXTPNR_ECP5, args, cwd=run_dir, log_name="nextpnr.log",
-                       timeout_s=timeout_s, stage=stage)
+                       timeout_s=timeout_s, stage=stage, watch=fit)
     fmax_by_clock, critical_path_ns, utilization = _read_nextpnr_report(
         run_dir / "report.json", nextpnr.log()
     )

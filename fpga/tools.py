@@ -23,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -165,12 +166,18 @@ def run_tool(
     timeout_s: float,
     own_log: str | None = None,
     stage: str | None = None,
+    watch: LogWatch | None = None,
 ) -> ToolRun:
     """Run ``spec`` with ``args`` in ``cwd``; output goes to ``cwd / log_name``.
 
     ``own_log`` names a log file the tool writes itself (``args`` must ask for it); it becomes
     the run's log, for tools whose console output is incomplete: YoWASP Yosys 0.70 loses
     everything it prints after running ABC, the error that stopped it included.
+
+    ``watch`` is called with each new piece of the log while the tool runs (every
+    `WATCH_POLL_S`, and with the rest when it exits); an exception it raises stops the tool
+    and is raised in place of any other outcome: a run whose log already shows it cannot
+    succeed (`tensorforge.fpga.ecp5_fit.FitCheck`) ends there instead of minutes later.
 
     Raises `ToolError` (with the last log lines) when the tool exits non-zero or runs past
     ``timeout_s``; on a timeout the whole process group is killed so no orphan keeps a core.
@@ -183,13 +190,13 @@ def run_tool(
     reporter = current_reporter()
     if reporter is None:
         return _run_tool(spec, args, cwd=cwd, log_name=log_name, timeout_s=timeout_s,
-                         own_log=own_log)
+                         own_log=own_log, watch=watch)
     log = Path(own_log or log_name)
     try:
         return reporter.run_tool(
             stage or log.name.removesuffix(".log"),
             lambda: _run_tool(spec, args, cwd=cwd, log_name=log_name, timeout_s=timeout_s,
-                              own_log=own_log),
+                              own_log=own_log, watch=watch),
             cwd / log, TOOL_PHASES.get(spec.name, ()))
     except KeyboardInterrupt:  # the tool runs in the reporter's thread: stop it too
         stop_running_tools()
@@ -207,7 +214,7 @@ def stop_running_tools() -> None:
 
 
 def _run_tool(spec: ToolSpec, args: list[str], *, cwd: Path, log_name: str, timeout_s: float,
-              own_log: str | None) -> ToolRun:
+              own_log: str | None, watch: LogWatch | None = None) -> ToolRun:
     """`run_tool` without progress."""
     executable = find_tool(spec)
     tool_version(spec)
@@ -231,7 +238,10 @@ def _run_tool(spec: ToolSpec, args: list[str], *, cwd: Path, log_name: str, time
         with _RUNNING_LOCK:
             _RUNNING.add(process)
         try:
-            returncode = process.wait(timeout=timeout_s)
+            if watch is None:
+                returncode = process.wait(timeout=timeout_s)
+            else:
+                returncode = _wait_watching(process, timeout_s, watch, log_path, console_path)
         except subprocess.TimeoutExpired:
             _kill_group(process)
             raise ToolError(
@@ -240,7 +250,7 @@ def _run_tool(spec: ToolSpec, args: list[str], *, cwd: Path, log_name: str, time
                 f"is large)",
                 _read_log(log_path, console_path),
             ) from None
-        except KeyboardInterrupt:
+        except BaseException:  # an interrupt, or what the watch raised
             _kill_group(process)
             raise
         finally:
@@ -256,6 +266,45 @@ def _run_tool(spec: ToolSpec, args: list[str], *, cwd: Path, log_name: str, time
         )
     logger.info("%s finished in %.1f s", spec.name, seconds)
     return ToolRun(spec.name, tuple(argv), log_path, seconds)
+
+
+#: ``watch(new_log_text)``: called as a tool's log grows; raising stops the tool.
+LogWatch = Callable[[str], None]
+WATCH_POLL_S = 2.0
+
+
+def _wait_watching(process: subprocess.Popen, timeout_s: float, watch: LogWatch,
+                   log_path: Path, console_path: Path) -> int:
+    """``process.wait(timeout_s)``, handing the log's new text to ``watch`` as it comes."""
+    deadline = time.monotonic() + timeout_s
+    offset = 0
+
+    def feed() -> None:
+        nonlocal offset
+        path = log_path if log_path.is_file() else console_path
+        try:
+            with open(path, "rb") as log:
+                log.seek(offset)
+                data = log.read()
+        except OSError:
+            return
+        # hand over whole lines only, so no pattern is split between two calls
+        end = data.rfind(b"\n") + 1
+        if end:
+            offset += end
+            watch(data[:end].decode(errors="replace"))
+
+    while True:
+        try:
+            returncode = process.wait(timeout=max(0.0, min(WATCH_POLL_S,
+                                                           deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                raise
+            feed()
+            continue
+        feed()
+        return returncode
 
 
 def _read_log(log_path: Path, console_path: Path) -> str:

@@ -17,6 +17,7 @@ from tensorforge.fpga.ecp5 import (
     synthesize_ecp5,
     synthesize_ecp5_seeds,
 )
+from tensorforge.fpga.ecp5_fit import DesignDoesNotFit
 from tensorforge.fpga.ecp5_timing import read_run
 from tensorforge.hw.mac import MultiplyAccumulate
 from tensorforge.store import ResultStore
@@ -37,10 +38,11 @@ def mac_file(module_workspace):
 
 @pytest.fixture
 def store(module_workspace, tmp_path):
-    """A fresh store per error test; a failed synthesis must leave it empty."""
+    """A fresh store per error test; a failed synthesis must store no report (a design that
+    does not fit its part is stored as that failure, `synth_ecp5_failure`)."""
     store = ResultStore(tmp_path / "errors.sqlite")
     yield store
-    assert store.kinds() == []
+    assert set(store.kinds()) <= {"synth_ecp5_failure"}
 
 
 def _synth(capsys, *args: str) -> tuple[int, str, str]:
@@ -244,10 +246,27 @@ def test_unknown_top_names_the_module(store, mac_file, flow):
     assert "no_such_top" in error.value.cause and "not found" in error.value.cause
 
 
-def test_place_and_route_failure_names_nextpnr(store):
-    too_wide = "module wide(input [299:0] a, output [299:0] y);\n  assign y = ~a;\nendmodule\n"
+#: 600 ports, each a pin unless synthesized out of context.
+TOO_WIDE = "module wide(input [299:0] a, output [299:0] y);\n  assign y = ~a;\nendmodule\n"
+
+
+def test_more_ports_than_pins_is_a_design_that_does_not_fit(store):
+    """600 ports as pins of a 365-pin part: stopped after packing, with what to do."""
+    with pytest.raises(DesignDoesNotFit) as error:
+        synthesize_ecp5(TOO_WIDE, "wide", store=store)
+    assert error.value.over == {"TRELLIS_IO": (600, 365)}
+    assert "TRELLIS_IO 600 of 365 (164%)" in str(error.value)
+    assert "--out-of-context" in str(error.value)
+    assert len(store.keys("synth_ecp5_failure")) == 1
+
+
+def test_place_and_route_failure_names_nextpnr(store, monkeypatch):
+    """A nextpnr error that is not a fit (here, with the fit check off): the tool's own."""
+    from tensorforge.fpga import ecp5_fit
+
+    monkeypatch.setattr(ecp5_fit.FitCheck, "__call__", lambda self, text: None)
     with pytest.raises(ToolError) as error:
-        synthesize_ecp5(too_wide, "wide", store=store)
+        synthesize_ecp5(TOO_WIDE, "wide", store=store)
     assert error.value.tool == "nextpnr-ecp5"
     assert "Unable to place" in error.value.cause
     assert "TRELLIS_IO" in str(error.value)

@@ -213,3 +213,40 @@ def test_asic_shortest_period_is_the_clock_less_the_slack(mac_asic):
     assert summary["min_period_ns"] == pytest.approx(mac_asic.clock_ns - mac_asic.slack_ns)
     assert summary["min_period_ns"] >= mac_asic.critical_path_ns
     assert summary["fmax_mhz"] == pytest.approx(1e3 / summary["min_period_ns"], rel=1e-6)
+
+
+def _many_block_rams(count: int) -> str:
+    """``count`` independent 1024x18 memories (a DP16KD each) with registered reads."""
+    return "\n".join([
+        f"module many_rams(input clk, input we, input [9:0] addr, input [17:0] din, "
+        f"output [{18 * count - 1}:0] dout);",
+        "  genvar i;",
+        f"  generate for (i = 0; i < {count}; i = i + 1) begin : bank",
+        "    reg [17:0] mem [0:1023]; reg [17:0] q;",
+        "    always @(posedge clk) begin if (we) mem[addr] <= din ^ i; q <= mem[addr ^ i]; end",
+        "    assign dout[18*i +: 18] = q;",
+        "  end endgenerate",
+        "endmodule",
+    ])
+
+
+def test_ecp5_design_over_the_part_is_a_stored_does_not_fit(workspace, monkeypatch):
+    """57 block RAMs on the LFE5U-25F (56 DP16KD): nextpnr's utilisation after packing says
+    so, the flow stops there with what is over and by how much, and asking again answers
+    from the store without a tool."""
+    from tensorforge.fpga.ecp5_fit import DesignDoesNotFit
+
+    verilog = _many_block_rams(57)
+    with pytest.raises(DesignDoesNotFit) as first:
+        synthesize_ecp5(verilog, "many_rams", part="LFE5U-25F", out_of_context=True,
+                        store=workspace)
+    assert first.value.over == {"DP16KD": (57, 56)}
+    assert "DP16KD 57 of 56 (102%)" in str(first.value) and "--pe" in str(first.value)
+    assert not first.value.stored
+    _forbid_tools(monkeypatch)
+    with pytest.raises(DesignDoesNotFit) as again:
+        synthesize_ecp5(verilog, "many_rams", part="LFE5U-25F", out_of_context=True,
+                        store=workspace)
+    assert again.value.stored and again.value.over == first.value.over
+    assert "--no-cache" in str(again.value)
+    assert len(workspace.keys("synth_ecp5_failure")) == 1

