@@ -179,8 +179,10 @@ def design_clock_ns(design: Design, tech: str = DEFAULT_TECH) -> float:
 
 
 def block_verilog(design: Design, target: str = "generic") -> tuple[str, str]:
-    """``(verilog, top name)`` of the generated block; ``target`` (`tensorforge.hw.targets`)
-    applies to the accelerator and the PE array, the blocks that have an ECP5 build."""
+    """``(verilog, top name)`` of the generated block, without source locations (the text,
+    and so each synthesis's key, does not depend on where the checkout is); ``target``
+    (`tensorforge.hw.targets`) applies to the accelerator and the PE array, the blocks that
+    have an ECP5 build. The accelerator's is what `tensorforge generate` writes."""
     from amaranth import Signal
     from amaranth.back import verilog
     from amaranth.lib import data
@@ -209,7 +211,7 @@ def block_verilog(design: Design, target: str = "generic") -> tuple[str, str]:
         if isinstance(value, Signal):
             ports.append(value)
     top = f"tf_{design.component}"
-    return verilog.convert(block, name=top, ports=ports), top
+    return verilog.convert(block, name=top, ports=ports, emit_src=False), top
 
 
 def synthesize(design: Design, *, tech: str = DEFAULT_TECH, ecp5: bool = True,

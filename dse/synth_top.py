@@ -25,7 +25,7 @@ from tensorforge.errors import TensorforgeError
 
 logger = logging.getLogger(__name__)
 
-TOP = "tf_accelerator"
+TOP = "accelerator"  # `tensorforge.hw.accelerator.TOP_NAME`, as `generate` writes it
 
 
 @dataclass
@@ -41,10 +41,11 @@ class SynthesisRow:
 
 
 def accelerator_verilog(config: AcceleratorConfig, target: str = "generic") -> str:
-    """Verilog of the accelerator template for ``config`` (``target``: `tensorforge.hw.targets`);
-    TensorforgeError if hw lacks it."""
+    """Verilog of the accelerator for ``config`` (``target``: `tensorforge.hw.targets`): the
+    text `tensorforge generate` writes (`tensorforge.api.generate_verilog`); TensorforgeError
+    if hw lacks the template."""
     try:
-        module = importlib.import_module("tensorforge.hw.accelerator")
+        importlib.import_module("tensorforge.hw.accelerator")
     except ModuleNotFoundError as error:
         if error.name != "tensorforge.hw.accelerator":
             raise
@@ -52,10 +53,9 @@ def accelerator_verilog(config: AcceleratorConfig, target: str = "generic") -> s
             "hw/accelerator.py (the top-level accelerator template) has not landed yet; "
             "synthesis of the chosen designs is skipped"
         ) from None
-    from amaranth.back import verilog
+    from tensorforge.api import generate_verilog
 
-    component = module.Accelerator(config, target=target)
-    return verilog.convert(component, name=TOP)
+    return generate_verilog(config, target)
 
 
 def synthesize_top(

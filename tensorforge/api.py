@@ -76,14 +76,20 @@ def compile_stages(workload: Workload, config: AcceleratorConfig,
     return chain(workload, config, memory, scales)
 
 
-def generate_verilog(config: AcceleratorConfig, target: str = "generic") -> str:
+def generate_verilog(config: AcceleratorConfig, target: str = "generic", *,
+                     zero_init: bool = False) -> str:
     """The accelerator for ``config`` as Verilog text, top module ``accelerator``; ``target``
-    ``ecp5`` builds the multipliers from ECP5 DSPs (`tensorforge.hw.targets`)."""
-    from amaranth.back import verilog
+    ``ecp5`` builds the multipliers from ECP5 DSPs (`tensorforge.hw.targets`).
 
+    The one text of the hardware: what ``tensorforge generate`` writes and what every
+    synthesis (``explore --synthesize-top``, the calibration, the synthesis bench) reads, so
+    a figure made by one is a figure of the others' netlist. No source locations (the text
+    does not depend on where the checkout is); ``zero_init`` keeps the memories' zero fill.
+    """
     from tensorforge.hw.accelerator import TOP_NAME, Accelerator
+    from tensorforge.verilog_text import component_verilog
 
-    return verilog.convert(Accelerator(config, target=target), name=TOP_NAME, emit_src=False)
+    return component_verilog(Accelerator(config, target=target), TOP_NAME, zero_init=zero_init)
 
 
 def simulate_model(module, example_inputs, config: AcceleratorConfig, *, backend: str = "rtl",

@@ -115,6 +115,7 @@ def generate(config: AcceleratorConfig, out: Path, *, zero_init: bool = False,
     with _stage(progress, "elaborate"):
         top = Accelerator(config, target=target)
     with _stage(progress, "write Verilog"):  # a 32x32 array converts for minutes
+        # `tensorforge.api.generate_verilog`'s text (elaborated once here: the ports need it)
         text = component_verilog(top, TOP_NAME, zero_init=zero_init)
     logger.info("converted %s in %.1f s", config.describe(), time.perf_counter() - started)
     paths = {
