@@ -82,7 +82,8 @@ class StoredFailure(TensorforgeError):
         raise NotImplementedError
 
     @classmethod
-    def from_payload(cls, payload: dict[str, Any]) -> Self:
+    def from_payload(cls, payload: dict[str, Any], *, stored: bool = True) -> Self:
+        """The failure again; ``stored``: it comes from the store (its message says so)."""
         raise NotImplementedError
 
     @staticmethod
@@ -90,6 +91,16 @@ class StoredFailure(TensorforgeError):
         """The failure a stored row describes, or None for a kind this build does not know."""
         kind = StoredFailure._kinds.get(stored.get("type", ""))
         return None if kind is None else kind.from_payload(stored["failure"])
+
+    def __reduce__(self):
+        # pickled by payload (a flow run in a worker process): the constructors take more
+        # than the one message Exception's own pickling would pass them
+        return _unpickle_failure, (type(self).__name__, self.to_payload(),
+                                   getattr(self, "stored", False))
+
+
+def _unpickle_failure(kind: str, payload: dict[str, Any], stored: bool) -> StoredFailure:
+    return StoredFailure._kinds[kind].from_payload(payload, stored=stored)
 
 
 def synthesis_key(verilog: str, flow: str, options: Any) -> str:

@@ -91,10 +91,10 @@ class DesignDoesNotFit(StoredFailure, ConfigError):
                 "lut_multipliers": self.lut_multipliers}
 
     @classmethod
-    def from_payload(cls, payload: dict[str, Any]) -> Self:
+    def from_payload(cls, payload: dict[str, Any], *, stored: bool = True) -> Self:
         return cls(payload["part"], {cell: (int(used), int(available))
                                      for cell, (used, available) in payload["over"].items()},
-                   lut_multipliers=payload.get("lut_multipliers", 0), stored=True)
+                   lut_multipliers=payload.get("lut_multipliers", 0), stored=stored)
 
 
 class FitCheck:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 import re
 import shutil
 import stat
@@ -303,6 +304,9 @@ def test_fit_check_names_what_is_over_and_reads_the_block_once():
     assert ("does not fit LFE5U-25F: DP16KD 57 of 56 (102%); TRELLIS_COMB 30,000 of 24,288 "
             "(124%); 3 multipliers built from LUTs") in str(error.value)
     assert "--part LFE5U-85F" in str(error.value)  # a larger part exists
+    again = pickle.loads(pickle.dumps(error.value))  # as from a worker process
+    assert (type(again), again.over, str(again)) == (DesignDoesNotFit, error.value.over,
+                                                     str(error.value))
     check(UTILISATION_OVER)  # a later block (after placement) is not read again
     fits = FitCheck("LFE5U-85F")
     fits(UTILISATION_OVER.replace("24288", "83640").replace(" 56 ", " 208 "))
