@@ -73,6 +73,7 @@ class StoredFailure(TensorforgeError):
     """
 
     _kinds: dict[str, type[StoredFailure]] = {}
+    stored: bool = False  # raised from the store rather than by a run
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -95,8 +96,7 @@ class StoredFailure(TensorforgeError):
     def __reduce__(self):
         # pickled by payload (a flow run in a worker process): the constructors take more
         # than the one message Exception's own pickling would pass them
-        return _unpickle_failure, (type(self).__name__, self.to_payload(),
-                                   getattr(self, "stored", False))
+        return _unpickle_failure, (type(self).__name__, self.to_payload(), self.stored)
 
 
 def _unpickle_failure(kind: str, payload: dict[str, Any], stored: bool) -> StoredFailure:

@@ -281,9 +281,8 @@ def _wait_watching(process: subprocess.Popen, timeout_s: float, watch: LogWatch,
 
     def feed() -> None:
         nonlocal offset
-        path = log_path if log_path.is_file() else console_path
         try:
-            with open(path, "rb") as log:
+            with open(_log_file(log_path, console_path), "rb") as log:
                 log.seek(offset)
                 data = log.read()
         except OSError:
@@ -307,10 +306,13 @@ def _wait_watching(process: subprocess.Popen, timeout_s: float, watch: LogWatch,
         return returncode
 
 
-def _read_log(log_path: Path, console_path: Path) -> str:
+def _log_file(log_path: Path, console_path: Path) -> Path:
     """The tool's own log, or its console output where it wrote none."""
-    path = log_path if log_path.is_file() else console_path
-    return path.read_text(errors="replace")
+    return log_path if log_path.is_file() else console_path
+
+
+def _read_log(log_path: Path, console_path: Path) -> str:
+    return _log_file(log_path, console_path).read_text(errors="replace")
 
 
 def _kill_group(process: subprocess.Popen) -> None:
